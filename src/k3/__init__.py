@@ -1,0 +1,29 @@
+"""k3: run, check and measure Kimi K3 from Python.
+
+`k3.load(path)` returns the text model (an nn.Module) from a checkpoint in the official layout.
+Heavy modules are imported on first use, so `import k3` stays cheap.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+__all__ = ["K3Config", "load", "load_config"]
+
+
+def load(path, dtype=None, device="cpu"):
+    """Load a K3 text model from a checkpoint directory.
+
+    dtype=None picks what is fast on the device: on CPU, weights keep the checkpoint's bf16 bytes
+    and compute runs in fp32; on GPUs, bf16. dtype=torch.float32 gives the exact fp32 model.
+    """
+    from k3.model.weights import load_model
+
+    return load_model(path, dtype=dtype, device=device)
+
+
+def __getattr__(name):
+    if name in ("K3Config", "load_config"):
+        import k3.config as config
+
+        return getattr(config, name)
+    raise AttributeError(f"module 'k3' has no attribute {name!r}")

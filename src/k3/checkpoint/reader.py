@@ -1,0 +1,104 @@
+"""Read a safetensors checkpoint as Moonshot publishes it: sharded with `model.safetensors.index.json`
+or a single file, tensor names under `language_model.`, vision tensors alongside.
+
+Tensors are read one at a time through safetensors' memory map, so a loader holds at most one
+extra tensor beyond what it keeps. Every failure is a `CheckpointError` naming file and tensor.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from k3.checkpoint.errors import CheckpointError
+
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+TEXT_PREFIX = "language_model."
+IGNORED_PREFIXES = ("vision_tower.", "vision_model.", "mm_projector.", "multi_modal_projector.")
+
+
+def text_name(stored: str) -> str | None:
+    """Map a stored tensor name to the text-model name, or None for vision/projector tensors."""
+    name = stored[len(TEXT_PREFIX):] if stored.startswith(TEXT_PREFIX) else stored
+    return None if name.startswith(IGNORED_PREFIXES) else name
+
+
+class CheckpointReader:
+    def __init__(self, path: str | Path):
+        self.root = Path(path)
+        if not self.root.is_dir():
+            raise CheckpointError(f"checkpoint directory {self.root} does not exist")
+        self._handles: dict[str, object] = {}
+        self._where: dict[str, tuple[str, str]] = {}
+        for file, stored_names in self._shard_map().items():
+            handle = self._open(file)
+            present = set(handle.keys())
+            for stored in stored_names if stored_names is not None else sorted(present):
+                if stored not in present:
+                    raise CheckpointError(
+                        f"the index places this tensor in {file}, but that shard does not contain it; "
+                        "the index and the shards are from different revisions - re-download both",
+                        file=file, tensor=stored)
+                name = text_name(stored)
+                if name is not None:
+                    self._where[name] = (file, stored)
+
+    def _shard_map(self) -> dict[str, list[str] | None]:
+        """file -> stored tensor names it should hold (None: whatever the file has)."""
+        index = self.root / INDEX_FILE
+        if index.is_file():
+            try:
+                weight_map = json.loads(index.read_text())["weight_map"]
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise CheckpointError(f"unreadable index ({e!r}); re-download it", file=INDEX_FILE) from None
+            files: dict[str, list[str]] = {}
+            for stored, file in weight_map.items():
+                files.setdefault(file, []).append(stored)
+            return files
+        if (self.root / SINGLE_FILE).is_file():
+            return {SINGLE_FILE: None}
+        shards = sorted(p.name for p in self.root.glob("*.safetensors"))
+        if not shards:
+            raise CheckpointError(f"no *.safetensors files and no {INDEX_FILE} in {self.root}")
+        return {f: None for f in shards}
+
+    def _open(self, file: str):
+        path = self.root / file
+        if not path.is_file():
+            raise CheckpointError(f"the index names {file}, which is missing; download it (or re-run the download)",
+                                  file=file)
+        try:
+            handle = safe_open(str(path), framework="pt", device="cpu")
+        except (SafetensorError, OSError, ValueError) as e:
+            raise CheckpointError(f"corrupt or truncated safetensors file ({e}); re-download it", file=file) from None
+        self._handles[file] = handle
+        return handle
+
+    def names(self) -> list[str]:
+        return list(self._where)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._where
+
+    def locate(self, name: str) -> tuple[str, str]:
+        if name not in self._where:
+            raise CheckpointError("missing tensor", tensor=TEXT_PREFIX + name)
+        return self._where[name]
+
+    def info(self, name: str) -> tuple[tuple[int, ...], str]:
+        """(shape, safetensors dtype string) without reading data."""
+        file, stored = self.locate(name)
+        sl = self._handles[file].get_slice(stored)
+        return tuple(sl.get_shape()), sl.get_dtype()
+
+    def get(self, name: str) -> torch.Tensor:
+        file, stored = self.locate(name)
+        try:
+            return self._handles[file].get_tensor(stored)
+        except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+            raise CheckpointError(f"cannot read tensor data ({e}); the shard may be truncated", file=file,
+                                  tensor=stored) from None

@@ -1,0 +1,87 @@
+"""Named presets: the released Kimi K3 text config, and tiny odd-sized configs for tests.
+
+Presets are named functions, never guessed from paths. `released_hf_dict()` is the official
+config.json content (spec section 1.1) so the released numbers can be checked without a download.
+"""
+
+from __future__ import annotations
+
+from k3.config.hf import from_hf_dict, mxfp4_quantization_config
+from k3.config.model import LAYER_KDA, LAYER_MLA, MLP_DENSE, MLP_MOE, K3Config
+
+RELEASED_MLA_LAYERS = tuple(range(4, 93, 4)) + (93,)
+
+
+def released_hf_dict() -> dict:
+    """The released `config.json` (text part verbatim in the keys k3 reads; vision omitted)."""
+    kda = [i for i in range(1, 94) if i not in RELEASED_MLA_LAYERS]
+    text = {
+        "model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"],
+        "vocab_size": 163840, "hidden_size": 7168, "num_hidden_layers": 93,
+        "num_attention_heads": 96, "num_key_value_heads": 96, "intermediate_size": 33792,
+        "hidden_act": "situ", "activation_situ_beta": 4.0, "activation_situ_linear_beta": 25.0,
+        "rms_norm_eps": 1e-05, "max_position_embeddings": 1048576, "tie_word_embeddings": False,
+        "bos_token_id": 163584, "eos_token_id": 163586, "pad_token_id": 163839, "dtype": "bfloat16",
+        "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+        "v_head_dim": 128, "mla_use_nope": True, "mla_use_output_gate": True,
+        "num_experts": 896, "num_experts_per_token": 16, "num_shared_experts": 2,
+        "moe_intermediate_size": 3072, "routed_expert_hidden_size": 3584, "latent_moe_use_norm": True,
+        "moe_router_activation_func": "sigmoid", "moe_renormalize": True, "routed_scaling_factor": 1.0,
+        "topk_method": "noaux_tc", "use_grouped_topk": True, "num_expert_group": 1, "topk_group": 1,
+        "first_k_dense_replace": 1, "moe_layer_freq": 1, "num_nextn_predict_layers": 0,
+        "attn_res_block_size": 12,
+        "linear_attn_config": {
+            "full_attn_layers": list(RELEASED_MLA_LAYERS), "kda_layers": kda, "num_heads": 96,
+            "head_dim": 128, "short_conv_kernel_size": 4, "use_full_rank_gate": True,
+            "gate_lower_bound": -5.0,
+        },
+        "quantization_config": mxfp4_quantization_config(32),
+    }
+    return {
+        "architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
+        "dtype": "bfloat16", "eos_token_id": 163586, "ignore_index": -100,
+        "media_placeholder_token_id": 163605, "tie_word_embeddings": False,
+        "text_config": text, "vision_config": {},
+    }
+
+
+def released() -> K3Config:
+    """Kimi K3 as released (2.78 T text parameters)."""
+    return from_hf_dict(released_hf_dict())
+
+
+def tiny(**changes) -> K3Config:
+    """Odd-sized K3 for tests: KDA+MLA, an AttnRes boundary inside the stack, MLA last, MXFP4 experts."""
+    base = K3Config(
+        vocab_size=101, hidden_size=48, num_hidden_layers=5,
+        layer_types=(LAYER_KDA, LAYER_KDA, LAYER_MLA, LAYER_KDA, LAYER_MLA),
+        mlp_types=(MLP_DENSE,) + (MLP_MOE,) * 4,
+        intermediate_size=37, attn_res_block_size=2,
+        num_attention_heads=3, q_lora_rank=24, kv_lora_rank=16, qk_nope_head_dim=8,
+        qk_rope_head_dim=4, v_head_dim=6,
+        kda_num_heads=3, kda_head_dim=8, short_conv_kernel_size=4,
+        num_experts=7, num_experts_per_token=3, num_shared_experts=1,
+        moe_intermediate_size=32, routed_expert_hidden_size=64,
+        bos_token_id=None, eos_token_id=100, pad_token_id=None,
+    )
+    return base.replace(**changes) if changes else base
+
+
+def mid(**changes) -> K3Config:
+    """A mid-size random config for throughput measurements (~0.2 B parameters)."""
+    n = 8
+    base = K3Config(
+        vocab_size=32000, hidden_size=1024, num_hidden_layers=n,
+        layer_types=tuple(LAYER_MLA if (i + 1) % 4 == 0 else LAYER_KDA for i in range(n)),
+        mlp_types=(MLP_DENSE,) + (MLP_MOE,) * (n - 1),
+        intermediate_size=2816, attn_res_block_size=3,
+        num_attention_heads=8, q_lora_rank=384, kv_lora_rank=128, qk_nope_head_dim=64,
+        qk_rope_head_dim=32, v_head_dim=64,
+        kda_num_heads=8, kda_head_dim=64,
+        num_experts=32, num_experts_per_token=4, num_shared_experts=1,
+        moe_intermediate_size=512, routed_expert_hidden_size=512,
+    )
+    return base.replace(**changes) if changes else base
+
+
+PRESETS = {"k3": released, "tiny": tiny, "mid": mid}

@@ -1,0 +1,75 @@
+"""KimiDeltaAttention layer (spec section 4.3): projections, short convs, gates, delta-rule core, gated norm.
+
+Prefill of more than `CHUNK_MIN_TOKENS` tokens runs the chunked core; shorter steps (decode) run
+the recurrence. Both continue from and update the sequence's `KDAState` when one is given.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from k3.config.model import K3Config
+from k3.layers.basic import Linear, WeightOnly, frozen
+from k3.layers.state import KDAState
+from k3.ops.conv import short_conv_silu
+from k3.ops.kda import chunk_kda, kda_gate, recurrent_kda
+from k3.ops.precision import wide
+from k3.ops.norm import gated_rms_norm, l2_norm
+
+CHUNK_MIN_TOKENS = 16
+
+
+class KimiDeltaAttention(nn.Module):
+    def __init__(self, c: K3Config):
+        super().__init__()
+        h, P, D = c.hidden_size, c.kda_proj_dim, c.kda_head_dim
+        self.num_heads, self.head_dim = c.kda_num_heads, D
+        self.eps, self.lower_bound = c.rms_norm_eps, c.gate_lower_bound
+        self.q_proj, self.k_proj, self.v_proj = Linear(h, P), Linear(h, P), Linear(h, P)
+        self.q_conv1d, self.k_conv1d, self.v_conv1d = (
+            WeightOnly(P, 1, c.short_conv_kernel_size, dtype=torch.float32) for _ in range(3))
+        self.f_a_proj, self.f_b_proj = Linear(h, D), Linear(D, P)
+        self.b_proj = Linear(h, c.kda_num_heads)
+        # Stored padded to head_dim in K3; the loader narrows it to the num_heads meaningful entries.
+        self.A_log = frozen(c.kda_num_heads, dtype=torch.float32)
+        self.dt_bias = frozen(P, dtype=torch.float32)
+        if c.use_full_rank_gate:
+            self.g_proj = Linear(h, P)
+        else:
+            self.g_a_proj, self.g_b_proj = Linear(h, D), Linear(D, P)
+        self.o_norm = WeightOnly(D, dtype=torch.float32)
+        self.o_proj = Linear(P, h)
+
+    def _output_gate(self, x: torch.Tensor) -> torch.Tensor:
+        if hasattr(self, "g_proj"):
+            return self.g_proj(x)
+        return self.g_b_proj(self.g_a_proj(x))
+
+    def _conv(self, x: torch.Tensor, state: KDAState | None) -> tuple[list[torch.Tensor], tuple]:
+        tails = state.conv if state is not None and state.conv is not None else (None, None, None)
+        outs, new_tails = [], []
+        for proj, conv, tail in zip((self.q_proj, self.k_proj, self.v_proj),
+                                    (self.q_conv1d, self.k_conv1d, self.v_conv1d), tails):
+            y, t = short_conv_silu(proj(x), conv.weight[:, 0, :], tail)
+            outs.append(y)
+            new_tails.append(t)
+        return outs, tuple(new_tails)
+
+    def forward(self, x: torch.Tensor, state: KDAState | None = None) -> torch.Tensor:
+        """x [B, T, hidden] (already normalised) -> [B, T, hidden]; updates `state` in place."""
+        B, T, _ = x.shape
+        H, D = self.num_heads, self.head_dim
+        (q, k, v), tails = self._conv(x, state)
+        q = l2_norm(q.view(B, T, H, D))
+        k = l2_norm(k.view(B, T, H, D))
+        beta = torch.sigmoid(wide(self.b_proj(x)))
+        g = kda_gate(self.f_b_proj(self.f_a_proj(x)).view(B, T, H, D), self.A_log, self.dt_bias, self.lower_bound)
+        core = chunk_kda if T > CHUNK_MIN_TOKENS else recurrent_kda
+        initial = state.recurrent if state is not None else None
+        o, final = core(q, k, v.view(B, T, H, D), g, beta, D ** -0.5, initial)
+        if state is not None:
+            state.recurrent, state.conv = final, tails
+        gate = self._output_gate(x).view(B, T, H, D)
+        o = gated_rms_norm(o, gate, self.o_norm.weight, self.eps)
+        return self.o_proj(o.reshape(B, T, H * D))

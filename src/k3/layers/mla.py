@@ -1,0 +1,59 @@
+"""Gated NoPE MLA layer (spec section 4.4). Caches only the normalised latent c_kv and the shared k_x.
+
+Single-token steps use the absorbed (latent-space) core; longer steps expand K/V once.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from k3.config.model import K3Config
+from k3.layers.basic import Linear, RMSNorm
+from k3.layers.state import MLACache
+from k3.ops.mla import mla_absorbed, mla_naive
+
+
+class GatedMLA(nn.Module):
+    def __init__(self, c: K3Config):
+        super().__init__()
+        h, H = c.hidden_size, c.num_attention_heads
+        self.num_heads, self.nope, self.extra, self.v_dim = H, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim
+        self.kv_rank = c.kv_lora_rank
+        self.scale = c.qk_head_dim ** -0.5
+        if c.q_lora_rank:
+            self.q_a_proj = Linear(h, c.q_lora_rank)
+            self.q_a_layernorm = RMSNorm(c.q_lora_rank, c.mla_norm_eps)
+            self.q_b_proj = Linear(c.q_lora_rank, H * c.qk_head_dim)
+        else:
+            self.q_proj = Linear(h, H * c.qk_head_dim)
+        self.kv_a_proj_with_mqa = Linear(h, c.kv_lora_rank + c.qk_rope_head_dim)
+        self.kv_a_layernorm = RMSNorm(c.kv_lora_rank, c.mla_norm_eps)
+        self.kv_b_proj = Linear(c.kv_lora_rank, H * (c.qk_nope_head_dim + c.v_head_dim))
+        if c.mla_use_output_gate:
+            self.g_proj = Linear(h, H * c.v_head_dim)
+        self.o_proj = Linear(H * c.v_head_dim, h)
+
+    def _query(self, x: torch.Tensor) -> torch.Tensor:
+        if hasattr(self, "q_proj"):
+            return self.q_proj(x)
+        return self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+
+    def forward(self, x: torch.Tensor, cache: MLACache | None = None) -> torch.Tensor:
+        """x [B, T, hidden] (already normalised) -> [B, T, hidden]; appends this step to `cache`."""
+        B, T, _ = x.shape
+        H = self.num_heads
+        q = self._query(x).view(B, T, H, self.nope + self.extra)
+        kv_a = self.kv_a_proj_with_mqa(x)
+        c_kv = self.kv_a_layernorm(kv_a[..., :self.kv_rank])
+        k_x = kv_a[..., self.kv_rank:]
+        offset = 0
+        if cache is not None:
+            c_kv, k_x, offset = cache.extend(c_kv, k_x)
+        w_kv = self.kv_b_proj.weight.view(H, self.nope + self.v_dim, self.kv_rank)
+        core = mla_absorbed if T == 1 else mla_naive
+        o = core(q[..., :self.nope], q[..., self.nope:], c_kv, k_x, w_kv[:, :self.nope], w_kv[:, self.nope:],
+                 self.scale, offset).reshape(B, T, H * self.v_dim)
+        if hasattr(self, "g_proj"):
+            o = o * torch.sigmoid(self.g_proj(x))
+        return self.o_proj(o)

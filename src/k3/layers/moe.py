@@ -1,0 +1,80 @@
+"""Stable LatentMoE (spec section 4.6): fp32 sigmoid router with selection-only bias, routed experts in a
+latent space (down-proj, experts, RMSNorm, up-proj), plus full-width shared experts.
+
+Each expert runs once per step on all tokens routed to it. Expert outputs (activation dtype) are
+weighted by fp32 routing weights and summed in fp32 (the official precision contract).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from k3.config.model import K3Config
+from k3.layers.basic import Linear, RMSNorm, frozen
+from k3.layers.experts import DenseExperts, PackedExperts
+from k3.layers.mlp import GLUMLP
+from k3.ops.precision import wide
+from k3.ops.routing import sigmoid_topk_route
+
+
+class MoEGate(nn.Module):
+    def __init__(self, hidden: int, num_experts: int):
+        super().__init__()
+        self.weight = frozen(num_experts, hidden)
+        self.e_score_correction_bias = frozen(num_experts, dtype=torch.float32)
+
+
+class LatentMoE(nn.Module):
+    def __init__(self, c: K3Config):
+        super().__init__()
+        h, r = c.hidden_size, c.routed_expert_hidden_size
+        self.top_k, self.renormalize, self.scaling = c.num_experts_per_token, c.moe_renormalize, c.routed_scaling_factor
+        self.gate = MoEGate(h, c.num_experts)
+        if r is not None:
+            self.routed_expert_down_proj = Linear(h, r)
+            self.routed_expert_norm = RMSNorm(r, c.rms_norm_eps) if c.latent_moe_use_norm else None
+            self.routed_expert_up_proj = Linear(r, h)
+        act = (c.hidden_act, c.situ_beta, c.situ_linear_beta)
+        if c.expert_format == "mxfp4":
+            self.experts = PackedExperts(c.num_experts, c.expert_in_dim, c.moe_intermediate_size,
+                                         c.mxfp4_group_size, *act)
+        else:
+            self.experts = DenseExperts(c.num_experts, c.expert_in_dim, c.moe_intermediate_size, *act)
+        self.shared_experts = (GLUMLP(h, c.moe_intermediate_size * c.num_shared_experts, *act)
+                               if c.num_shared_experts else None)
+
+    @property
+    def latent(self) -> bool:
+        return hasattr(self, "routed_expert_down_proj")
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [N, hidden] -> (weights [N, k] fp32, ids [N, k])."""
+        xw = wide(x)
+        logits = F.linear(xw, self.gate.weight.to(xw.dtype))
+        return sigmoid_topk_route(logits, self.gate.e_score_correction_bias, self.top_k, self.renormalize, self.scaling)
+
+    def _routed(self, z: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """z [N, d] -> sum_e w_e E_e(z) [N, d], accumulated in fp32, returned in z.dtype."""
+        acc = torch.zeros(z.shape, dtype=torch.promote_types(z.dtype, torch.float32), device=z.device)
+        for e in torch.unique(ids).tolist():
+            tok, slot = (ids == e).nonzero(as_tuple=True)
+            y = self.experts(e, z[tok])
+            acc.index_add_(0, tok, y.to(acc.dtype) * weights[tok, slot].unsqueeze(-1))
+        return acc.to(z.dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., hidden] (already normalised) -> [..., hidden]."""
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        weights, ids = self.route(x)
+        z = self.routed_expert_down_proj(x) if self.latent else x
+        y = self._routed(z, weights, ids)
+        if self.latent:
+            if self.routed_expert_norm is not None:
+                y = self.routed_expert_norm(y)
+            y = self.routed_expert_up_proj(y)
+        if self.shared_experts is not None:
+            y = y + self.shared_experts(x)
+        return y.reshape(shape)

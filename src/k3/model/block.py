@@ -1,0 +1,63 @@
+"""One decoder layer: KDA or MLA attention, dense or LatentMoE FFN, Block AttnRes or plain residuals.
+
+With AttnRes (spec section 4.2) the layer reads and extends the depth bank `bank` (a list of
+[B, T, hidden] block sums, per forward pass, never across tokens) and returns the running partial
+sum of its block; without it, the usual pre-norm residual stream.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from k3.config.model import LAYER_KDA, MLP_MOE, K3Config
+from k3.layers.basic import RMSNorm, WeightOnly
+from k3.layers.kda import KimiDeltaAttention
+from k3.layers.mla import GatedMLA
+from k3.layers.mlp import GLUMLP
+from k3.layers.moe import LatentMoE
+from k3.layers.state import KDAState, MLACache
+from k3.ops.attnres import attn_res_mix, attn_res_query
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c: K3Config, index: int):
+        super().__init__()
+        self.index, self.eps = index, c.rms_norm_eps
+        self.block_start = c.is_block_start(index)
+        self.attn_res = c.attn_res_block_size is not None
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        if self.attn_res:
+            # Only the products norm ⊙ proj are used, as AttnRes pseudo-queries.
+            self.self_attention_res_norm = WeightOnly(c.hidden_size)
+            self.self_attention_res_proj = WeightOnly(1, c.hidden_size)
+            self.mlp_res_norm = WeightOnly(c.hidden_size)
+            self.mlp_res_proj = WeightOnly(1, c.hidden_size)
+        self.self_attn = KimiDeltaAttention(c) if c.layer_types[index] == LAYER_KDA else GatedMLA(c)
+        act = (c.hidden_act, c.situ_beta, c.situ_linear_beta)
+        if c.mlp_types[index] == MLP_MOE:
+            self.block_sparse_moe = LatentMoE(c)
+        else:
+            self.mlp = GLUMLP(c.hidden_size, c.intermediate_size, *act)
+
+    def ffn(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block_sparse_moe(x) if hasattr(self, "block_sparse_moe") else self.mlp(x)
+
+    def forward(self, h: torch.Tensor, bank: list[torch.Tensor], state: KDAState | MLACache | None = None
+                ) -> torch.Tensor:
+        """h [B, T, hidden] -> next layer's input [B, T, hidden]; may append to `bank`."""
+        if not self.attn_res:
+            h = h + self.self_attn(self.input_layernorm(h), state)
+            return h + self.ffn(self.post_attention_layernorm(h))
+        partial = h
+        attn_query = attn_res_query(self.self_attention_res_norm.weight, self.self_attention_res_proj.weight)
+        a_in = attn_res_mix(bank + [partial], attn_query, self.eps) if bank else partial
+        if self.block_start:
+            bank.append(partial)
+            partial = None
+        y = self.self_attn(self.input_layernorm(a_in), state)
+        partial = y if partial is None else partial + y
+        mlp_query = attn_res_query(self.mlp_res_norm.weight, self.mlp_res_proj.weight)
+        m_in = attn_res_mix(bank + [partial], mlp_query, self.eps)
+        return partial + self.ffn(self.post_attention_layernorm(m_in))

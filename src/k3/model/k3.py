@@ -1,0 +1,81 @@
+"""K3ForCausalLM: embedding -> decoder layers -> final AttnRes mix -> norm -> untied lm_head.
+
+`model(input_ids)` is the full forward (no cache). `model(input_ids, state=model.new_state())` runs
+a cached step: prefill then token-by-token decode continue the same `K3State`, and give the same
+logits as one full forward. Weights may be stored in a narrower dtype than `compute_dtype`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from k3.config.model import K3Config
+from k3.layers.basic import Linear, RMSNorm, WeightOnly
+from k3.layers.state import KDAState, MLACache, new_layer_states
+from k3.model.block import DecoderLayer
+from k3.ops.attnres import attn_res_mix, attn_res_query
+
+
+@dataclass
+class K3State:
+    """Decode state of B sequences that advance together: one entry per layer, plus the token count."""
+    layers: list[KDAState | MLACache]
+    num_tokens: int = 0
+    batch_size: int | None = field(default=None)
+
+
+class K3TextModel(nn.Module):
+    def __init__(self, c: K3Config):
+        super().__init__()
+        self.config = c
+        self.embed_tokens = WeightOnly(c.vocab_size, c.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(c, i) for i in range(c.num_hidden_layers))
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        if c.attn_res_block_size is not None:
+            self.output_attn_res_norm = WeightOnly(c.hidden_size)
+            self.output_attn_res_proj = WeightOnly(1, c.hidden_size)
+
+    def forward(self, input_ids: torch.Tensor, compute_dtype: torch.dtype, state: K3State | None = None
+                ) -> torch.Tensor:
+        """input_ids [B, T] -> final normalised hidden states [B, T, hidden] in compute_dtype."""
+        h = self.embed_tokens.weight[input_ids].to(compute_dtype)
+        bank: list[torch.Tensor] = []
+        layer_states = state.layers if state is not None else [None] * len(self.layers)
+        for layer, layer_state in zip(self.layers, layer_states):
+            h = layer(h, bank, layer_state)
+        if bank:
+            query = attn_res_query(self.output_attn_res_norm.weight, self.output_attn_res_proj.weight)
+            h = attn_res_mix(bank + [h], query, self.config.rms_norm_eps)
+        return self.norm(h)
+
+
+class K3ForCausalLM(nn.Module):
+    def __init__(self, c: K3Config, compute_dtype: torch.dtype = torch.float32):
+        super().__init__()
+        self.config = c
+        self.compute_dtype = compute_dtype
+        self.model = K3TextModel(c)
+        if not c.tie_word_embeddings:
+            self.lm_head = Linear(c.hidden_size, c.vocab_size)
+
+    def new_state(self, batch_size: int = 1) -> K3State:
+        return K3State(new_layer_states(self.config), 0, batch_size)
+
+    def forward(self, input_ids: torch.Tensor, state: K3State | None = None) -> torch.Tensor:
+        """input_ids [B, T] int -> logits [B, T, vocab] in compute_dtype. With `state`, continues it."""
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be [batch, tokens], got shape {tuple(input_ids.shape)}")
+        vocab = self.config.vocab_size
+        if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab):
+            raise ValueError(f"token ids must be in [0, {vocab}), got min {int(input_ids.min())} max {int(input_ids.max())}")
+        if state is not None and state.batch_size not in (None, input_ids.shape[0]):
+            raise ValueError(f"state holds {state.batch_size} sequences but input_ids has {input_ids.shape[0]}")
+        h = self.model(input_ids, self.compute_dtype, state)
+        if state is not None:
+            state.num_tokens += input_ids.shape[1]
+        head = self.model.embed_tokens if self.config.tie_word_embeddings else self.lm_head
+        w = head.weight
+        return h @ (w if w.dtype == h.dtype else w.to(h.dtype)).T

@@ -1,0 +1,158 @@
+"""Build a K3ForCausalLM from a checkpoint directory without ever holding two copies of the weights.
+
+The module tree is created on the meta device, then each parameter is replaced by the tensor read
+from the checkpoint (checked against the layout the config implies, converted by the dtype rules).
+Routed MXFP4 experts are copied, still packed, into one uint8 bank per layer. Module names equal
+checkpoint names after the `language_model.` prefix, except the stacked expert banks and A_log.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from k3.checkpoint.errors import CheckpointError
+from k3.checkpoint.layout import TensorSpec, expected_tensors
+from k3.checkpoint.reader import TEXT_PREFIX, CheckpointReader
+from k3.config import K3Config, load_config
+from k3.layers.experts import DenseExperts, PackedExperts
+from k3.model.k3 import K3ForCausalLM
+from k3.ops.mxfp4 import MXFP4FormatError, check_scales
+
+# Recurrent-gate and small parameters the official code keeps in fp32 whatever the model dtype.
+FP32_SUFFIXES = ("A_log", "dt_bias", "conv1d.weight", "o_norm.weight", "e_score_correction_bias")
+EXPERT_NAME = re.compile(r"(.*\.block_sparse_moe)\.experts\.(\d+)\.(w[123])\.(weight_packed|weight_scale|weight)$")
+FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
+
+
+def resolve_dtypes(dtype: torch.dtype | None, device: torch.device) -> tuple[torch.dtype | None, torch.dtype]:
+    """(storage dtype for float weights, None = as stored; compute dtype).
+
+    On a CPU without bf16 matmul units, bf16 GEMMs are >100x slower than fp32, so the default
+    keeps the checkpoint's compact bf16 bytes and computes in fp32. On GPUs the default is bf16.
+    """
+    if dtype is not None:
+        if not dtype.is_floating_point:
+            raise ValueError(f"dtype must be a floating dtype, got {dtype}")
+        return dtype, dtype
+    if device.type == "cpu":
+        return None, torch.float32
+    return torch.bfloat16, torch.bfloat16
+
+
+def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str | torch.device = "cpu"
+               ) -> K3ForCausalLM:
+    config = load_config(path)
+    device = torch.device(device)
+    storage, compute = resolve_dtypes(dtype, device)
+    with torch.device("meta"):
+        model = K3ForCausalLM(config, compute)
+    reader = CheckpointReader(path)
+    specs = expected_tensors(config)
+    _check_names(reader, specs)
+    banks = _allocate_banks(model, device, storage, reader)
+    for spec in specs:
+        tensor = _read_checked(reader, spec)
+        match = EXPERT_NAME.match(spec.name)
+        if match:
+            _store_expert(banks[match.group(1)], int(match.group(2)), match.group(3), match.group(4), tensor, spec)
+        else:
+            _assign(model, spec.name, _convert(spec.name, tensor, storage, device), config)
+    model.eval()
+    return model
+
+
+def _check_names(reader: CheckpointReader, specs: list[TensorSpec]) -> None:
+    expected = {s.name for s in specs}
+    missing = [n for n in expected if n not in reader]
+    if missing:
+        missing.sort()
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise CheckpointError(
+            f"{len(missing)} tensor(s) the config requires are missing: {', '.join(missing[:5])}{more}; "
+            "the checkpoint is incomplete or does not match config.json", tensor=TEXT_PREFIX + missing[0])
+    unexpected = sorted(set(reader.names()) - expected)
+    if unexpected:
+        warnings.warn(f"ignoring {len(unexpected)} tensor(s) the config does not use, e.g. {unexpected[0]}",
+                      stacklevel=3)
+
+
+def _read_checked(reader: CheckpointReader, spec: TensorSpec) -> torch.Tensor:
+    shape, dtype = reader.info(spec.name)
+    file, stored = reader.locate(spec.name)
+    # A_log comes padded, exact or 4-D; `_narrow_a_log` checks its length against num_heads.
+    ok_shape = len(shape) in (1, 4) if spec.name.endswith("A_log") else shape == spec.shape
+    if not ok_shape:
+        raise CheckpointError(f"shape {list(shape)} does not match {list(spec.shape)} implied by config.json",
+                              file=file, tensor=stored)
+    ok_dtype = dtype == "U8" if spec.dtype == "U8" else dtype in FLOAT_DTYPES
+    if not ok_dtype:
+        raise CheckpointError(f"dtype {dtype} where {spec.dtype} is expected", file=file, tensor=stored)
+    tensor = reader.get(spec.name)
+    if spec.name.endswith("weight_scale"):
+        try:
+            check_scales(tensor, stored)
+        except MXFP4FormatError as e:
+            raise CheckpointError(str(e), file=file, tensor=stored) from None
+    return tensor
+
+
+def _convert(name: str, t: torch.Tensor, storage: torch.dtype | None, device: torch.device) -> torch.Tensor:
+    if name.endswith(FP32_SUFFIXES):
+        target = torch.float32 if storage is None else torch.promote_types(storage, torch.float32)
+    else:
+        target = storage or t.dtype
+    return t.to(device=device, dtype=target)
+
+
+def _narrow_a_log(name: str, t: torch.Tensor, heads: int) -> torch.Tensor:
+    """Stored [head_dim] zero-padded (K3), [heads] exact, or [1, 1, heads, 1] (Kimi-Linear) -> [heads]."""
+    flat = t.reshape(-1)
+    if flat.numel() < heads:
+        raise CheckpointError(f"A_log has {flat.numel()} entries for {heads} heads", tensor=TEXT_PREFIX + name)
+    if bool((flat[heads:] != 0).any()):
+        raise CheckpointError(
+            "A_log entries past num_heads are not zero: this is not K3's per-head, zero-padded layout "
+            "(per-channel A_log is not a K3 checkpoint)", tensor=TEXT_PREFIX + name)
+    return flat[:heads].clone()
+
+
+def _assign(model: nn.Module, name: str, t: torch.Tensor, config: K3Config) -> None:
+    module_name, _, leaf = name.rpartition(".")
+    module = model.get_submodule(module_name)
+    if leaf == "A_log":
+        t = _narrow_a_log(name, t, config.kda_num_heads)
+    current = getattr(module, leaf)
+    if tuple(current.shape) != tuple(t.shape):
+        raise CheckpointError(f"shape {list(t.shape)} does not fit the module's {list(current.shape)}",
+                              tensor=TEXT_PREFIX + name)
+    module._parameters[leaf] = nn.Parameter(t, requires_grad=False)
+
+
+def _allocate_banks(model: K3ForCausalLM, device: torch.device, storage: torch.dtype | None,
+                    reader: CheckpointReader) -> dict[str, nn.Module]:
+    banks = {}
+    for name, module in model.named_modules():
+        if isinstance(module, PackedExperts):
+            for buf_name, buf in list(module.named_buffers(recurse=False)):
+                module._buffers[buf_name] = torch.empty(buf.shape, dtype=torch.uint8, device=device)
+        elif isinstance(module, DenseExperts):
+            stored = reader.get(f"{name}.0.w1.weight").dtype if storage is None else storage
+            for p_name, p in list(module.named_parameters(recurse=False)):
+                data = torch.empty(p.shape, dtype=stored, device=device)
+                module._parameters[p_name] = nn.Parameter(data, requires_grad=False)
+        else:
+            continue
+        banks[name.removesuffix(".experts")] = module
+    return banks
+
+
+def _store_expert(bank: nn.Module, e: int, mat: str, kind: str, t: torch.Tensor, spec: TensorSpec) -> None:
+    if kind == "weight":
+        getattr(bank, mat)[e].copy_(t)
+    else:
+        getattr(bank, f"{mat}_{'packed' if kind == 'weight_packed' else 'scale'}")[e].copy_(t)

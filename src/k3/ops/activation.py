@@ -1,0 +1,31 @@
+"""GLU activations: K3's SiTU-GLU and the SiLU-GLU of Kimi-Linear."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from k3.ops.precision import wide
+
+
+def situ_glu(gate: torch.Tensor, up: torch.Tensor, beta: float, linear_beta: float | None) -> torch.Tensor:
+    """[beta*tanh(g/beta)*sigmoid(g)] * [linear_beta*tanh(u/linear_beta)], in fp32, returned in up.dtype.
+
+    With linear_beta None the up branch is not soft-clipped.
+    """
+    g = wide(gate)
+    u = wide(up)
+    a = beta * torch.tanh(g / beta) * torch.sigmoid(g)
+    if linear_beta is not None:
+        u = linear_beta * torch.tanh(u / linear_beta)
+    return (a * u).to(up.dtype)
+
+
+def silu_glu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return F.silu(gate) * up
+
+
+def glu(gate: torch.Tensor, up: torch.Tensor, act: str, beta: float, linear_beta: float | None) -> torch.Tensor:
+    if act == "situ":
+        return situ_glu(gate, up, beta, linear_beta)
+    return silu_glu(gate, up)

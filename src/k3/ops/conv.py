@@ -1,0 +1,24 @@
+"""Short causal depthwise convolution (fla ShortConvolution, no bias) with SiLU, carrying its tail state."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def short_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [B, T, C]; weight [C, K] (tap K-1 multiplies the current token); state [B, K-1, C] or None (zeros).
+
+    Returns (silu(conv) [B, T, C] in x.dtype, new state [B, K-1, C] = the last K-1 inputs, in x.dtype).
+    The convolution runs in fp32 (or wider).
+    """
+    B, T, C = x.shape
+    K = weight.shape[-1]
+    cdt = torch.promote_types(x.dtype, torch.float32)
+    if state is None:
+        state = x.new_zeros((B, K - 1, C))
+    full = torch.cat((state.to(x.dtype), x), dim=1)
+    y = F.conv1d(full.to(cdt).transpose(1, 2), weight.to(cdt).unsqueeze(1), groups=C)
+    new_state = full[:, full.shape[1] - (K - 1):]
+    return F.silu(y).transpose(1, 2).to(x.dtype), new_state

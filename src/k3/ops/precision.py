@@ -1,0 +1,10 @@
+"""The precision contract's "in fp32" means at least fp32: fp64 reference runs stay fp64."""
+
+from __future__ import annotations
+
+import torch
+
+
+def wide(x: torch.Tensor) -> torch.Tensor:
+    """x in fp32, or unchanged when it is already fp32 or wider."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))

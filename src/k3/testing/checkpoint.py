@@ -1,0 +1,87 @@
+"""Random checkpoints in the official K3 layout, at any size: `language_model.` names, BF16/F32/U8 dtypes,
+MXFP4 experts (random codes, E8M0 scales 120-125), A_log zero-padded to head_dim, a nested
+`text_config.quantization_config`, 2+ shards with an index, and a few vision tensors to ignore.
+
+Values are drawn so every path matters: norms and AttnRes queries are non-uniform and non-zero,
+gates cover their range, matrices are scaled by 1/sqrt(fan_in). The weights are random: outputs
+mean nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from k3.checkpoint.layout import TensorSpec, expected_tensors
+from k3.checkpoint.reader import TEXT_PREFIX
+from k3.checkpoint.writer import atomic_write_text, groups_of, write_sharded
+from k3.config import K3Config, to_hf_dict
+from k3.config.presets import tiny
+
+TORCH_DTYPES = {"BF16": torch.bfloat16, "F32": torch.float32, "U8": torch.uint8}
+VISION_TENSORS = {"vision_tower.patch_embed.proj.weight": (8, 3, 2, 2), "mm_projector.proj.0.weight": (8, 8)}
+
+
+def make_checkpoint(out_dir: str | Path, config: K3Config | None = None, *, seed: int = 0,
+                    num_shards: int = 2, with_vision: bool = True) -> Path:
+    """Write a random K3 checkpoint for `config` (default: `presets.tiny()`); returns the directory."""
+    config = config or tiny()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    specs = expected_tensors(config)
+    makers = {TEXT_PREFIX + s.name: functools.partial(_random_tensor, s, config, seed) for s in specs}
+    entries = [(TEXT_PREFIX + s.name, s.nbytes) for s in specs]
+    if with_vision:
+        for name, shape in VISION_TENSORS.items():
+            makers[name] = functools.partial(_randn, shape, seed, name, torch.bfloat16)
+            entries.append((name, 2 * math.prod(shape)))
+    write_sharded(out, groups_of(entries), makers, num_shards=num_shards)
+    atomic_write_text(out / "config.json", json.dumps(to_hf_dict(config), indent=2))
+    gen = {"max_length": 1048576, "eos_token_id": config.eos_token_id}
+    atomic_write_text(out / "generation_config.json", json.dumps(gen, indent=2))
+    return out
+
+
+def _generator(seed: int, name: str) -> torch.Generator:
+    # Per-tensor seeds: a tensor's values do not depend on the order tensors are made in.
+    return torch.Generator().manual_seed((seed * 1_000_003 + _stable_hash(name)) % (2 ** 63))
+
+
+def _stable_hash(name: str) -> int:
+    h = 1469598103934665603
+    for ch in name.encode():
+        h = ((h ^ ch) * 1099511628211) % (2 ** 64)
+    return h
+
+
+def _randn(shape, seed: int, name: str, dtype: torch.dtype, std: float = 1.0, mean: float = 0.0) -> torch.Tensor:
+    return (torch.randn(shape, generator=_generator(seed, name)) * std + mean).to(dtype)
+
+
+def _random_tensor(spec: TensorSpec, c: K3Config, seed: int) -> torch.Tensor:
+    name, shape, dtype = spec.name, spec.shape, TORCH_DTYPES[spec.dtype]
+    gen = _generator(seed, name)
+    if spec.dtype == "U8":
+        if name.endswith("weight_scale"):
+            return torch.randint(120, 126, shape, generator=gen, dtype=torch.uint8)
+        return torch.randint(0, 256, shape, generator=gen, dtype=torch.uint8)
+    if name.endswith("A_log"):
+        a = torch.zeros(shape, dtype=torch.float32)
+        a[:c.kda_num_heads] = torch.empty(c.kda_num_heads).uniform_(0.0, 2.0, generator=gen)
+        return a
+    if name.endswith("_res_proj.weight"):
+        return _randn(shape, seed, name, dtype, std=1.0)
+    if name.endswith(("norm.weight", "layernorm.weight")) and len(shape) == 1:
+        return _randn(shape, seed, name, dtype, std=0.2, mean=1.0)
+    if name.endswith("conv1d.weight"):
+        return _randn(shape, seed, name, dtype, std=0.5)
+    if name.endswith(("dt_bias", "e_score_correction_bias")):
+        return _randn(shape, seed, name, dtype, std=0.5)
+    if name.endswith("embed_tokens.weight"):
+        return _randn(shape, seed, name, dtype)
+    fan_in = shape[-1]
+    return _randn(shape, seed, name, dtype, std=fan_in ** -0.5)
