@@ -8,6 +8,8 @@ extra tensor beyond what it keeps. Every failure is a `CheckpointError` naming f
 from __future__ import annotations
 
 import json
+import os
+import struct
 from pathlib import Path
 
 import torch
@@ -34,6 +36,8 @@ class CheckpointReader:
             raise CheckpointError(f"checkpoint directory {self.root} does not exist")
         self._handles: dict[str, object] = {}
         self._where: dict[str, tuple[str, str]] = {}
+        self._offsets: dict[str, dict[str, tuple[int, int]]] = {}
+        self._fds: dict[str, int] = {}
         for file, stored_names in self._shard_map().items():
             handle = self._open(file)
             present = set(handle.keys())
@@ -89,16 +93,63 @@ class CheckpointReader:
             raise CheckpointError("missing tensor", tensor=TEXT_PREFIX + name)
         return self._where[name]
 
+    def release(self, file: str) -> None:
+        """Drop the memory map and file descriptor of a shard whose tensors have all been read
+        (reopened on demand). Tensors still viewing the map keep it alive."""
+        self._handles.pop(file, None)
+        fd = self._fds.pop(file, None)
+        if fd is not None:
+            os.close(fd)
+
+    def _handle(self, file: str):
+        return self._handles.get(file) or self._open(file)
+
     def info(self, name: str) -> tuple[tuple[int, ...], str]:
         """(shape, safetensors dtype string) without reading data."""
         file, stored = self.locate(name)
-        sl = self._handles[file].get_slice(stored)
+        sl = self._handle(file).get_slice(stored)
         return tuple(sl.get_shape()), sl.get_dtype()
+
+    def data_range(self, name: str) -> tuple[str, int, int]:
+        """(file, absolute byte offset, byte length) of a tensor's data inside its shard."""
+        file, stored = self.locate(name)
+        if file not in self._offsets:
+            self._offsets[file] = _header_offsets(self.root / file)
+        start, end = self._offsets[file][stored]
+        return file, start, end - start
+
+    def read_into(self, name: str, out: torch.Tensor) -> None:
+        """Copy a tensor's bytes straight into `out` (contiguous, CPU, same byte size) with positioned
+        reads, without mapping the shard: the loader's bulk path for packed experts."""
+        file, offset, length = self.data_range(name)
+        view = memoryview(out.view(torch.uint8).numpy()).cast("B")
+        if view.nbytes != length:
+            raise CheckpointError(f"tensor holds {length} bytes, expected {view.nbytes}", file=file, tensor=name)
+        fd = self._fds.get(file)
+        if fd is None:
+            fd = self._fds[file] = os.open(self.root / file, os.O_RDONLY)
+        done = 0
+        while done < length:
+            n = os.preadv(fd, [view[done:]], offset + done)
+            if n <= 0:
+                raise CheckpointError("shard ends before the tensor's data; re-download it", file=file, tensor=name)
+            done += n
 
     def get(self, name: str) -> torch.Tensor:
         file, stored = self.locate(name)
         try:
-            return self._handles[file].get_tensor(stored)
+            return self._handle(file).get_tensor(stored)
         except (SafetensorError, OSError, RuntimeError, ValueError) as e:
             raise CheckpointError(f"cannot read tensor data ({e}); the shard may be truncated", file=file,
                                   tensor=stored) from None
+
+
+def _header_offsets(path: Path) -> dict[str, tuple[int, int]]:
+    """stored name -> absolute (start, end) byte offsets, from the safetensors header
+    (8-byte little-endian length, then JSON with data_offsets relative to the data section)."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    base = 8 + n
+    return {k: (base + v["data_offsets"][0], base + v["data_offsets"][1])
+            for k, v in header.items() if k != "__metadata__"}

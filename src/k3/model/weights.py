@@ -55,15 +55,28 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     specs = expected_tensors(config)
     _check_names(reader, specs)
     banks = _allocate_banks(model, device, storage, reader)
+    # Shard by shard: a converted shard's source pages are unmapped before the next one is read,
+    # so peak memory stays near the loaded weights plus one shard.
+    by_file: dict[str, list[TensorSpec]] = {}
     for spec in specs:
-        tensor = _read_checked(reader, spec)
-        match = EXPERT_NAME.match(spec.name)
-        if match:
-            _store_expert(banks[match.group(1)], int(match.group(2)), match.group(3), match.group(4), tensor, spec)
-        else:
-            _assign(model, spec.name, _convert(spec.name, tensor, storage, device), config)
+        by_file.setdefault(reader.locate(spec.name)[0], []).append(spec)
+    for file, file_specs in by_file.items():
+        for spec in file_specs:
+            _load_one(model, banks, reader, spec, storage, device)
+        reader.release(file)
     model.eval()
     return model
+
+
+def _load_one(model, banks, reader, spec: TensorSpec, storage, device) -> None:
+    match = EXPERT_NAME.match(spec.name)
+    if match:
+        _check_header(reader, spec)
+        slot = _expert_slot(banks[match.group(1)], int(match.group(2)), match.group(3), match.group(4))
+        _fill_expert(reader, spec, slot)
+        return
+    tensor = _read_checked(reader, spec)
+    _assign(model, spec.name, _convert(spec.name, tensor, storage, device), model.config)
 
 
 def _check_names(reader: CheckpointReader, specs: list[TensorSpec]) -> None:
@@ -81,7 +94,8 @@ def _check_names(reader: CheckpointReader, specs: list[TensorSpec]) -> None:
                       stacklevel=3)
 
 
-def _read_checked(reader: CheckpointReader, spec: TensorSpec) -> torch.Tensor:
+def _check_header(reader: CheckpointReader, spec: TensorSpec) -> None:
+    """Shape and dtype from the header, against the layout the config implies."""
     shape, dtype = reader.info(spec.name)
     file, stored = reader.locate(spec.name)
     # A_log comes padded, exact or 4-D; `_narrow_a_log` checks its length against num_heads.
@@ -92,21 +106,39 @@ def _read_checked(reader: CheckpointReader, spec: TensorSpec) -> torch.Tensor:
     ok_dtype = dtype == "U8" if spec.dtype == "U8" else dtype in FLOAT_DTYPES
     if not ok_dtype:
         raise CheckpointError(f"dtype {dtype} where {spec.dtype} is expected", file=file, tensor=stored)
-    tensor = reader.get(spec.name)
+
+
+def _read_checked(reader: CheckpointReader, spec: TensorSpec) -> torch.Tensor:
+    _check_header(reader, spec)
+    return reader.get(spec.name)
+
+
+def _fill_expert(reader: CheckpointReader, spec: TensorSpec, slot: torch.Tensor) -> None:
+    """Read one expert matrix into its bank slot: positioned reads for CPU uint8 banks (no mapping
+    of the shard), a mapped read and copy otherwise."""
+    if slot.device.type == "cpu" and slot.dtype == torch.uint8:
+        reader.read_into(spec.name, slot)
+    else:
+        slot.copy_(reader.get(spec.name))
     if spec.name.endswith("weight_scale"):
+        file, stored = reader.locate(spec.name)
         try:
-            check_scales(tensor, stored)
+            check_scales(slot, stored)
         except MXFP4FormatError as e:
             raise CheckpointError(str(e), file=file, tensor=stored) from None
-    return tensor
 
 
 def _convert(name: str, t: torch.Tensor, storage: torch.dtype | None, device: torch.device) -> torch.Tensor:
+    """Apply the dtype rules. With storage None, tensors kept as stored stay views of the shard's
+    memory map (lazy, file-backed); otherwise results never alias the map, so it can be released."""
     if name.endswith(FP32_SUFFIXES):
         target = torch.float32 if storage is None else torch.promote_types(storage, torch.float32)
     else:
         target = storage or t.dtype
-    return t.to(device=device, dtype=target)
+    out = t.to(device=device, dtype=target)
+    if storage is not None and out.data_ptr() == t.data_ptr():
+        out = out.clone()
+    return out
 
 
 def _narrow_a_log(name: str, t: torch.Tensor, heads: int) -> torch.Tensor:
@@ -151,8 +183,7 @@ def _allocate_banks(model: K3ForCausalLM, device: torch.device, storage: torch.d
     return banks
 
 
-def _store_expert(bank: nn.Module, e: int, mat: str, kind: str, t: torch.Tensor, spec: TensorSpec) -> None:
+def _expert_slot(bank: nn.Module, e: int, mat: str, kind: str) -> torch.Tensor:
     if kind == "weight":
-        getattr(bank, mat)[e].copy_(t)
-    else:
-        getattr(bank, f"{mat}_{'packed' if kind == 'weight_packed' else 'scale'}")[e].copy_(t)
+        return getattr(bank, mat)[e]
+    return getattr(bank, f"{mat}_{'packed' if kind == 'weight_packed' else 'scale'}")[e]

@@ -73,8 +73,6 @@ def _random_tensor(spec: TensorSpec, c: K3Config, seed: int) -> torch.Tensor:
         a = torch.zeros(shape, dtype=torch.float32)
         a[:c.kda_num_heads] = torch.empty(c.kda_num_heads).uniform_(0.0, 2.0, generator=gen)
         return a
-    if name.endswith("_res_proj.weight"):
-        return _randn(shape, seed, name, dtype, std=1.0)
     if name.endswith(("norm.weight", "layernorm.weight")) and len(shape) == 1:
         return _randn(shape, seed, name, dtype, std=0.2, mean=1.0)
     if name.endswith("conv1d.weight"):

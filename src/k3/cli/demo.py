@@ -1,0 +1,45 @@
+"""k3 demo: a random-weight checkpoint in the official layout -> inspect -> load -> forward pass.
+
+Until a trained default model ships, the demo exercises the real loading and model code on
+random weights and says so: the tokens it prints are meaningless.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--out", default="demo-checkpoint", help="where to write the random checkpoint")
+    p.add_argument("--preset", default="tiny", help="checkpoint size (tiny, mid)")
+    p.add_argument("--tokens", type=int, default=24, help="prompt length for the forward pass")
+
+
+def run(args) -> int:
+    import torch
+
+    import k3
+    from k3.cli.target import resolve_config
+    from k3.testing import make_checkpoint
+    from k3.tools.inspect import format_summary, summarize
+
+    config, _, name = resolve_config(args.preset)
+    print(f"== writing a RANDOM-WEIGHT K3-architecture checkpoint ({name}) to {args.out}")
+    make_checkpoint(args.out, config, seed=0)
+    print(format_summary(args.out, config, summarize(config, args.out)))
+    t0 = time.perf_counter()
+    model = k3.load(args.out)
+    t1 = time.perf_counter()
+    ids = torch.randint(0, config.vocab_size, (1, args.tokens), generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        logits = model(ids)
+        state = model.new_state()
+        model(ids[:, :-1], state)
+        last = model(ids[:, -1:], state)
+    t2 = time.perf_counter()
+    err = (last[0, -1] - logits[0, -1]).norm() / logits[0, -1].norm()
+    print(f"\n== forward pass (random weights: the output means nothing)")
+    print(f"loaded in {t1 - t0:.2f} s; forward of {args.tokens} tokens + cached replay in {t2 - t1:.2f} s")
+    print(f"logits {list(logits.shape)} {logits.dtype}; greedy next-token ids: {logits[0].argmax(-1).tolist()[:12]} ...")
+    print(f"cached decode of the last token vs full forward: relative error {err:.2e}")
+    return 0

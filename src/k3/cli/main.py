@@ -1,0 +1,42 @@
+"""`k3 <command>`: argument parsing only; each command calls one library function, imported lazily."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+COMMANDS = {
+    "inspect": ("k3.cli.inspect", "sizes and schedule of a checkpoint, a config.json, or a preset"),
+    "synth": ("k3.cli.synth", "write a random checkpoint in the official K3 layout"),
+    "demo": ("k3.cli.demo", "write a small random checkpoint, inspect it, run a forward pass"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    parser = argparse.ArgumentParser(prog="k3", description="Run, check and measure Kimi K3.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).add_arguments(p)
+        p.set_defaults(module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    import importlib
+
+    from k3.checkpoint.errors import CheckpointError
+    from k3.config.model import ConfigError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return importlib.import_module(args.module).run(args) or 0
+    except (CheckpointError, ConfigError, FileNotFoundError, ValueError) as e:
+        print(f"k3 {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from k3.cli.main import main
+
+RELEASED = {
+    "params_total": 2_779_484_478_208,
+    "expert_bytes_per_token": 25_829_572_608,
+    "mla_cache_bytes_per_token": 27_648,
+    "kda_state_bytes_per_seq": 449_372_160,
+    "kda_recurrent_bytes_per_seq": 434_110_464,
+    "bytes_per_expert": 17_547_264,
+    "params_routed_experts": 2_722_740_830_208,
+}
+
+
+def _json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_inspect_released_preset_equals_spec(capsys):
+    s = _json(capsys, ["inspect", "k3", "--json"])
+    for key, value in RELEASED.items():
+        assert s[key] == value, key
+    assert round(s["params_active_per_token"] / 1e9, 2) == 104.19
+    assert s["layer_schedule"].count("M") == 24 and s["layer_schedule"].endswith("KKKMM")
+    assert s["attn_res_block_starts"] == [0, 12, 24, 36, 48, 60, 72, 84]
+
+
+def test_inspect_table_names_the_numbers(capsys):
+    assert main(["inspect", "k3"]) == 0
+    out = capsys.readouterr().out
+    for text in ("2,779,484,478,208", "104.19 B", "25,829,572,608", "27,648", "449,372,160"):
+        assert text in out
+
+
+def test_inspect_checkpoint_dir_and_config_json_agree(capsys, tiny_checkpoint):
+    from_dir = _json(capsys, ["inspect", str(tiny_checkpoint), "--json"])
+    from_file = _json(capsys, ["inspect", str(tiny_checkpoint / "config.json"), "--json"])
+    assert from_dir["bytes_on_disk"] > from_dir["bytes_tensors"] > 0
+    assert from_file["bytes_on_disk"] is None
+    assert {k: v for k, v in from_dir.items() if k != "bytes_on_disk"} == \
+           {k: v for k, v in from_file.items() if k != "bytes_on_disk"}
+
+
+def test_synth_then_load(tmp_path, capsys):
+    assert main(["synth", "--out", str(tmp_path / "c"), "--shards", "3", "--seed", "4"]) == 0
+    assert "RANDOM-WEIGHT" in capsys.readouterr().out
+    assert len(list((tmp_path / "c").glob("model-*-of-000003.safetensors"))) == 3
+
+
+def test_synth_refuses_the_full_model_without_force(tmp_path, capsys):
+    assert main(["synth", "--out", str(tmp_path), "--preset", "k3"]) == 2
+    assert "--force" in capsys.readouterr().err
+
+
+def test_bad_target_is_a_clear_error_not_a_traceback(capsys):
+    assert main(["inspect", "no-such-thing"]) == 2
+    err = capsys.readouterr().err
+    assert "neither a checkpoint directory" in err and "Traceback" not in err
+
+
+def test_console_script_demo(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "k3.cli.main", "demo", "--out", str(tmp_path / "d")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "RANDOM-WEIGHT" in out and "relative error" in out

@@ -1,0 +1,35 @@
+"""Shared fixtures: fixed seeds, NaN-poisoned uninitialised memory, tiny checkpoints made once per session."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from k3.config.presets import tiny
+from k3.testing import make_checkpoint
+
+_empty = torch.empty
+_new_empty = torch.Tensor.new_empty
+
+
+def _poison(t: torch.Tensor) -> torch.Tensor:
+    if t.is_floating_point() and t.device.type != "meta":
+        t.fill_(float("nan"))
+    return t
+
+
+@pytest.fixture(autouse=True)
+def nan_poisoned_empty(monkeypatch):
+    """Uninitialised float memory reads as NaN, so a result that depends on it fails loudly (FLA habit)."""
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: _poison(_empty(*a, **k)))
+    monkeypatch.setattr(torch.Tensor, "new_empty", lambda self, *a, **k: _poison(_new_empty(self, *a, **k)))
+
+
+@pytest.fixture(autouse=True)
+def seed():
+    torch.manual_seed(42)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    return make_checkpoint(tmp_path_factory.mktemp("tiny"), tiny(), seed=1)

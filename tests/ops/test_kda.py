@@ -1,0 +1,72 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from k3.ops.kda import chunk_kda, kda_gate, recurrent_kda
+from k3.ops.norm import l2_norm
+from k3.testing import assert_close
+
+
+def _inputs(T, dtype, B=2, H=3, K=8, V=6, strong_decay=False):
+    q = l2_norm(F.silu(torch.randn(B, T, H, K, dtype=dtype)))
+    k = l2_norm(F.silu(torch.randn(B, T, H, K, dtype=dtype)))
+    v = torch.randn(B, T, H, V, dtype=dtype)
+    raw = torch.randn(B, T, H, K, dtype=dtype) + (4.0 if strong_decay else 0.0)
+    g = -5.0 * torch.sigmoid(raw)
+    beta = torch.sigmoid(torch.randn(B, T, H, dtype=dtype))
+    return q, k, v, g, beta
+
+
+@pytest.mark.parametrize("T", [1, 63, 64, 65, 130])
+@pytest.mark.parametrize("with_state", [False, True], ids=["zero-state", "initial-state"])
+def test_chunk_equals_recurrence_fp64(T, with_state):
+    q, k, v, g, beta = _inputs(T, torch.float64)
+    s0 = torch.randn(2, 3, 8, 6, dtype=torch.float64) if with_state else None
+    o_ref, s_ref = recurrent_kda(q, k, v, g, beta, 8 ** -0.5, s0)
+    o, s = chunk_kda(q, k, v, g, beta, 8 ** -0.5, s0)
+    assert_close("o", o, o_ref, 1e-10)
+    assert_close("state", s, s_ref, 1e-10)
+
+
+def test_chunk_fp32_at_150_tokens_with_gates_near_lower_bound():
+    # Gates near -5 drive the in-chunk cumulative log-decay to about -300: exp(-G) would overflow fp32.
+    q, k, v, g, beta = _inputs(150, torch.float64, strong_decay=True)
+    assert g[:, :64].sum(1).min() < -300
+    o_ref, s_ref = recurrent_kda(q, k, v, g, beta, 8 ** -0.5)
+    o, s = chunk_kda(*(t.float() for t in (q, k, v, g, beta)), 8 ** -0.5)
+    assert_close("o fp32", o, o_ref, 1e-5)
+    assert_close("state fp32", s, s_ref, 1e-5)
+
+
+def test_recurrence_matches_closed_form_single_step():
+    # One token from zero state: S = beta k v^T, o = S^T (s q) = beta (s q.k) v.
+    q, k, v, g, beta = _inputs(1, torch.float64, B=1, H=1)
+    o, S = recurrent_kda(q, k, v, g, beta, 0.5)
+    expected = beta[0, 0, 0] * 0.5 * (q[0, 0, 0] @ k[0, 0, 0]) * v[0, 0, 0]
+    assert_close("o", o[0, 0, 0], expected, 1e-14)
+
+
+def test_decay_is_along_the_key_dimension():
+    # With a state and zero-beta input, the state's row d must be scaled by exp(g_d).
+    B, H, K, V = 1, 1, 4, 3
+    s0 = torch.randn(B, H, K, V, dtype=torch.float64)
+    g = torch.tensor([-0.1, -1.0, -2.0, -3.0], dtype=torch.float64).view(1, 1, 1, K)
+    zeros = torch.zeros(1, 1, 1, K, dtype=torch.float64)
+    _, S = recurrent_kda(zeros, zeros, torch.zeros(1, 1, 1, V, dtype=torch.float64), g,
+                         torch.zeros(1, 1, 1, dtype=torch.float64), 1.0, s0)
+    assert_close("decayed state", S, s0 * torch.exp(g).view(1, 1, K, 1), 1e-15)
+
+
+def test_gate_forms():
+    raw = torch.randn(2, 3, 4, dtype=torch.float64)
+    a_log = torch.tensor([0.1, -0.5, 1.0], dtype=torch.float64)
+    dt = torch.randn(12, dtype=torch.float64)
+    z = raw + dt.view(3, 4)
+    a = a_log.exp().view(3, 1)
+    assert_close("bounded", kda_gate(raw, a_log, dt, -5.0), -5.0 * torch.sigmoid(a * z), 1e-15)
+    assert_close("softplus", kda_gate(raw, a_log, dt, None), -a * F.softplus(z), 1e-15)
+    g = kda_gate(raw * 100, a_log, dt, -5.0)
+    assert bool(((g > -5.0) | torch.isclose(g, torch.tensor(-5.0, dtype=g.dtype))).all()) and bool((g <= 0).all())
+    assert not math.isnan(g.sum().item())

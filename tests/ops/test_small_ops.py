@@ -1,0 +1,75 @@
+import torch
+import torch.nn.functional as F
+
+from k3.ops.activation import situ_glu
+from k3.ops.attnres import attn_res_mix, attn_res_query
+from k3.ops.conv import short_conv_silu
+from k3.ops.norm import gated_rms_norm, l2_norm, rms_norm
+from k3.ops.routing import sigmoid_topk_route
+from k3.testing import assert_close
+
+
+def test_short_conv_step_by_step_equals_full_sequence():
+    x = torch.randn(2, 11, 5, dtype=torch.float64)
+    w = torch.randn(5, 4, dtype=torch.float64)
+    full, tail = short_conv_silu(x, w)
+    state, outs = None, []
+    for t in range(11):
+        y, state = short_conv_silu(x[:, t:t + 1], w, state)
+        outs.append(y)
+    assert_close("conv", torch.cat(outs, 1), full, 1e-14)
+    assert torch.equal(state, tail) and torch.equal(tail, x[:, -3:])
+
+
+def test_short_conv_taps_current_token_last():
+    x = torch.zeros(1, 4, 1, dtype=torch.float64)
+    x[0, 0, 0] = 1.0
+    w = torch.tensor([[1.0, 2.0, 3.0, 4.0]], dtype=torch.float64)
+    y, _ = short_conv_silu(x, w)
+    # An impulse at t=0 meets tap 3 at t=0, tap 2 at t=1, ...
+    assert_close("impulse", y[0, :, 0], F.silu(torch.tensor([4.0, 3.0, 2.0, 1.0], dtype=torch.float64)), 1e-15)
+
+
+def test_attn_res_mix_by_hand():
+    a = torch.tensor([[3.0, 0.0]], dtype=torch.float64)
+    b = torch.tensor([[0.0, 1.0]], dtype=torch.float64)
+    norm, proj = torch.tensor([1.0, 2.0]), torch.tensor([[1.0, 1.0]])
+    q = attn_res_query(norm, proj)
+    # RMS-normalised a = [sqrt2, 0] -> score sqrt2; b -> [0, sqrt2] -> score 2 sqrt2.
+    s = torch.tensor([2 ** 0.5, 2 * 2 ** 0.5], dtype=torch.float64)
+    alpha = torch.softmax(s, 0)
+    assert_close("mix", attn_res_mix([a, b], q, 0.0), alpha[0] * a + alpha[1] * b, 1e-15)
+
+
+def test_routing_bias_chooses_but_does_not_weigh():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    bias = torch.tensor([0.0, 0.0, 0.0, 10.0])
+    w, ids = sigmoid_topk_route(logits, bias, 2, True, 1.0)
+    assert sorted(ids[0].tolist()) == [0, 3]
+    s = torch.sigmoid(logits[0])
+    expected = torch.stack([s[i] for i in ids[0]]) / (s[0] + s[3])
+    assert_close("weights", w[0], expected, 1e-7)
+    w2, _ = sigmoid_topk_route(logits, bias, 2, True, 2.5)
+    assert_close("scaling", w2, 2.5 * w, 1e-7)
+    w3, _ = sigmoid_topk_route(logits, bias, 2, False, 1.0)
+    assert_close("no renorm", w3[0], torch.stack([s[i] for i in ids[0]]), 1e-7)
+
+
+def test_situ_formula_and_limits():
+    g, u = torch.randn(50, dtype=torch.float64) * 10, torch.randn(50, dtype=torch.float64) * 50
+    expected = 4 * torch.tanh(g / 4) * torch.sigmoid(g) * 25 * torch.tanh(u / 25)
+    assert_close("situ", situ_glu(g, u, 4.0, 25.0), expected, 1e-15)
+    assert_close("no linear beta", situ_glu(g, u, 4.0, None), 4 * torch.tanh(g / 4) * torch.sigmoid(g) * u, 1e-15)
+    assert_close("large beta -> silu", situ_glu(g, u, 1e6, None), F.silu(g) * u, 1e-9)
+
+
+def test_norms():
+    x = torch.randn(3, 16, dtype=torch.float64)
+    w = torch.randn(16, dtype=torch.float64)
+    assert_close("rms", rms_norm(x, w, 1e-5), x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w, 1e-15)
+    assert_close("l2", l2_norm(x), x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + 1e-6), 1e-15)
+    gate = torch.randn(3, 16, dtype=torch.float64)
+    expected = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w * torch.sigmoid(gate)
+    assert_close("gated", gated_rms_norm(x, gate, w, 1e-5), expected, 1e-15)
+    xb = x.to(torch.bfloat16)
+    assert rms_norm(xb, w, 1e-5).dtype == torch.bfloat16

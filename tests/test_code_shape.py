@@ -1,0 +1,55 @@
+"""Size budgets and the one-way import order (config, utils -> ops -> layers -> model -> tools/testing -> cli)."""
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "k3"
+MAX_FILE_LINES = 300
+MAX_FUNCTION_LINES = 60
+RANK = {"config": 0, "ops": 1, "checkpoint": 1, "layers": 2, "model": 3, "tools": 4, "testing": 4, "cli": 5}
+
+
+def _modules():
+    for path in sorted(SRC.rglob("*.py")):
+        yield path, ast.parse(path.read_text())
+
+
+def test_file_and_function_budgets():
+    problems = []
+    for path, tree in _modules():
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_FILE_LINES:
+            problems.append(f"{path.relative_to(SRC)}: {lines} lines")
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    problems.append(f"{path.relative_to(SRC)}:{node.name}: {n} lines")
+    assert not problems, problems
+
+
+def _package(path: Path) -> str | None:
+    parts = path.relative_to(SRC).parts
+    return parts[0] if len(parts) > 1 else None
+
+
+def test_imports_only_go_downwards():
+    problems = []
+    for path, tree in _modules():
+        pkg = _package(path)
+        if pkg not in RANK:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("k3."):
+                target = node.module.split(".")[1]
+                if target in RANK and RANK[target] > RANK[pkg]:
+                    problems.append(f"{path.relative_to(SRC)} imports {node.module}")
+    assert not problems, problems
+
+
+def test_config_does_not_import_torch():
+    for path, tree in _modules():
+        if _package(path) == "config":
+            names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+            names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+            assert not any(m.split(".")[0] == "torch" for m in names), path
