@@ -5,7 +5,7 @@ import torch
 
 import k3
 from k3.testing import assert_close, rel_l2
-from mlx_oracle import mlx_logits
+from k3.testing.oracle import mlx_logits
 
 
 @pytest.fixture(scope="module")

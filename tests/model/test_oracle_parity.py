@@ -4,22 +4,13 @@ import pytest
 import torch
 
 import k3
-from k3.config.presets import tiny
+from k3.config.presets import tiny, tiny7
 from k3.testing import assert_close, make_checkpoint
-from mlx_oracle import mlx_logits
+from k3.testing.oracle import mlx_logits
 
 # Two configs: (A) tiny, AttnRes block 2 with boundaries at layers 2 and 4, MLA last;
-# (B) 7 layers, block 3, wider heads, 9 experts top-3, routed scaling 2.5, the last two layers MLA.
-CONFIGS = {
-    "A-tiny": tiny(),
-    "B-7layer": tiny(
-        num_hidden_layers=7, hidden_size=64, layer_types=("kda", "kda", "kda", "mla", "kda", "mla", "mla"),
-        mlp_types=("dense",) + ("moe",) * 6, attn_res_block_size=3, kda_num_heads=2, kda_head_dim=16,
-        num_attention_heads=4, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, q_lora_rank=32,
-        kv_lora_rank=24, num_experts=9, num_experts_per_token=3, moe_intermediate_size=64,
-        routed_expert_hidden_size=32, routed_scaling_factor=2.5, intermediate_size=83, vocab_size=211,
-        eos_token_id=210),
-}
+# (B) tiny7, block 3 with a boundary at layers 3 and 6, the last two layers MLA.
+CONFIGS = {"A-tiny": tiny(), "B-tiny7": tiny7()}
 
 
 @pytest.fixture(scope="module", params=list(CONFIGS))

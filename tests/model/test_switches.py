@@ -11,7 +11,7 @@ import k3
 from k3.config import load_config
 from k3.config.presets import tiny
 from k3.testing import assert_close, make_checkpoint, rel_l2
-from mlx_oracle import mlx_logits
+from k3.testing.oracle import mlx_logits
 
 SWITCHES = {
     "attnres-off": dict(attn_res_block_size=None),

@@ -67,6 +67,18 @@ def tiny(**changes) -> K3Config:
     return base.replace(**changes) if changes else base
 
 
+def tiny7(**changes) -> K3Config:
+    """7 layers, AttnRes block 3, wider heads, 9 experts top-3, routed scaling 2.5, the last two layers MLA."""
+    base = tiny(
+        num_hidden_layers=7, hidden_size=64, layer_types=("kda", "kda", "kda", "mla", "kda", "mla", "mla"),
+        mlp_types=("dense",) + ("moe",) * 6, attn_res_block_size=3, kda_num_heads=2, kda_head_dim=16,
+        num_attention_heads=4, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, q_lora_rank=32,
+        kv_lora_rank=24, num_experts=9, num_experts_per_token=3, moe_intermediate_size=64,
+        routed_expert_hidden_size=32, routed_scaling_factor=2.5, intermediate_size=83, vocab_size=211,
+        eos_token_id=210)
+    return base.replace(**changes) if changes else base
+
+
 def mid(**changes) -> K3Config:
     """A mid-size random config for throughput measurements (~0.2 B parameters)."""
     n = 8
@@ -84,4 +96,4 @@ def mid(**changes) -> K3Config:
     return base.replace(**changes) if changes else base
 
 
-PRESETS = {"k3": released, "tiny": tiny, "mid": mid}
+PRESETS = {"k3": released, "tiny": tiny, "tiny7": tiny7, "mid": mid}
