@@ -26,7 +26,8 @@ from k3.ops.mxfp4 import MXFP4FormatError, check_scales
 # Recurrent-gate and small parameters the official code keeps in fp32 whatever the model dtype.
 FP32_SUFFIXES = ("A_log", "dt_bias", "conv1d.weight", "o_norm.weight", "e_score_correction_bias")
 EXPERT_NAME = re.compile(r"(.*\.block_sparse_moe)\.experts\.(\d+)\.(w[123])\.(weight_packed|weight_scale|weight)$")
-FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
+TORCH_FLOATS = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
+FLOAT_DTYPES = tuple(TORCH_FLOATS)
 
 
 def resolve_dtypes(dtype: torch.dtype | None, device: torch.device) -> tuple[torch.dtype | None, torch.dtype]:
@@ -69,14 +70,13 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
 
 
 def _load_one(model, banks, reader, spec: TensorSpec, storage, device) -> None:
+    _check_header(reader, spec)
     match = EXPERT_NAME.match(spec.name)
     if match:
-        _check_header(reader, spec)
         slot = _expert_slot(banks[match.group(1)], int(match.group(2)), match.group(3), match.group(4))
         _fill_expert(reader, spec, slot)
-        return
-    tensor = _read_checked(reader, spec)
-    _assign(model, spec.name, _convert(spec.name, tensor, storage, device), model.config)
+    else:
+        _assign(model, spec.name, _convert(spec.name, reader.get(spec.name), storage, device), model.config)
 
 
 def _check_names(reader: CheckpointReader, specs: list[TensorSpec]) -> None:
@@ -106,11 +106,6 @@ def _check_header(reader: CheckpointReader, spec: TensorSpec) -> None:
     ok_dtype = dtype == "U8" if spec.dtype == "U8" else dtype in FLOAT_DTYPES
     if not ok_dtype:
         raise CheckpointError(f"dtype {dtype} where {spec.dtype} is expected", file=file, tensor=stored)
-
-
-def _read_checked(reader: CheckpointReader, spec: TensorSpec) -> torch.Tensor:
-    _check_header(reader, spec)
-    return reader.get(spec.name)
 
 
 def _fill_expert(reader: CheckpointReader, spec: TensorSpec, slot: torch.Tensor) -> None:
@@ -173,7 +168,7 @@ def _allocate_banks(model: K3ForCausalLM, device: torch.device, storage: torch.d
             for buf_name, buf in list(module.named_buffers(recurse=False)):
                 module._buffers[buf_name] = torch.empty(buf.shape, dtype=torch.uint8, device=device)
         elif isinstance(module, DenseExperts):
-            stored = reader.get(f"{name}.0.w1.weight").dtype if storage is None else storage
+            stored = TORCH_FLOATS[reader.info(f"{name}.0.w1.weight")[1]] if storage is None else storage
             for p_name, p in list(module.named_parameters(recurse=False)):
                 data = torch.empty(p.shape, dtype=stored, device=device)
                 module._parameters[p_name] = nn.Parameter(data, requires_grad=False)

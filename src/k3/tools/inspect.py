@@ -86,6 +86,13 @@ def _runs(schedule: str) -> str:
     return " ".join(out)
 
 
+def _human(n: int) -> str:
+    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return str(n)
+
+
 def format_summary(name: str, c: K3Config, s: Summary) -> str:
     rows = [
         ("model", name),
@@ -98,7 +105,7 @@ def format_summary(name: str, c: K3Config, s: Summary) -> str:
         ("experts", f"{c.num_experts} routed, top-{c.num_experts_per_token}, {c.num_shared_experts} shared, "
                     f"format {c.expert_format or 'unquantized'}" if c.moe_layers else "none"),
         ("parameters, total", f"{s.params_total:,}"),
-        ("parameters, active per token", f"{s.params_active_per_token:,} ({s.params_active_per_token / 1e9:.2f} B)"),
+        ("parameters, active per token", f"{s.params_active_per_token:,} ({_human(s.params_active_per_token)})"),
         ("parameters, routed experts", f"{s.params_routed_experts:,}"),
         ("tensor bytes (text)", f"{s.bytes_tensors:,}"),
     ]
