@@ -11,7 +11,8 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, WeightOnly, frozen
-from k3.layers.state import KDAState
+from k3.layers.state import KDAStateView
+from k3.layers.batch import ForwardBatch
 from k3.ops.conv import short_conv_silu
 from k3.ops.kda import chunk_kda, kda_gate, recurrent_kda
 from k3.ops.precision import wide
@@ -46,30 +47,32 @@ class KimiDeltaAttention(nn.Module):
             return self.g_proj(x)
         return self.g_b_proj(self.g_a_proj(x))
 
-    def _conv(self, x: torch.Tensor, state: KDAState | None) -> tuple[list[torch.Tensor], tuple]:
-        tails = state.conv if state is not None and state.conv is not None else (None, None, None)
-        outs, new_tails = [], []
-        for proj, conv, tail in zip((self.q_proj, self.k_proj, self.v_proj),
-                                    (self.q_conv1d, self.k_conv1d, self.v_conv1d), tails):
-            y, t = short_conv_silu(proj(x), conv.weight[:, 0, :], tail)
-            outs.append(y)
-            new_tails.append(t)
-        return outs, tuple(new_tails)
-
-    def forward(self, x: torch.Tensor, state: KDAState | None = None) -> torch.Tensor:
-        """x [B, T, hidden] (already normalised) -> [B, T, hidden]; updates `state` in place."""
-        B, T, _ = x.shape
+    def _core(self, q, k, v, g, beta, tails, initial):
+        """One group of b aligned segments: q, k, v [b, T, P] (projected), g [b, T, H, D], beta [b, T, H]
+        -> (o [b, T, H, D] fp32, final recurrent state, new conv tails)."""
+        b, T, _ = q.shape
         H, D = self.num_heads, self.head_dim
-        (q, k, v), tails = self._conv(x, state)
-        q = l2_norm(q.view(B, T, H, D))
-        k = l2_norm(k.view(B, T, H, D))
-        beta = torch.sigmoid(wide(self.b_proj(x)))
-        g = kda_gate(self.f_b_proj(self.f_a_proj(x)).view(B, T, H, D), self.A_log, self.dt_bias, self.lower_bound)
+        tails = tails or (None, None, None)
+        convs = (self.q_conv1d, self.k_conv1d, self.v_conv1d)
+        (q, tq), (k, tk), (v, tv) = (short_conv_silu(x, c.weight[:, 0, :], t) for x, c, t in zip((q, k, v), convs, tails))
+        q, k = l2_norm(q.view(b, T, H, D)), l2_norm(k.view(b, T, H, D))
         core = chunk_kda if T > CHUNK_MIN_TOKENS else recurrent_kda
-        initial = state.recurrent if state is not None else None
-        o, final = core(q, k, v.view(B, T, H, D), g, beta, D ** -0.5, initial)
-        if state is not None:
-            state.recurrent, state.conv = final, tails
-        gate = self._output_gate(x).view(B, T, H, D)
-        o = gated_rms_norm(o, gate, self.o_norm.weight, self.eps)
-        return self.o_proj(o.reshape(B, T, H * D))
+        o, final = core(q, k, v.view(b, T, H, D), g, beta, D ** -0.5, initial)
+        return o, final, (tq, tk, tv)
+
+    def forward(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
+        """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`."""
+        N = x.shape[0]
+        H, D = self.num_heads, self.head_dim
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        beta = torch.sigmoid(wide(self.b_proj(x)))
+        g = kda_gate(self.f_b_proj(self.f_a_proj(x)).view(N, H, D), self.A_log, self.dt_bias, self.lower_bound)
+        o = torch.empty((N, H, D), dtype=g.dtype, device=x.device)
+        for seqs, idx in batch.groups(by_context=False):
+            initial, tails = state.gather(seqs) if state is not None else (None, None)
+            o_g, final, new_tails = self._core(q[idx], k[idx], v[idx], g[idx], beta[idx], tails, initial)
+            o[idx] = o_g
+            if state is not None:
+                state.scatter(seqs, final, new_tails)
+        o = gated_rms_norm(o, self._output_gate(x).view(N, H, D), self.o_norm.weight, self.eps)
+        return self.o_proj(o.reshape(N, H * D))

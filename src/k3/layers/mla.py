@@ -10,7 +10,8 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm
-from k3.layers.state import MLACache
+from k3.layers.batch import ForwardBatch
+from k3.layers.state import MLACacheView
 from k3.ops.mla import mla_absorbed, mla_naive
 
 
@@ -39,21 +40,26 @@ class GatedMLA(nn.Module):
             return self.q_proj(x)
         return self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
 
-    def forward(self, x: torch.Tensor, cache: MLACache | None = None) -> torch.Tensor:
-        """x [B, T, hidden] (already normalised) -> [B, T, hidden]; appends this step to `cache`."""
-        B, T, _ = x.shape
+    def forward(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None) -> torch.Tensor:
+        """x [N, hidden] packed (already normalised) -> [N, hidden]; appends this step's latents to `cache`."""
+        N = x.shape[0]
         H = self.num_heads
-        q = self._query(x).view(B, T, H, self.nope + self.extra)
+        q = self._query(x).view(N, H, self.nope + self.extra)
         kv_a = self.kv_a_proj_with_mqa(x)
         c_kv = self.kv_a_layernorm(kv_a[..., :self.kv_rank])
         k_x = kv_a[..., self.kv_rank:]
-        offset = 0
-        if cache is not None:
-            c_kv, k_x, offset = cache.extend(c_kv, k_x)
         w_kv = self.kv_b_proj.weight.view(H, self.nope + self.v_dim, self.kv_rank)
-        core = mla_absorbed if T == 1 else mla_naive
-        o = core(q[..., :self.nope], q[..., self.nope:], c_kv, k_x, w_kv[:, :self.nope], w_kv[:, self.nope:],
-                 self.scale, offset).reshape(B, T, H * self.v_dim)
+        w_uk, w_uv = w_kv[:, :self.nope], w_kv[:, self.nope:]
+        o = torch.empty((N, H, self.v_dim), dtype=x.dtype, device=x.device)
+        for seqs, idx in batch.groups(by_context=True):
+            c_all, kx_all, offset = c_kv[idx], k_x[idx], 0
+            if cache is not None:
+                c_all, kx_all, offset = cache.extend(seqs, c_all, kx_all)
+            # A single new token attends in the latent space; a longer segment expands K/V once.
+            core = mla_absorbed if idx.shape[1] == 1 else mla_naive
+            q_g = q[idx]
+            o[idx] = core(q_g[..., :self.nope], q_g[..., self.nope:], c_all, kx_all, w_uk, w_uv, self.scale, offset)
+        o = o.reshape(N, H * self.v_dim)
         if hasattr(self, "g_proj"):
             o = o * torch.sigmoid(self.g_proj(x))
         return self.o_proj(o)

@@ -1,46 +1,80 @@
-"""Per-sequence decode state of each layer kind, and what it costs (spec section 5).
+"""Per-sequence decode state of each layer kind, the protocols layers read it through, and its cost.
 
-KDA layers keep a fixed-size recurrent matrix plus the short-conv tails; MLA layers keep the
-normalised latent c_kv and the shared extra key k_x per token (never expanded K/V). AttnRes and
-MoE keep nothing across tokens. The batch dimension B lets one state hold several sequences.
+KDA layers keep a fixed-size recurrent matrix plus the short-conv tails per sequence; MLA layers
+keep the normalised latent c_kv and the shared extra key k_x per token (never expanded K/V).
+AttnRes and MoE keep nothing across tokens. Layers never allocate state: they `gather`/`scatter`
+(KDA) or `extend` (MLA) through a view, so the engine can back it with slots and paged blocks.
+`K3State` is the simple backing for B sequences that advance together.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
 from k3.config.model import LAYER_KDA, K3Config
 
 
-@dataclass
-class KDAState:
-    recurrent: torch.Tensor | None = None      # [B, H, K, V] fp32
-    conv: tuple[torch.Tensor, ...] | None = None  # q, k, v tails, each [B, K_conv-1, H*K]
+class KDAStateView(Protocol):
+    def gather(self, seqs: list[int]) -> tuple[torch.Tensor | None, tuple[torch.Tensor, ...] | None]:
+        """-> (recurrent [b, H, K, V] or None for zeros, conv tails (q, k, v) each [b, K_conv-1, P] or None)."""
+
+    def scatter(self, seqs: list[int], recurrent: torch.Tensor, tails: tuple[torch.Tensor, ...]) -> None: ...
 
 
-@dataclass
-class MLACache:
-    c_kv: torch.Tensor | None = None   # [B, S, kv_lora_rank]
-    k_x: torch.Tensor | None = None    # [B, S, qk_rope_head_dim]
+class MLACacheView(Protocol):
+    def extend(self, seqs: list[int], c_kv: torch.Tensor, k_x: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Append [b, T, R] and [b, T, Dr] (sequences with equal cached length) -> the whole cache
+        ([b, S, R], [b, S, Dr]) and the offset of the new tokens."""
+
+
+class DenseKDAState:
+    """KDA state of B sequences as plain tensors."""
+
+    def __init__(self):
+        self.recurrent: torch.Tensor | None = None
+        self.tails: tuple[torch.Tensor, ...] | None = None
+
+    def gather(self, seqs):
+        if self.recurrent is None:
+            return None, None
+        return self.recurrent[seqs], tuple(t[seqs] for t in self.tails)
+
+    def scatter(self, seqs, recurrent, tails):
+        if self.recurrent is None:
+            # First write: nothing gathered before, so `seqs` covers every sequence.
+            self.recurrent, self.tails = recurrent.clone(), tuple(t.clone() for t in tails)
+            return
+        self.recurrent[seqs] = recurrent
+        for mine, new in zip(self.tails, tails):
+            mine[seqs] = new
+
+
+class DenseMLACache:
+    """MLA latents of B sequences that advance together, as growing [B, S, *] tensors."""
+
+    def __init__(self):
+        self.c_kv: torch.Tensor | None = None
+        self.k_x: torch.Tensor | None = None
 
     @property
     def length(self) -> int:
         return 0 if self.c_kv is None else self.c_kv.shape[1]
 
-    def extend(self, c_kv: torch.Tensor, k_x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """Append this step's [B, T, *] latents; return (all c_kv, all k_x, offset of the new tokens)."""
+    def extend(self, seqs, c_kv, k_x):
+        if self.c_kv is not None and len(seqs) != self.c_kv.shape[0]:
+            raise ValueError("DenseMLACache holds sequences that advance together; use the engine for ragged batches")
         offset = self.length
         if self.c_kv is not None:
-            c_kv = torch.cat((self.c_kv, c_kv), dim=1)
-            k_x = torch.cat((self.k_x, k_x), dim=1)
+            c_kv, k_x = torch.cat((self.c_kv, c_kv), dim=1), torch.cat((self.k_x, k_x), dim=1)
         self.c_kv, self.k_x = c_kv, k_x
         return c_kv, k_x, offset
 
 
-def new_layer_states(config: K3Config) -> list[KDAState | MLACache]:
-    return [KDAState() if t == LAYER_KDA else MLACache() for t in config.layer_types]
+def new_layer_states(config: K3Config) -> list[DenseKDAState | DenseMLACache]:
+    return [DenseKDAState() if t == LAYER_KDA else DenseMLACache() for t in config.layer_types]
 
 
 def kda_state_bytes(c: K3Config, conv_bytes_per_value: int = 2) -> tuple[int, int]:

@@ -1,7 +1,7 @@
 """One decoder layer: KDA or MLA attention, dense or LatentMoE FFN, Block AttnRes or plain residuals.
 
 With AttnRes (spec section 4.2) the layer reads and extends the depth bank `bank` (a list of
-[B, T, hidden] block sums, per forward pass, never across tokens) and returns the running partial
+[N, hidden] block sums, per forward pass, never across tokens) and returns the running partial
 sum of its block; without it, the usual pre-norm residual stream.
 """
 
@@ -16,7 +16,8 @@ from k3.layers.kda import KimiDeltaAttention
 from k3.layers.mla import GatedMLA
 from k3.layers.mlp import GLUMLP
 from k3.layers.moe import LatentMoE
-from k3.layers.state import KDAState, MLACache
+from k3.layers.batch import ForwardBatch
+from k3.layers.state import KDAStateView, MLACacheView
 from k3.ops.attnres import attn_res_mix, attn_res_query
 
 
@@ -44,11 +45,11 @@ class DecoderLayer(nn.Module):
     def ffn(self, x: torch.Tensor) -> torch.Tensor:
         return self.block_sparse_moe(x) if hasattr(self, "block_sparse_moe") else self.mlp(x)
 
-    def forward(self, h: torch.Tensor, bank: list[torch.Tensor], state: KDAState | MLACache | None = None
-                ) -> torch.Tensor:
-        """h [B, T, hidden] -> next layer's input [B, T, hidden]; may append to `bank`."""
+    def forward(self, h: torch.Tensor, bank: list[torch.Tensor], batch: ForwardBatch,
+                state: KDAStateView | MLACacheView | None = None) -> torch.Tensor:
+        """h [N, hidden] packed -> next layer's input [N, hidden]; may append to `bank`."""
         if not self.attn_res:
-            h = h + self.self_attn(self.input_layernorm(h), state)
+            h = h + self.self_attn(self.input_layernorm(h), batch, state)
             return h + self.ffn(self.post_attention_layernorm(h))
         partial = h
         attn_query = attn_res_query(self.self_attention_res_norm.weight, self.self_attention_res_proj.weight)
@@ -56,7 +57,7 @@ class DecoderLayer(nn.Module):
         if self.block_start:
             bank.append(partial)
             partial = None
-        y = self.self_attn(self.input_layernorm(a_in), state)
+        y = self.self_attn(self.input_layernorm(a_in), batch, state)
         partial = y if partial is None else partial + y
         mlp_query = attn_res_query(self.mlp_res_norm.weight, self.mlp_res_proj.weight)
         m_in = attn_res_mix(bank + [partial], mlp_query, self.eps)

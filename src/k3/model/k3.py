@@ -14,15 +14,16 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, WeightOnly
-from k3.layers.state import KDAState, MLACache, new_layer_states
+from k3.layers.batch import ForwardBatch
+from k3.layers.state import KDAStateView, MLACacheView, new_layer_states
 from k3.model.block import DecoderLayer
 from k3.ops.attnres import attn_res_mix, attn_res_query
 
 
 @dataclass
 class K3State:
-    """Decode state of B sequences that advance together: one entry per layer, plus the token count."""
-    layers: list[KDAState | MLACache]
+    """Decode state of B sequences that advance together: one view per layer, plus the token count."""
+    layers: list[KDAStateView | MLACacheView]
     num_tokens: int = 0
     batch_size: int | None = field(default=None)
 
@@ -38,14 +39,13 @@ class K3TextModel(nn.Module):
             self.output_attn_res_norm = WeightOnly(c.hidden_size)
             self.output_attn_res_proj = WeightOnly(1, c.hidden_size)
 
-    def forward(self, input_ids: torch.Tensor, compute_dtype: torch.dtype, state: K3State | None = None
-                ) -> torch.Tensor:
-        """input_ids [B, T] -> final normalised hidden states [B, T, hidden] in compute_dtype."""
+    def forward(self, input_ids: torch.Tensor, batch: ForwardBatch, compute_dtype: torch.dtype,
+                layer_states: list | None = None) -> torch.Tensor:
+        """input_ids [N] packed -> final normalised hidden states [N, hidden] in compute_dtype."""
         h = self.embed_tokens.weight[input_ids].to(compute_dtype)
         bank: list[torch.Tensor] = []
-        layer_states = state.layers if state is not None else [None] * len(self.layers)
-        for layer, layer_state in zip(self.layers, layer_states):
-            h = layer(h, bank, layer_state)
+        for layer, layer_state in zip(self.layers, layer_states or [None] * len(self.layers)):
+            h = layer(h, bank, batch, layer_state)
         if bank:
             query = attn_res_query(self.output_attn_res_norm.weight, self.output_attn_res_proj.weight)
             h = attn_res_mix(bank + [h], query, self.config.rms_norm_eps)
@@ -64,18 +64,31 @@ class K3ForCausalLM(nn.Module):
     def new_state(self, batch_size: int = 1) -> K3State:
         return K3State(new_layer_states(self.config), 0, batch_size)
 
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [..., hidden] (final-normed) -> [..., vocab] in compute_dtype."""
+        head = self.model.embed_tokens if self.config.tie_word_embeddings else self.lm_head
+        w = head.weight
+        return hidden @ (w if w.dtype == hidden.dtype else w.to(hidden.dtype)).T
+
+    def forward_batch(self, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
+                      logits_index: torch.Tensor | None = None) -> torch.Tensor:
+        """The engine's entry: packed ids [N] -> logits [len(logits_index), vocab] (all N if None)."""
+        h = self.model(input_ids, batch, self.compute_dtype, layer_states)
+        return self.logits(h if logits_index is None else h[logits_index])
+
     def forward(self, input_ids: torch.Tensor, state: K3State | None = None) -> torch.Tensor:
         """input_ids [B, T] int -> logits [B, T, vocab] in compute_dtype. With `state`, continues it."""
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be [batch, tokens], got shape {tuple(input_ids.shape)}")
+        B, T = input_ids.shape
         vocab = self.config.vocab_size
         if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab):
             raise ValueError(f"token ids must be in [0, {vocab}), got min {int(input_ids.min())} max {int(input_ids.max())}")
-        if state is not None and state.batch_size not in (None, input_ids.shape[0]):
-            raise ValueError(f"state holds {state.batch_size} sequences but input_ids has {input_ids.shape[0]}")
-        h = self.model(input_ids, self.compute_dtype, state)
+        if state is not None and state.batch_size not in (None, B):
+            raise ValueError(f"state holds {state.batch_size} sequences but input_ids has {B}")
+        context = state.num_tokens if state is not None else 0
+        batch = ForwardBatch.uniform(B, T, context)
+        logits = self.forward_batch(input_ids.reshape(-1), batch, state.layers if state is not None else None)
         if state is not None:
-            state.num_tokens += input_ids.shape[1]
-        head = self.model.embed_tokens if self.config.tie_word_embeddings else self.lm_head
-        w = head.weight
-        return h @ (w if w.dtype == h.dtype else w.to(h.dtype)).T
+            state.num_tokens += T
+        return logits.view(B, T, -1)
