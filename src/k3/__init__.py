@@ -7,7 +7,7 @@ Heavy modules are imported on first use, so `import k3` stays cheap.
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["K3Config", "load", "load_config"]
+__all__ = ["LLM", "K3Config", "SamplingParams", "load", "load_config"]
 
 
 def load(path, dtype=None, device="cpu"):
@@ -22,6 +22,10 @@ def load(path, dtype=None, device="cpu"):
 
 
 def __getattr__(name):
+    if name in ("LLM", "SamplingParams"):
+        import k3.engine as engine
+
+        return getattr(engine, name)
     if name in ("K3Config", "load_config"):
         import k3.config as config
 

@@ -9,6 +9,7 @@ AttnRes and MoE keep nothing across tokens. Layers never allocate state: they `g
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -87,3 +88,30 @@ def kda_state_bytes(c: K3Config, conv_bytes_per_value: int = 2) -> tuple[int, in
 
 def mla_cache_bytes_per_token(c: K3Config, bytes_per_value: int = 2) -> int:
     return len(c.mla_layers) * (c.kv_lora_rank + c.qk_rope_head_dim) * bytes_per_value
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """What one sequence's cached state is made of, so an engine can allocate it without the layers."""
+    kda_layers: tuple[int, ...]
+    kda_heads: int
+    kda_key_dim: int
+    kda_value_dim: int
+    conv_tail: int           # K_conv - 1 positions kept per channel
+    kda_channels: int        # H * head_dim, per q/k/v
+    mla_layers: tuple[int, ...]
+    mla_rank: int            # c_kv width
+    mla_extra: int           # k_x width
+
+    def slot_bytes(self, tail_itemsize: int) -> int:
+        per_layer = self.kda_heads * self.kda_key_dim * self.kda_value_dim * 4
+        per_layer += 3 * self.conv_tail * self.kda_channels * tail_itemsize
+        return len(self.kda_layers) * per_layer
+
+    def token_bytes(self, itemsize: int) -> int:
+        return len(self.mla_layers) * (self.mla_rank + self.mla_extra) * itemsize
+
+
+def state_spec(c: K3Config) -> StateSpec:
+    return StateSpec(c.kda_layers, c.kda_num_heads, c.kda_head_dim, c.kda_head_dim, c.short_conv_kernel_size - 1,
+                     c.kda_proj_dim, c.mla_layers, c.kv_lora_rank, c.qk_rope_head_dim)

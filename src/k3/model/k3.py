@@ -15,7 +15,7 @@ from torch import nn
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, WeightOnly
 from k3.layers.batch import ForwardBatch
-from k3.layers.state import KDAStateView, MLACacheView, new_layer_states
+from k3.layers.state import KDAStateView, MLACacheView, StateSpec, new_layer_states, state_spec
 from k3.model.block import DecoderLayer
 from k3.ops.attnres import attn_res_mix, attn_res_query
 
@@ -60,6 +60,9 @@ class K3ForCausalLM(nn.Module):
         self.model = K3TextModel(c)
         if not c.tie_word_embeddings:
             self.lm_head = Linear(c.hidden_size, c.vocab_size)
+
+    def state_spec(self) -> StateSpec:
+        return state_spec(self.config)
 
     def new_state(self, batch_size: int = 1) -> K3State:
         return K3State(new_layer_states(self.config), 0, batch_size)

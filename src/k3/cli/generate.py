@@ -1,0 +1,50 @@
+"""k3 generate --model PATH --prompt-ids 1,2,3 [--max-tokens N] [--temperature T] [--seed S]"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--model", required=True, help="checkpoint directory")
+    p.add_argument("--prompt-ids", required=True, help="comma-separated token ids")
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--ignore-eos", action="store_true")
+    p.add_argument("--cache-memory", default="512MiB", help="KDA slots + MLA cache budget")
+
+
+def _ids(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise ValueError(f"--prompt-ids: expected comma-separated integers, got {text!r}") from None
+
+
+def run(args) -> int:
+    from k3.engine import LLM, SamplingParams
+
+    prompt = _ids(args.prompt_ids)
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                            top_k=args.top_k, seed=args.seed, ignore_eos=args.ignore_eos)
+    llm = LLM(args.model, max_num_seqs=1, cache_memory=args.cache_memory)
+    print(llm.capacity.describe(), file=sys.stderr)
+    start = time.perf_counter()
+    first = None
+    last = None
+    for out in llm.stream([prompt], params):
+        first = first or time.perf_counter()
+        for t in out.new_token_ids:
+            print(t, end=" ", flush=True)
+        last = out
+    end = time.perf_counter()
+    n = len(last.token_ids) if last else 0
+    decode_s = end - first if first else 0.0
+    rate = (n - 1) / decode_s if n > 1 and decode_s > 0 else float("nan")
+    print(f"\n[prompt {len(prompt)} tokens, generated {n}, finish {last.finish_reason if last else None}, "
+          f"TTFT {(first - start) * 1e3 if first else float('nan'):.1f} ms, {rate:.1f} tokens/s]")
+    return 0 if last is None or last.finish_reason != "error" else 1

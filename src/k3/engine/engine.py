@@ -1,0 +1,159 @@
+"""LLMEngine: add requests, step, abort. Owns the scheduler, the cache and the sampling of each request.
+
+Knows nothing about HTTP or chat formats. The model is reached only through `state_spec()`,
+`forward_batch(ids, ForwardBatch, layer_views, logits_index)`, `config` and `compute_dtype`.
+A request whose logits turn non-finite fails alone (finish_reason "error"); the others go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+import torch
+
+from k3.engine.cache.manager import CacheManager, plan_capacity
+from k3.engine.request import Request, RequestOutput, SamplingParams, Status, TokenLogprob
+from k3.engine.scheduler import ScheduledChunk, Scheduler
+from k3.layers.batch import ForwardBatch
+from k3.ops.sampling import apply_penalties, sample_token, top_logprobs
+
+log = logging.getLogger("k3.engine")
+
+
+class LLMEngine:
+    def __init__(self, model, *, max_num_seqs: int = 8, max_num_batched_tokens: int = 512,
+                 cache_memory: int = 2 ** 30, block_size: int = 16, tokenizer=None, seed: int = 0):
+        self.model = model
+        device = next(iter(model.parameters()), torch.empty(0)).device
+        spec = model.state_spec()
+        self.capacity = plan_capacity(spec, cache_memory, max_num_seqs, block_size, model.compute_dtype)
+        self.cache = CacheManager(spec, self.capacity, model.compute_dtype, device)
+        self.scheduler = Scheduler(self.cache, max_num_seqs, max_num_batched_tokens)
+        self.tokenizer = tokenizer
+        self.eos_token_id = model.config.eos_token_id
+        self.vocab_size = model.config.vocab_size
+        self.requests: dict[str, Request] = {}
+        self._seeds = random.Random(seed)
+        self._step = 0
+        self._arrivals = 0
+        self.counters = {"steps": 0, "prompt_tokens": 0, "generated_tokens": 0, "finished": 0, "errors": 0}
+        log.info(self.capacity.describe())
+
+    def add_request(self, prompt_ids: list[int], params: SamplingParams | None = None,
+                    request_id: str | None = None) -> str:
+        params = params or SamplingParams()
+        prompt = self._check_prompt(prompt_ids)
+        if params.stop and self.tokenizer is None:
+            raise ValueError("SamplingParams.stop: stop strings need a tokenizer to detokenize; "
+                             "use stop_token_ids, or give the engine a tokenizer")
+        total = len(prompt) + params.max_tokens
+        if not self.cache.fits_ever(total):
+            raise ValueError(f"SamplingParams.max_tokens: prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) "
+                             f"needs {total:,} cached tokens, more than the cache holds "
+                             f"({self.capacity.max_cached_tokens:,}); lower max_tokens or raise cache_memory")
+        request_id = request_id or f"req-{self._arrivals}"
+        if request_id in self.requests:
+            raise ValueError(f"request_id {request_id!r} is already in use")
+        seed = params.seed if params.seed is not None else self._seeds.getrandbits(63)
+        req = Request(request_id, prompt, params, self._arrivals, torch.Generator().manual_seed(seed))
+        self._arrivals += 1
+        self.requests[request_id] = req
+        self.scheduler.add(req)
+        return request_id
+
+    def _check_prompt(self, prompt_ids) -> list[int]:
+        ids = list(prompt_ids)
+        if not ids:
+            raise ValueError("prompt: needs at least one token id")
+        bad = [t for t in ids if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < self.vocab_size]
+        if bad:
+            raise ValueError(f"prompt: token ids must be integers in [0, {self.vocab_size}), got {bad[:5]}")
+        return ids
+
+    def abort(self, request_id: str) -> RequestOutput | None:
+        req = self.requests.get(request_id)
+        return None if req is None else self._finish(req, "abort", [])
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_work()
+
+    def step(self) -> list[RequestOutput]:
+        chunks = self.scheduler.schedule(self._step)
+        self._step += 1
+        if not chunks:
+            return []
+        self.counters["steps"] += 1
+        try:
+            logits, sampled = self._run(chunks)
+        except Exception as e:  # a failed step fails its requests, never the engine
+            log.exception("model step failed")
+            return [self._finish(c.request, "error", [], f"model step failed: {type(e).__name__}: {e}") for c in chunks]
+        for c in chunks:
+            c.request.num_computed += c.num_tokens
+            if c.request.num_computed <= len(c.request.prompt_ids):
+                self.counters["prompt_tokens"] += c.num_tokens
+        return [self._sample(req, logits[row]) for row, req in enumerate(sampled)]
+
+    def _run(self, chunks: list[ScheduledChunk]) -> tuple[torch.Tensor, list[Request]]:
+        ids = [t for c in chunks for t in c.request.all_ids[c.request.num_computed:c.request.num_computed + c.num_tokens]]
+        batch = ForwardBatch(tuple(c.num_tokens for c in chunks), tuple(c.request.num_computed for c in chunks))
+        views = self.cache.layer_views([c.request.request_id for c in chunks], batch.context_lens,
+                                       self.model.config.num_hidden_layers)
+        rows = [i for i, c in enumerate(chunks) if c.request.num_computed + c.num_tokens == c.request.num_tokens]
+        with torch.inference_mode():
+            logits = self.model.forward_batch(torch.tensor(ids, dtype=torch.long), batch, views,
+                                              batch.last_token_index[rows])
+        return logits, [chunks[i].request for i in rows]
+
+    def _sample(self, req: Request, row: torch.Tensor) -> RequestOutput:
+        if not bool(torch.isfinite(row).all()):
+            return self._finish(req, "error", [], "the model produced non-finite logits (NaN/inf) for this request")
+        p = req.params
+        logits = row.float()
+        if p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty:
+            logits = apply_penalties(logits, req.prompt_ids, req.output_ids, p.repetition_penalty,
+                                     p.presence_penalty, p.frequency_penalty)
+        token = sample_token(logits, p.temperature, p.top_k, p.top_p, p.min_p, req.generator)
+        if p.logprobs is not None:
+            lp, top = top_logprobs(row, token, p.logprobs)
+            req.logprobs.append(TokenLogprob(token, lp, top))
+        req.output_ids.append(token)
+        req.first_token_time = req.first_token_time or time.perf_counter()
+        self.counters["generated_tokens"] += 1
+        return self._after_token(req, token)
+
+    def _after_token(self, req: Request, token: int) -> RequestOutput:
+        p = req.params
+        stop_token = token in p.stop_token_ids or (token == self.eos_token_id and not p.ignore_eos)
+        if self.tokenizer is not None:
+            ids = req.output_ids[:-1] if stop_token else req.output_ids
+            req.text = self.tokenizer.decode(ids)
+            hits = [i for i in (req.text.find(s) for s in p.stop) if i >= 0]
+            if hits:
+                req.text = req.text[:min(hits)]
+                return self._finish(req, "stop", [token])
+        if stop_token:
+            return self._finish(req, "stop", [token])
+        if len(req.output_ids) >= p.max_tokens:
+            return self._finish(req, "length", [token])
+        return self._output(req, [token])
+
+    def _finish(self, req: Request, reason: str, new: list[int], error: str | None = None) -> RequestOutput:
+        req.status, req.finish_reason, req.error = Status.FINISHED, reason, error
+        self.scheduler.remove(req)
+        self.requests.pop(req.request_id, None)
+        self.counters["finished"] += 1
+        self.counters["errors"] += reason == "error"
+        return self._output(req, new)
+
+    def _output(self, req: Request, new: list[int]) -> RequestOutput:
+        done = req.status == Status.FINISHED
+        return RequestOutput(req.request_id, req.prompt_ids, list(req.output_ids), new, req.text, done,
+                             req.finish_reason, list(req.logprobs) if req.params.logprobs is not None else None,
+                             req.error)
+
+    def stats(self) -> dict:
+        return dict(self.counters, running=len(self.scheduler.running), waiting=len(self.scheduler.waiting),
+                    **self.cache.usage())

@@ -1,0 +1,88 @@
+"""k3.LLM: the offline API, shaped like vLLM's `LLM(...).generate(prompts, sampling_params)`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from k3.config.units import parse_size
+from k3.engine.engine import LLMEngine
+from k3.engine.request import RequestOutput, SamplingParams
+
+
+class LLM:
+    """Load a K3 checkpoint (or wrap a loaded model) and generate with continuous batching.
+
+    max_num_seqs: sequences decoded together (one KDA state slot each).
+    max_num_batched_tokens: tokens per step; longer prompts are prefilled in chunks of this size.
+    cache_memory: bytes for KDA slots + the MLA latent cache ("2GiB", "512MB" or an int).
+    """
+
+    def __init__(self, model, dtype: torch.dtype | None = None, device: str = "cpu", *, max_num_seqs: int = 8,
+                 max_num_batched_tokens: int = 512, cache_memory: int | str = "1GiB", block_size: int = 16,
+                 tokenizer=None, seed: int = 0):
+        if isinstance(model, torch.nn.Module):
+            self.model = model
+        else:
+            from k3.model.weights import load_model
+
+            self.model = load_model(model, dtype=dtype, device=device)
+        self.engine = LLMEngine(self.model, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                cache_memory=parse_size(cache_memory, "cache_memory"), block_size=block_size,
+                                tokenizer=tokenizer, seed=seed)
+
+    @property
+    def capacity(self):
+        return self.engine.capacity
+
+    def generate(self, prompts, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None
+                 ) -> list[RequestOutput]:
+        """prompts: one token-id list or a list of them -> one finished RequestOutput per prompt, in order."""
+        finals: dict[str, RequestOutput] = {}
+        order: list[str] = []
+        for out in self._run(prompts, sampling_params, order):
+            if out.finished:
+                finals[out.request_id] = out
+        return [finals[r] for r in order]
+
+    def stream(self, prompts, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None
+               ) -> Iterator[RequestOutput]:
+        """Yields a RequestOutput each time a request gains a token or finishes. Closing the
+        iterator early aborts the requests still running."""
+        yield from self._run(prompts, sampling_params, [])
+
+    def _run(self, prompts, sampling_params, order: list[str]) -> Iterator[RequestOutput]:
+        prompt_list = self._prompt_list(prompts)
+        params = self._params_list(sampling_params, len(prompt_list))
+        try:
+            for prompt, p in zip(prompt_list, params):
+                order.append(self.engine.add_request(prompt, p))
+            pending = set(order)
+            while pending:
+                for out in self.engine.step():
+                    if out.request_id in pending:
+                        if out.finished:
+                            pending.discard(out.request_id)
+                        yield out
+        finally:
+            for request_id in order:
+                self.engine.abort(request_id)
+
+    def _prompt_list(self, prompts) -> list[list[int]]:
+        if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], str)):
+            raise ValueError("prompts: text prompts need a tokenizer; pass token-id lists")
+        if isinstance(prompts, (list, tuple)) and prompts and isinstance(prompts[0], int):
+            return [list(prompts)]
+        if not isinstance(prompts, (list, tuple)) or not prompts:
+            raise ValueError("prompts: expected a token-id list or a non-empty list of token-id lists")
+        return [list(p) for p in prompts]
+
+    @staticmethod
+    def _params_list(sampling_params, n: int) -> list[SamplingParams]:
+        if sampling_params is None or isinstance(sampling_params, SamplingParams):
+            return [sampling_params or SamplingParams()] * n
+        params = list(sampling_params)
+        if len(params) != n:
+            raise ValueError(f"sampling_params: {len(params)} given for {n} prompts")
+        return params

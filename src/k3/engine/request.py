@@ -1,0 +1,141 @@
+"""Requests and their parameters: plain data, validated on construction (vLLM's names and meanings)."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+MAX_LOGPROBS = 20
+
+
+def _fail(name: str, msg: str) -> None:
+    raise ValueError(f"SamplingParams.{name}: {msg}")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int = 16
+    temperature: float = 1.0          # 0 = greedy
+    top_p: float = 1.0
+    top_k: int = 0                    # 0 or -1 = off
+    min_p: float = 0.0
+    seed: int | None = None           # reproducible per request, whatever its batchmates
+    stop_token_ids: tuple[int, ...] = ()
+    stop: tuple[str, ...] = ()        # strings; need a tokenizer to detokenize
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logprobs: int | None = None       # top-n alternatives per token (0 = the chosen token only)
+    ignore_eos: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):
+            object.__setattr__(self, "stop", (self.stop,))
+        object.__setattr__(self, "stop", tuple(self.stop))
+        object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids))
+        _validate(self)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _validate(p: SamplingParams) -> None:
+    if not _is_int(p.max_tokens) or p.max_tokens < 1:
+        _fail("max_tokens", f"must be an integer >= 1, got {p.max_tokens!r}")
+    if not _is_num(p.temperature) or p.temperature < 0:
+        _fail("temperature", f"must be a finite number >= 0, got {p.temperature!r}")
+    if not _is_num(p.top_p) or not 0 < p.top_p <= 1:
+        _fail("top_p", f"must be in (0, 1], got {p.top_p!r}")
+    if not _is_int(p.top_k) or p.top_k < -1:
+        _fail("top_k", f"must be an integer >= 1, or 0/-1 for no limit, got {p.top_k!r}")
+    if not _is_num(p.min_p) or not 0 <= p.min_p <= 1:
+        _fail("min_p", f"must be in [0, 1], got {p.min_p!r}")
+    if p.seed is not None and not _is_int(p.seed):
+        _fail("seed", f"must be an integer or None, got {p.seed!r}")
+    if not all(_is_int(t) and t >= 0 for t in p.stop_token_ids):
+        _fail("stop_token_ids", f"must be non-negative integers, got {p.stop_token_ids!r}")
+    if not all(isinstance(s, str) and s for s in p.stop):
+        _fail("stop", f"must be non-empty strings, got {p.stop!r}")
+    for name in ("presence_penalty", "frequency_penalty"):
+        v = getattr(p, name)
+        if not _is_num(v) or not -2 <= v <= 2:
+            _fail(name, f"must be in [-2, 2], got {v!r}")
+    if not _is_num(p.repetition_penalty) or p.repetition_penalty <= 0:
+        _fail("repetition_penalty", f"must be > 0, got {p.repetition_penalty!r}")
+    if p.logprobs is not None and (not _is_int(p.logprobs) or not 0 <= p.logprobs <= MAX_LOGPROBS):
+        _fail("logprobs", f"must be None or an integer in 0..{MAX_LOGPROBS}, got {p.logprobs!r}")
+    if not isinstance(p.ignore_eos, bool):
+        _fail("ignore_eos", f"must be a bool, got {p.ignore_eos!r}")
+
+
+class Status(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass
+class TokenLogprob:
+    token_id: int
+    logprob: float
+    top: dict[int, float]   # the n most likely tokens at this step -> logprob
+
+
+@dataclass
+class Request:
+    request_id: str
+    prompt_ids: list[int]
+    params: SamplingParams
+    arrival: int
+    generator: torch.Generator
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    status: Status = Status.WAITING
+    finish_reason: str | None = None
+    error: str | None = None
+    text: str | None = None
+    num_computed: int = 0            # tokens whose state is in the cache
+    last_scheduled: int = -1         # step number, for round-robin fairness
+    first_token_time: float | None = None
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.output_ids
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.output_ids)
+
+    @property
+    def num_pending(self) -> int:
+        return self.num_tokens - self.num_computed
+
+    @property
+    def max_total_tokens(self) -> int:
+        return len(self.prompt_ids) + self.params.max_tokens
+
+
+@dataclass(frozen=True)
+class RequestOutput:
+    """What one step (or the whole run, for `LLM.generate`) produced for a request."""
+    request_id: str
+    prompt_token_ids: list[int]
+    token_ids: list[int]              # everything generated so far
+    new_token_ids: list[int]          # generated in this step
+    text: str | None                  # detokenized output (None without a tokenizer)
+    finished: bool
+    finish_reason: str | None         # stop | length | abort | error
+    logprobs: list[TokenLogprob] | None = None
+    error: str | None = None
