@@ -68,3 +68,18 @@ def test_console_script_demo(tmp_path):
     out = subprocess.run([sys.executable, "-m", "k3.cli.main", "demo", "--out", str(tmp_path / "d")],
                          capture_output=True, text=True, check=True).stdout
     assert "RANDOM-WEIGHT" in out and "relative error" in out
+
+
+def test_generate_streams_and_summarises(tiny_checkpoint, capsys):
+    assert main(["generate", "--model", str(tiny_checkpoint), "--prompt-ids", "1,2,3", "--max-tokens", "6",
+                 "--ignore-eos"]) == 0
+    out = capsys.readouterr()
+    tokens, summary = out.out.strip().splitlines()
+    assert len(tokens.split()) == 6 and all(t.isdigit() for t in tokens.split())
+    assert "prompt 3 tokens, generated 6, finish length" in summary and "TTFT" in summary
+    assert "cache capacity" in out.err
+
+
+def test_generate_rejects_bad_ids(tiny_checkpoint, capsys):
+    assert main(["generate", "--model", str(tiny_checkpoint), "--prompt-ids", "1,500"]) == 2
+    assert "token ids must be integers in [0, 101)" in capsys.readouterr().err

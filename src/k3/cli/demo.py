@@ -19,6 +19,7 @@ def run(args) -> int:
     import torch
 
     import k3
+    from k3.engine import LLM, SamplingParams
     from k3.cli.target import resolve_config
     from k3.testing import make_checkpoint
     from k3.tools.inspect import format_summary, summarize
@@ -42,4 +43,12 @@ def run(args) -> int:
     print(f"loaded in {t1 - t0:.2f} s; forward of {args.tokens} tokens + cached replay in {t2 - t1:.2f} s")
     print(f"logits {list(logits.shape)} {logits.dtype}; greedy next-token ids: {logits[0].argmax(-1).tolist()[:12]} ...")
     print(f"cached decode of the last token vs full forward: relative error {err:.2e}")
+    llm = LLM(model, max_num_seqs=4, cache_memory="64MiB")
+    prompts = [ids[0, :n].tolist() for n in (3, 9, 17, 24)]
+    t3 = time.perf_counter()
+    outs = llm.generate(prompts, SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))
+    t4 = time.perf_counter()
+    print(f"\n== k3.LLM: 4 prompts (3-24 tokens) x 8 greedy tokens, continuous batching, {t4 - t3:.2f} s")
+    for p, o in zip(prompts, outs):
+        print(f"prompt {len(p):>2} tokens -> {o.token_ids} ({o.finish_reason})")
     return 0
