@@ -9,6 +9,7 @@ COMMANDS = {
     "inspect": ("k3.cli.inspect", "sizes and schedule of a checkpoint, a config.json, or a preset"),
     "synth": ("k3.cli.synth", "write a random checkpoint in the official K3 layout"),
     "generate": ("k3.cli.generate", "stream a continuation of token ids"),
+    "chat-template": ("k3.cli.chat_template", "render chat messages as K3 XTML segments (and token ids)"),
     "demo": ("k3.cli.demo", "write a small random checkpoint, inspect it, run a forward pass"),
 }
 

@@ -1,0 +1,143 @@
+"""K3Tokenizer: tiktoken over K3's `tiktoken.model`, its 256 specials and its pre-tokenizer pattern.
+
+Two encode modes: structural markers with every special recognised (`special=True`), and user,
+tool and attribute text with none recognised (a typed `<|open|>` becomes ordinary tokens).
+Long inputs are cut into <= 400,000-character pieces with no whitespace or non-whitespace run
+over 25,000 characters (tiktoken's limits), exactly as the official tokenizer does.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import tiktoken
+from tiktoken.load import load_tiktoken_bpe
+
+from k3.chat.specials import CLOSE, END_OF_MSG, OPEN, SEP, special_names
+
+VOCAB_FILE = "tiktoken.model"
+CONFIG_FILE = "tokenizer_config.json"
+MAX_ENCODE_CHARS = 400_000
+MAX_RUN_CHARS = 25_000
+
+# Han runs; o200k-style case rules with Han excluded from the letter classes; no '/' in rule 5.
+_NON_HAN_UPPER = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]"
+_NON_HAN_LOWER = r"[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]"
+_CONTRACTIONS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+K3_PATTERN = "|".join([
+    r"[\p{Han}]+",
+    r"[^\r\n\p{L}\p{N}]?" + _NON_HAN_UPPER + "*" + _NON_HAN_LOWER + "+" + _CONTRACTIONS,
+    r"[^\r\n\p{L}\p{N}]?" + _NON_HAN_UPPER + "+" + _NON_HAN_LOWER + "*" + _CONTRACTIONS,
+    r"\p{N}{1,3}",
+    r" ?[^\s\p{L}\p{N}]+[\r\n]*",
+    r"\s*[\r\n]+",
+    r"\s+(?!\S)",
+    r"\s+",
+])
+
+
+class TokenizerError(ValueError):
+    """A missing or unreadable tokenizer file; the message names the file and the fix."""
+
+
+class K3Tokenizer:
+    def __init__(self, ranks: dict[bytes, int], configured_names: dict[int, str] | None = None, name: str = "k3"):
+        self.num_ranks = len(ranks)
+        self.specials = special_names(self.num_ranks, configured_names)
+        self.special_ids = frozenset(self.specials.values())
+        self.encoding = tiktoken.Encoding(name=name, pat_str=K3_PATTERN, mergeable_ranks=ranks,
+                                          special_tokens=self.specials)
+        self.open_id, self.close_id = self.specials[OPEN], self.specials[CLOSE]
+        self.sep_id, self.end_of_msg_id = self.specials[SEP], self.specials[END_OF_MSG]
+
+    @classmethod
+    def load(cls, path: str | Path) -> "K3Tokenizer":
+        """`path`: a directory with tiktoken.model (and optionally tokenizer_config.json), or the file."""
+        p = Path(path)
+        vocab = p / VOCAB_FILE if p.is_dir() else p
+        if not vocab.is_file():
+            raise TokenizerError(f"no {VOCAB_FILE} at {vocab}: download it with the checkpoint")
+        try:
+            ranks = load_tiktoken_bpe(str(vocab))
+        except Exception as e:
+            raise TokenizerError(f"{vocab} is not a tiktoken BPE file (base64 token + rank per line): {e}") from None
+        return cls(ranks, _configured_names(vocab.parent / CONFIG_FILE), name=vocab.name)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.num_ranks + len(self.specials)
+
+    def encode(self, text: str, *, special: bool = False) -> list[int]:
+        """special=True: `<|...|>` names become their special ids; False: they are plain text."""
+        ids: list[int] = []
+        for piece in split_long_input(text):
+            if special:
+                ids += self.encoding.encode(piece, allowed_special="all")
+            else:
+                ids += self.encoding.encode(piece, disallowed_special=())
+        return ids
+
+    def encode_segments(self, segments: Iterable) -> list[int]:
+        """Segments (`.text`, `.special`) encoded one by one: segment edges are BPE boundaries."""
+        return [t for seg in segments for t in self.encode(seg.text, special=seg.special)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self.token_bytes(ids).decode("utf-8", errors="replace")
+
+    def token_bytes(self, ids: Iterable[int]) -> bytes:
+        ids = list(ids)
+        bad = [t for t in ids if not 0 <= t < self.vocab_size]
+        if bad:
+            raise ValueError(f"token ids out of range [0, {self.vocab_size}): {bad[:5]}")
+        return self.encoding.decode_bytes(ids)
+
+    def stream_decoder(self) -> "StreamDecoder":
+        return StreamDecoder(self)
+
+
+class StreamDecoder:
+    """Incremental detokenisation that never emits half a UTF-8 character."""
+
+    def __init__(self, tokenizer: K3Tokenizer):
+        self.tokenizer = tokenizer
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, token_id: int) -> str:
+        return self._utf8.decode(self.tokenizer.token_bytes([token_id]), final=False)
+
+    def flush(self) -> str:
+        """Whatever bytes are pending, with an incomplete character shown as U+FFFD."""
+        return self._utf8.decode(b"", final=True)
+
+
+def split_long_input(text: str) -> Iterator[str]:
+    for start in range(0, len(text), MAX_ENCODE_CHARS):
+        yield from _split_runs(text[start:start + MAX_ENCODE_CHARS], MAX_RUN_CHARS)
+
+
+def _split_runs(s: str, limit: int) -> Iterator[str]:
+    """Cut `s` so no piece holds more than `limit` consecutive whitespace or non-whitespace characters."""
+    run, start = 0, 0
+    in_space = s[0].isspace() if s else False
+    for i, ch in enumerate(s):
+        if ch.isspace() != in_space:
+            in_space, run = ch.isspace(), 1
+            continue
+        run += 1
+        if run > limit:
+            yield s[start:i]
+            start, run = i, 1
+    yield s[start:]
+
+
+def _configured_names(config: Path) -> dict[int, str]:
+    if not config.is_file():
+        return {}
+    try:
+        decoder = json.loads(config.read_text()).get("added_tokens_decoder") or {}
+        return {int(k): v["content"] for k, v in decoder.items()}
+    except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as e:
+        raise TokenizerError(f"{config}: unreadable added_tokens_decoder ({e!r})") from None

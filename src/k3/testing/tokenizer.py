@@ -1,0 +1,73 @@
+"""Small byte-level BPE vocabularies in K3's `tiktoken.model` format, for tests and demos.
+
+The released `tiktoken.model` cannot be fetched here; a vocabulary trained on a few kilobytes of
+text exercises the same loader, specials, encode modes and chat code. Ranks 0-255 are the single
+bytes, so any text encodes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+from k3.chat.specials import special_names
+from k3.chat.tokenizer import CONFIG_FILE, VOCAB_FILE
+
+SAMPLE_TEXT = (
+    "The quick brown fox jumps over the lazy dog. Kimi K3 is a hybrid model: Kimi Delta Attention, "
+    "gated multi-head latent attention, attention residuals and a latent mixture of experts. "
+    "<|open|>message role=\"user\"<|sep|>What is the weather in Paris today?<|close|>message<|sep|> "
+    "<|open|>think<|sep|>The user asks about the weather.<|close|>think<|sep|><|open|>response<|sep|>"
+    "It is sunny.<|close|>response<|sep|> {\"location\": \"Paris\", \"unit\": \"celsius\"} "
+    "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n 你好世界 日本語 Ünïcödé ελληνικά "
+)
+
+
+def train_bpe(text: str = SAMPLE_TEXT * 4, num_merges: int = 300) -> dict[bytes, int]:
+    """Greedy byte-pair merges over whitespace-led words: {token bytes: rank}."""
+    words = Counter(tuple(bytes([b]) for b in w.encode()) for w in re.findall(r" ?\w+| ?[^\w\s]+|\s+", text))
+    ranks = {bytes([b]): b for b in range(256)}
+    for _ in range(num_merges):
+        pairs: Counter = Counter()
+        for word, n in words.items():
+            for a, b in zip(word, word[1:]):
+                pairs[(a, b)] += n
+        if not pairs:
+            break
+        (a, b), _ = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))
+        # The same bytes can arise from two different pairs; ranks must stay 0..n-1 without gaps.
+        ranks.setdefault(a + b, len(ranks))
+        words = Counter({_merge(w, a, b): n for w, n in words.items()})
+    return ranks
+
+
+def _merge(word: tuple[bytes, ...], a: bytes, b: bytes) -> tuple[bytes, ...]:
+    out, i = [], 0
+    while i < len(word):
+        if i + 1 < len(word) and word[i] == a and word[i + 1] == b:
+            out.append(a + b)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return tuple(out)
+
+
+def write_tokenizer(out_dir: str | Path, ranks: dict[bytes, int] | None = None, *, with_config: bool = True) -> Path:
+    """Write tiktoken.model (and tokenizer_config.json naming the specials, as the release does)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ranks = ranks or train_bpe()
+    lines = [f"{base64.b64encode(tok).decode()} {rank}" for tok, rank in sorted(ranks.items(), key=lambda kv: kv[1])]
+    (out / VOCAB_FILE).write_text("\n".join(lines) + "\n")
+    if with_config:
+        names = special_names(len(ranks))
+        decoder = {str(i): {"content": n, "special": True} for n, i in names.items() if "reserved" not in n}
+        config = {"tokenizer_class": "TikTokenTokenizer", "bos_token": "[BOS]", "eos_token": "[EOS]",
+                  "pad_token": "[PAD]", "unk_token": "[UNK]", "added_tokens_decoder": decoder,
+                  "additional_special_tokens": ["<|end_of_msg|>"], "model_max_length": 10 ** 30}
+        (out / CONFIG_FILE).write_text(json.dumps(config, indent=1))
+    return out
