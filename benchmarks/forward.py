@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -18,13 +17,14 @@ from pathlib import Path
 
 import torch
 
+# Peak RSS is the probe's VmHWM (ru_maxrss carries a parent's RSS across fork + exec).
 LOAD_PROBE = r"""
-import json, resource, sys, time, psutil, torch, k3
+import json, re, sys, time, psutil, torch, k3
 base = psutil.Process().memory_info().rss
 t = time.perf_counter()
 model = k3.load(sys.argv[1], dtype=None if sys.argv[2] == "none" else getattr(torch, sys.argv[2]))
 load_s = time.perf_counter() - t
-peak_load = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+peak_load = int(re.search(r"VmHWM:\s+(\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
 weights = sum(x.numel() * x.element_size() for x in list(model.parameters()) + list(model.buffers()))
 print(json.dumps({"load_s": load_s, "rss_base": base, "peak_rss_load": peak_load, "weights_bytes": weights}))
 """

@@ -72,7 +72,7 @@ def test_console_script_demo(tmp_path):
 
 def test_generate_streams_and_summarises(tiny_checkpoint, capsys):
     assert main(["generate", "--model", str(tiny_checkpoint), "--prompt-ids", "1,2,3", "--max-tokens", "6",
-                 "--ignore-eos"]) == 0
+                 "--ignore-eos", "--cache-memory", "8MiB"]) == 0
     out = capsys.readouterr()
     tokens, summary = out.out.strip().splitlines()
     assert len(tokens.split()) == 6 and all(t.isdigit() for t in tokens.split())

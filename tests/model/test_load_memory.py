@@ -10,8 +10,10 @@ from k3.config.presets import tiny
 from k3.testing import make_checkpoint
 from k3.tools.inspect import summarize
 
+# Peak = VmHWM of the probe's own address space. ru_maxrss would not do: Linux carries it across
+# fork + exec, so a child starts "peaking" at the parent's RSS.
 PROBE = r"""
-import json, resource, sys, psutil, torch, k3
+import json, re, sys, psutil, torch, k3
 # Warm torch up (kernels, thread pools) on a tiny model, so the baseline holds the fixed costs.
 with torch.inference_mode():
     k3.load(sys.argv[3])(torch.zeros(1, 4, dtype=torch.long))
@@ -20,7 +22,8 @@ model = k3.load(sys.argv[1], dtype=None if sys.argv[2] == "none" else torch.floa
 with torch.inference_mode():
     model(torch.zeros(1, 4, dtype=torch.long))   # touch every lazily mapped page
 weights = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+status = open("/proc/self/status").read()
+peak = int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) * 1024
 print(json.dumps({"base": base, "peak": peak, "weights": weights}))
 """
 
