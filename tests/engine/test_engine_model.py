@@ -139,7 +139,7 @@ def test_closing_a_stream_aborts_its_requests(model):
 
 def test_bad_prompts_are_value_errors(model):
     llm = LLM(model, cache_memory=CACHE)
-    with pytest.raises(ValueError, match="text prompts need a tokenizer"):
+    with pytest.raises(ValueError, match="text prompts: needs a tokenizer"):
         llm.generate("hello")
     with pytest.raises(ValueError, match="sampling_params"):
         llm.generate([[1], [2]], [GREEDY])

@@ -67,6 +67,13 @@ def tiny(**changes) -> K3Config:
     return base.replace(**changes) if changes else base
 
 
+def tiny_chat(**changes) -> K3Config:
+    """tiny() with a 768-token vocabulary (512 BPE ranks + 256 specials), so it pairs with a tokenizer;
+    eos is <|end_of_msg|> (514) as in the release."""
+    base = tiny(vocab_size=768, bos_token_id=512, eos_token_id=514, pad_token_id=767)
+    return base.replace(**changes) if changes else base
+
+
 def tiny7(**changes) -> K3Config:
     """7 layers, AttnRes block 3, wider heads, 9 experts top-3, routed scaling 2.5, the last two layers MLA."""
     base = tiny(
@@ -96,4 +103,4 @@ def mid(**changes) -> K3Config:
     return base.replace(**changes) if changes else base
 
 
-PRESETS = {"k3": released, "tiny": tiny, "tiny7": tiny7, "mid": mid}
+PRESETS = {"k3": released, "tiny": tiny, "tiny-chat": tiny_chat, "tiny7": tiny7, "mid": mid}

@@ -14,6 +14,7 @@ import time
 import torch
 
 from k3.engine.cache.manager import CacheManager, plan_capacity
+from k3.engine.detokenize import OutputText
 from k3.engine.request import Request, RequestOutput, SamplingParams, Status, TokenLogprob
 from k3.engine.scheduler import ScheduledChunk, Scheduler
 from k3.layers.batch import ForwardBatch
@@ -58,6 +59,8 @@ class LLMEngine:
             raise ValueError(f"request_id {request_id!r} is already in use")
         seed = params.seed if params.seed is not None else self._seeds.getrandbits(63)
         req = Request(request_id, prompt, params, self._arrivals, torch.Generator().manual_seed(seed))
+        if self.tokenizer is not None:
+            req.detok = OutputText(self.tokenizer, params.stop, params.skip_special_tokens)
         self._arrivals += 1
         self.requests[request_id] = req
         self.scheduler.add(req)
@@ -127,16 +130,16 @@ class LLMEngine:
     def _after_token(self, req: Request, token: int) -> RequestOutput:
         p = req.params
         stop_token = token in p.stop_token_ids or (token == self.eos_token_id and not p.ignore_eos)
-        if self.tokenizer is not None:
-            ids = req.output_ids[:-1] if stop_token else req.output_ids
-            req.text = self.tokenizer.decode(ids)
-            hits = [i for i in (req.text.find(s) for s in p.stop) if i >= 0]
-            if hits:
-                req.text = req.text[:min(hits)]
+        done = stop_token or len(req.output_ids) >= p.max_tokens
+        if req.detok is not None:
+            # A stop token is not part of the text; a stop string ends the request.
+            if not stop_token and req.detok.add(token, final=done):
                 return self._finish(req, "stop", [token])
+            if stop_token:
+                req.detok.finish()
         if stop_token:
             return self._finish(req, "stop", [token])
-        if len(req.output_ids) >= p.max_tokens:
+        if done:
             return self._finish(req, "length", [token])
         return self._output(req, [token])
 

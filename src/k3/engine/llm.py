@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
+from k3.chat import K3Tokenizer, ParsedMessage, parse_message, render
+from k3.chat.tokenizer import VOCAB_FILE
 from k3.config.units import parse_size
 from k3.engine.engine import LLMEngine
 from k3.engine.request import RequestOutput, SamplingParams
+
+
+@dataclass(frozen=True)
+class ChatOutput:
+    output: RequestOutput        # token ids, finish reason, text
+    message: ParsedMessage       # reasoning_content, content, tool_calls, problems
 
 
 class LLM:
@@ -17,6 +27,8 @@ class LLM:
     max_num_seqs: sequences decoded together (one KDA state slot each).
     max_num_batched_tokens: tokens per step; longer prompts are prefilled in chunks of this size.
     cache_memory: bytes for KDA slots + the MLA latent cache ("2GiB", "512MB" or an int).
+    tokenizer: a K3Tokenizer, a directory with tiktoken.model, or None to use the checkpoint's own
+    tiktoken.model when it has one. With a tokenizer, prompts may be text and outputs carry `text`.
     """
 
     def __init__(self, model, dtype: torch.dtype | None = None, device: str = "cpu", *, max_num_seqs: int = 8,
@@ -28,6 +40,11 @@ class LLM:
             from k3.model.weights import load_model
 
             self.model = load_model(model, dtype=dtype, device=device)
+            if tokenizer is None and (Path(model) / VOCAB_FILE).is_file():
+                tokenizer = model
+        if isinstance(tokenizer, (str, Path)):
+            tokenizer = K3Tokenizer.load(tokenizer)
+        self.tokenizer = tokenizer
         self.engine = LLMEngine(self.model, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                 cache_memory=parse_size(cache_memory, "cache_memory"), block_size=block_size,
                                 tokenizer=tokenizer, seed=seed)
@@ -69,14 +86,33 @@ class LLM:
             for request_id in order:
                 self.engine.abort(request_id)
 
+    def chat(self, conversations, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,
+             tools: list[dict] | None = None, thinking: bool = True, thinking_effort: str | None = None,
+             tool_choice=None, response_format: dict | None = None) -> list[ChatOutput]:
+        """One conversation (a list of messages) or a list of them -> rendered as K3 XTML, generated,
+        and parsed into reasoning, content and tool calls (with any problems the parser found)."""
+        tok = self._need_tokenizer("chat")
+        convs = [conversations] if conversations and isinstance(conversations[0], dict) else list(conversations)
+        prompts = [tok.encode_segments(render(c, tools=tools, thinking=thinking, thinking_effort=thinking_effort,
+                                              tool_choice=tool_choice, response_format=response_format))
+                   for c in convs]
+        outs = self.generate(prompts, sampling_params)
+        return [ChatOutput(o, parse_message(tok, o.token_ids, thinking=thinking)) for o in outs]
+
+    def _need_tokenizer(self, what: str):
+        if self.tokenizer is None:
+            raise ValueError(f"{what}: needs a tokenizer; pass tokenizer=DIR (with tiktoken.model) or token ids")
+        return self.tokenizer
+
     def _prompt_list(self, prompts) -> list[list[int]]:
-        if isinstance(prompts, str) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], str)):
-            raise ValueError("prompts: text prompts need a tokenizer; pass token-id lists")
+        if isinstance(prompts, str):
+            prompts = [prompts]
         if isinstance(prompts, (list, tuple)) and prompts and isinstance(prompts[0], int):
             return [list(prompts)]
         if not isinstance(prompts, (list, tuple)) or not prompts:
-            raise ValueError("prompts: expected a token-id list or a non-empty list of token-id lists")
-        return [list(p) for p in prompts]
+            raise ValueError("prompts: expected text, a token-id list, or a non-empty list of either")
+        return [self._need_tokenizer("text prompts").encode(p, special=True) if isinstance(p, str) else list(p)
+                for p in prompts]
 
     @staticmethod
     def _params_list(sampling_params, n: int) -> list[SamplingParams]:

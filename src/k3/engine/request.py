@@ -30,6 +30,7 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     logprobs: int | None = None       # top-n alternatives per token (0 = the chosen token only)
     ignore_eos: bool = False
+    skip_special_tokens: bool = True  # leave special tokens out of `text`
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -76,8 +77,9 @@ def _validate(p: SamplingParams) -> None:
         _fail("repetition_penalty", f"must be > 0, got {p.repetition_penalty!r}")
     if p.logprobs is not None and (not _is_int(p.logprobs) or not 0 <= p.logprobs <= MAX_LOGPROBS):
         _fail("logprobs", f"must be None or an integer in 0..{MAX_LOGPROBS}, got {p.logprobs!r}")
-    if not isinstance(p.ignore_eos, bool):
-        _fail("ignore_eos", f"must be a bool, got {p.ignore_eos!r}")
+    for name in ("ignore_eos", "skip_special_tokens"):
+        if not isinstance(getattr(p, name), bool):
+            _fail(name, f"must be a bool, got {getattr(p, name)!r}")
 
 
 class Status(enum.Enum):
@@ -105,10 +107,14 @@ class Request:
     status: Status = Status.WAITING
     finish_reason: str | None = None
     error: str | None = None
-    text: str | None = None
+    detok: object | None = None       # OutputText when the engine has a tokenizer
     num_computed: int = 0            # tokens whose state is in the cache
     last_scheduled: int = -1         # step number, for round-robin fairness
     first_token_time: float | None = None
+
+    @property
+    def text(self) -> str | None:
+        return None if self.detok is None else self.detok.text
 
     @property
     def all_ids(self) -> list[int]:

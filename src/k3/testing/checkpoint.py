@@ -27,8 +27,10 @@ VISION_TENSORS = {"vision_tower.patch_embed.proj.weight": (8, 3, 2, 2), "mm_proj
 
 
 def make_checkpoint(out_dir: str | Path, config: K3Config | None = None, *, seed: int = 0,
-                    num_shards: int = 2, with_vision: bool = True) -> Path:
-    """Write a random K3 checkpoint for `config` (default: `presets.tiny()`); returns the directory."""
+                    num_shards: int = 2, with_vision: bool = True, tokenizer: bool = False) -> Path:
+    """Write a random K3 checkpoint for `config` (default: `presets.tiny()`); returns the directory.
+    tokenizer=True also writes tiktoken.model + tokenizer_config.json sized to the vocabulary
+    (the config's eos must then be `<|end_of_msg|>`, i.e. vocab_size - 254)."""
     config = config or tiny()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -43,7 +45,19 @@ def make_checkpoint(out_dir: str | Path, config: K3Config | None = None, *, seed
     atomic_write_text(out / "config.json", json.dumps(to_hf_dict(config), indent=2))
     gen = {"max_length": 1048576, "eos_token_id": config.eos_token_id}
     atomic_write_text(out / "generation_config.json", json.dumps(gen, indent=2))
+    if tokenizer:
+        _write_matching_tokenizer(out, config)
     return out
+
+
+def _write_matching_tokenizer(out: Path, config: K3Config) -> None:
+    from k3.testing.tokenizer import ranks_for_vocab, write_tokenizer
+
+    end_of_msg = config.vocab_size - 256 + 2
+    if config.eos_token_id != end_of_msg:
+        raise ValueError(f"eos_token_id must be <|end_of_msg|> = {end_of_msg} for vocab_size {config.vocab_size}, "
+                         f"got {config.eos_token_id}")
+    write_tokenizer(out, ranks_for_vocab(config.vocab_size))
 
 
 def _generator(seed: int, name: str) -> torch.Generator:

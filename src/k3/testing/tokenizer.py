@@ -56,6 +56,21 @@ def _merge(word: tuple[bytes, ...], a: bytes, b: bytes) -> tuple[bytes, ...]:
     return tuple(out)
 
 
+def ranks_for_vocab(vocab_size: int) -> dict[bytes, int]:
+    """Exactly vocab_size - 256 ranks (the rest are the 256 specials), padded with unreachable tokens
+    when the sample text runs out of merges."""
+    n = vocab_size - 256
+    if n < 256:
+        raise ValueError(f"vocab_size {vocab_size} is too small for a byte-level vocabulary plus 256 specials "
+                         "(need >= 512)")
+    ranks = train_bpe(num_merges=min(n - 256, 2000))
+    pad = 0
+    while len(ranks) < n:
+        ranks.setdefault(f"\x00<unused {pad}>".encode(), len(ranks))
+        pad += 1
+    return ranks
+
+
 def write_tokenizer(out_dir: str | Path, ranks: dict[bytes, int] | None = None, *, with_config: bool = True) -> Path:
     """Write tiktoken.model (and tokenizer_config.json naming the specials, as the release does)."""
     out = Path(out_dir)
