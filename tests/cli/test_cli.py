@@ -83,3 +83,35 @@ def test_generate_streams_and_summarises(tiny_checkpoint, capsys):
 def test_generate_rejects_bad_ids(tiny_checkpoint, capsys):
     assert main(["generate", "--model", str(tiny_checkpoint), "--prompt-ids", "1,500"]) == 2
     assert "token ids must be integers in [0, 101)" in capsys.readouterr().err
+
+
+def test_chat_template_prints_segments_and_ids(tmp_path, capsys):
+    from k3.testing.tokenizer import write_tokenizer
+    tok_dir = write_tokenizer(tmp_path / "tok")
+    (tmp_path / "m.json").write_text(json.dumps([{"role": "user", "content": "Hi <|open|>"}]))
+    (tmp_path / "t.json").write_text(json.dumps([{"type": "function", "function": {"name": "f"}}]))
+    assert main(["chat-template", "--messages", str(tmp_path / "m.json"), "--tools", str(tmp_path / "t.json"),
+                 "--tokenizer", str(tok_dir)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == 'special "<|open|>"' and 'text    "Hi <|open|>"' in out
+    assert out[-1].startswith("token ids (")
+    assert main(["chat-template", "--messages", str(tmp_path / "m.json"), "--no-thinking", "--text"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith('<|open|>message role="assistant"<|sep|><|open|>response<|sep|>')
+
+
+def test_chat_template_bad_input(tmp_path, capsys):
+    (tmp_path / "m.json").write_text("[{")
+    assert main(["chat-template", "--messages", str(tmp_path / "m.json")]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    (tmp_path / "m.json").write_text('[{"role": "user", "content": [{"type": "image_url"}]}]')
+    assert main(["chat-template", "--messages", str(tmp_path / "m.json")]) == 2
+    assert "not supported" in capsys.readouterr().err
+
+
+def test_generate_text_prompt(tmp_path, capsys):
+    from k3.config.presets import tiny_chat
+    from k3.testing import make_checkpoint
+    d = make_checkpoint(tmp_path / "c", tiny_chat(), tokenizer=True)
+    assert main(["generate", "--model", str(d), "--prompt", "Hello", "--max-tokens", "5", "--ignore-eos",
+                 "--cache-memory", "8MiB"]) == 0
+    assert "generated 5, finish length" in capsys.readouterr().out

@@ -11,7 +11,7 @@ import time
 
 def add_arguments(p) -> None:
     p.add_argument("--out", default="demo-checkpoint", help="where to write the random checkpoint")
-    p.add_argument("--preset", default="tiny", help="checkpoint size (tiny, mid)")
+    p.add_argument("--preset", default="tiny-chat", help="checkpoint size (tiny-chat, tiny7, mid)")
     p.add_argument("--tokens", type=int, default=24, help="prompt length for the forward pass")
 
 
@@ -26,7 +26,8 @@ def run(args) -> int:
 
     config, _, name = resolve_config(args.preset)
     print(f"== writing a RANDOM-WEIGHT K3-architecture checkpoint ({name}) to {args.out}")
-    make_checkpoint(args.out, config, seed=0)
+    with_tokenizer = config.vocab_size >= 512 and config.eos_token_id == config.vocab_size - 254
+    make_checkpoint(args.out, config, seed=0, tokenizer=with_tokenizer)
     print(format_summary(args.out, config, summarize(config, args.out)))
     t0 = time.perf_counter()
     model = k3.load(args.out)
@@ -43,7 +44,7 @@ def run(args) -> int:
     print(f"loaded in {t1 - t0:.2f} s; forward of {args.tokens} tokens + cached replay in {t2 - t1:.2f} s")
     print(f"logits {list(logits.shape)} {logits.dtype}; greedy next-token ids: {logits[0].argmax(-1).tolist()[:12]} ...")
     print(f"cached decode of the last token vs full forward: relative error {err:.2e}")
-    llm = LLM(model, max_num_seqs=4, cache_memory="64MiB")
+    llm = LLM(model, max_num_seqs=4, cache_memory="64MiB", tokenizer=args.out if with_tokenizer else None)
     prompts = [ids[0, :n].tolist() for n in (3, 9, 17, 24)]
     t3 = time.perf_counter()
     outs = llm.generate(prompts, SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True))
@@ -51,4 +52,20 @@ def run(args) -> int:
     print(f"\n== k3.LLM: 4 prompts (3-24 tokens) x 8 greedy tokens, continuous batching, {t4 - t3:.2f} s")
     for p, o in zip(prompts, outs):
         print(f"prompt {len(p):>2} tokens -> {o.token_ids} ({o.finish_reason})")
+    if llm.tokenizer is None:
+        return 0
+    _chat(llm)
     return 0
+
+
+def _chat(llm) -> None:
+    from k3.chat import render, to_text
+    from k3.engine import SamplingParams
+
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    print("\n== k3.chat: the conversation rendered as K3 XTML (tokenizer trained on a sample, not K3's)")
+    print(to_text(render(messages)))
+    out = llm.chat(messages, SamplingParams(max_tokens=16, temperature=0.0))[0]
+    print(f"generated {len(out.output.token_ids)} tokens ({out.output.finish_reason}); parsed: "
+          f"reasoning {out.message.reasoning_content[:40]!r}..., content {out.message.content[:40]!r}")
+    print(f"parser problems (expected with random weights): {out.message.problems}")

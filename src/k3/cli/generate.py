@@ -1,4 +1,4 @@
-"""k3 generate --model PATH --prompt-ids 1,2,3 [--max-tokens N] [--temperature T] [--seed S]"""
+"""k3 generate --model PATH (--prompt TEXT | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--seed S]"""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import time
 
 def add_arguments(p) -> None:
     p.add_argument("--model", required=True, help="checkpoint directory")
-    p.add_argument("--prompt-ids", required=True, help="comma-separated token ids")
+    prompt = p.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("--prompt", help="prompt text (needs the checkpoint's tiktoken.model); streams text")
+    prompt.add_argument("--prompt-ids", help="comma-separated token ids; streams token ids")
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0)
@@ -16,6 +18,7 @@ def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("--cache-memory", default="512MiB", help="KDA slots + MLA cache budget")
+    p.add_argument("--tokenizer", help="directory with tiktoken.model (default: the checkpoint's own)")
 
 
 def _ids(text: str) -> list[int]:
@@ -28,23 +31,26 @@ def _ids(text: str) -> list[int]:
 def run(args) -> int:
     from k3.engine import LLM, SamplingParams
 
-    prompt = _ids(args.prompt_ids)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
                             top_k=args.top_k, seed=args.seed, ignore_eos=args.ignore_eos)
-    llm = LLM(args.model, max_num_seqs=1, cache_memory=args.cache_memory)
+    llm = LLM(args.model, max_num_seqs=1, cache_memory=args.cache_memory, tokenizer=args.tokenizer)
     print(llm.capacity.describe(), file=sys.stderr)
+    prompt = _ids(args.prompt_ids) if args.prompt_ids is not None else args.prompt
     start = time.perf_counter()
-    first = None
-    last = None
+    first = last = None
+    shown = ""
     for out in llm.stream([prompt], params):
         first = first or time.perf_counter()
-        for t in out.new_token_ids:
-            print(t, end=" ", flush=True)
+        if args.prompt is not None:
+            print(out.text[len(shown):], end="", flush=True)
+            shown = out.text
+        else:
+            print(" ".join(map(str, out.new_token_ids)), end=" ", flush=True)
         last = out
     end = time.perf_counter()
     n = len(last.token_ids) if last else 0
     decode_s = end - first if first else 0.0
     rate = (n - 1) / decode_s if n > 1 and decode_s > 0 else float("nan")
-    print(f"\n[prompt {len(prompt)} tokens, generated {n}, finish {last.finish_reason if last else None}, "
+    print(f"\n[prompt {len(last.prompt_token_ids) if last else 0} tokens, generated {n}, finish {last.finish_reason if last else None}, "
           f"TTFT {(first - start) * 1e3 if first else float('nan'):.1f} ms, {rate:.1f} tokens/s]")
     return 0 if last is None or last.finish_reason != "error" else 1
