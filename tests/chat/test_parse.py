@@ -14,10 +14,6 @@ def ids_of(tok, markup: str) -> list[int]:
     return tok.encode(markup, special=True)
 
 
-def ids_for(tok):
-    return lambda markup: ids_of(tok, markup)
-
-
 def generated_ids(tok, message: dict, thinking: bool = True) -> list[int]:
     """What the model would generate for `message` after the generation prompt."""
     head = tok.encode_segments(render([], thinking=thinking))
@@ -148,3 +144,10 @@ def test_parsing_never_raises_on_random_token_streams(tok, data):
     for thinking in (True, False):
         r = parse_message(tok, ids, thinking=thinking)
         assert isinstance(r.content, str) and isinstance(r.problems, list)
+
+
+def test_tools_opened_inside_response_is_reported(tok):
+    r = parse_message(tok, ids_of(tok, f'{C}think{S}{O}response{S}ok{O}tools{S}{O}call tool="f" index="1"{S}'
+                                       f"{C}call{S}{C}tools{S}{C}message{S}{E}"))
+    assert r.content == "ok" and [c.name for c in r.tool_calls] == ["f"]
+    assert any("response closed implicitly" in p for p in r.problems)

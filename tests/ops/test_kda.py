@@ -70,3 +70,26 @@ def test_gate_forms():
     g = kda_gate(raw * 100, a_log, dt, -5.0)
     assert bool(((g > -5.0) | torch.isclose(g, torch.tensor(-5.0, dtype=g.dtype))).all()) and bool((g <= 0).all())
     assert not math.isnan(g.sum().item())
+
+
+@pytest.mark.parametrize("T", [15, 16, 17, 37])
+def test_chunk_gradients_equal_recurrence_gradients_fp64(T):
+    torch.manual_seed(T)
+    q, k, v, g, beta = (t.requires_grad_() for t in _inputs(T, torch.float64, B=1, H=2, K=4, V=3))
+    s0 = torch.randn(1, 2, 4, 3, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(1, T, 2, 3, dtype=torch.float64)
+
+    def loss(core, **kw):
+        o, s = core(q, k, v, g, beta, 0.5, s0, **kw)
+        return (o * weights).sum() + s.pow(2).sum()
+
+    inputs = (q, k, v, g, beta, s0)
+    ref = torch.autograd.grad(loss(recurrent_kda), inputs)
+    out = torch.autograd.grad(loss(chunk_kda, chunk_size=16), inputs)
+    for name, a, b in zip("q k v g beta s0".split(), out, ref):
+        assert_close(f"d{name}", a, b, 1e-10)
+
+
+def test_chunk_gradcheck():
+    q, k, v, g, beta = (t.requires_grad_() for t in _inputs(9, torch.float64, B=1, H=1, K=3, V=2))
+    assert torch.autograd.gradcheck(lambda *a: chunk_kda(*a, 0.7, chunk_size=4)[0], (q, k, v, g, beta))

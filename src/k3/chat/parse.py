@@ -132,6 +132,7 @@ class MessageParser:
             self.problem(f"<{name}> opened inside the think channel: think closed implicitly")
             events += self._pop_to("think")
         if name in ("tools", "call") and "response" in self.stack:
+            self.problem(f"<{name}> opened inside the response channel: response closed implicitly")
             events += self._pop_to("response")
         if name == "call":
             events += self._open_call(attrs)

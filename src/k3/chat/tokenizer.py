@@ -8,6 +8,7 @@ over 25,000 characters (tiktoken's limits), exactly as the official tokenizer do
 
 from __future__ import annotations
 
+import base64
 import codecs
 import json
 from collections.abc import Iterable, Iterator
@@ -141,3 +142,22 @@ def _configured_names(config: Path) -> dict[int, str]:
         return {int(k): v["content"] for k, v in decoder.items()}
     except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as e:
         raise TokenizerError(f"{config}: unreadable added_tokens_decoder ({e!r})") from None
+
+
+def save_tokenizer(out_dir: str | Path, ranks: dict[bytes, int], *, with_config: bool = True) -> Path:
+    """Write `ranks` as tiktoken.model (base64 token + rank per line) and tokenizer_config.json naming
+    the specials, the files K3 ships; ranks must be 0..n-1 without gaps."""
+    if sorted(ranks.values()) != list(range(len(ranks))):
+        raise ValueError("tokenizer ranks must be 0..n-1 without gaps or repeats")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [f"{base64.b64encode(tok).decode()} {rank}" for tok, rank in sorted(ranks.items(), key=lambda kv: kv[1])]
+    (out / VOCAB_FILE).write_text("\n".join(lines) + "\n")
+    if with_config:
+        names = special_names(len(ranks))
+        decoder = {str(i): {"content": n, "special": True} for n, i in names.items() if "reserved" not in n}
+        config = {"tokenizer_class": "TikTokenTokenizer", "bos_token": "[BOS]", "eos_token": "[EOS]",
+                  "pad_token": "[PAD]", "unk_token": "[UNK]", "added_tokens_decoder": decoder,
+                  "additional_special_tokens": ["<|end_of_msg|>"], "model_max_length": 10 ** 30}
+        (out / CONFIG_FILE).write_text(json.dumps(config, indent=1))
+    return out

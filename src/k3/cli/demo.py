@@ -15,8 +15,32 @@ def add_arguments(p) -> None:
     p.add_argument("--tokens", type=int, default=24, help="prompt length for the forward pass")
 
 
+PROMPTS = ("It is a truth universally acknowledged, that", "In the beginning", "The committee said that")
+
+
+def _default_model() -> None:
+    from k3.defaults import default_model
+    from k3.engine import LLM, SamplingParams
+
+    try:
+        path = default_model()
+    except FileNotFoundError as e:
+        print(f"== (no bundled default model: {e})")
+        return
+    t0 = time.perf_counter()
+    llm = LLM(str(path), max_num_seqs=len(PROMPTS), cache_memory="64MiB")
+    print(f"== the bundled default model ({path.name}: a small K3-architecture model trained on English prose,"
+          f" MXFP4 experts), loaded in {time.perf_counter() - t0:.2f} s")
+    params = SamplingParams(max_tokens=48, temperature=0.8, top_p=0.95, seed=1)
+    for prompt, out in zip(PROMPTS, llm.generate(list(PROMPTS), params)):
+        print(f"\n> {prompt}{out.text}")
+    print()
+
+
 def run(args) -> int:
     import torch
+
+    _default_model()
 
     import k3
     from k3.engine import LLM, SamplingParams

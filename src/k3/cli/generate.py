@@ -7,7 +7,7 @@ import time
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--model", required=True, help="checkpoint directory")
+    p.add_argument("--model", help="checkpoint directory (default: the bundled model trained on English prose)")
     prompt = p.add_mutually_exclusive_group(required=True)
     prompt.add_argument("--prompt", help="prompt text (needs the checkpoint's tiktoken.model); streams text")
     prompt.add_argument("--prompt-ids", help="comma-separated token ids; streams token ids")
@@ -33,7 +33,9 @@ def run(args) -> int:
 
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
                             top_k=args.top_k, seed=args.seed, ignore_eos=args.ignore_eos)
-    llm = LLM(args.model, max_num_seqs=1, cache_memory=args.cache_memory, tokenizer=args.tokenizer)
+    from k3.defaults import default_model
+
+    llm = LLM(args.model or default_model(), max_num_seqs=1, cache_memory=args.cache_memory, tokenizer=args.tokenizer)
     print(llm.capacity.describe(), file=sys.stderr)
     prompt = _ids(args.prompt_ids) if args.prompt_ids is not None else args.prompt
     start = time.perf_counter()

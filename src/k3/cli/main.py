@@ -10,6 +10,8 @@ COMMANDS = {
     "synth": ("k3.cli.synth", "write a random checkpoint in the official K3 layout"),
     "generate": ("k3.cli.generate", "stream a continuation of token ids"),
     "chat-template": ("k3.cli.chat_template", "render chat messages as K3 XTML segments (and token ids)"),
+    "prepare-data": ("k3.cli.prepare_data", "train a tokenizer and tokenize text files for `k3 train`"),
+    "train": ("k3.cli.train", "train a K3-architecture model; exports the official layout"),
     "demo": ("k3.cli.demo", "write a small random checkpoint, inspect it, run a forward pass"),
 }
 

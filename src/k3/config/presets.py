@@ -86,6 +86,23 @@ def tiny7(**changes) -> K3Config:
     return base.replace(**changes) if changes else base
 
 
+def prose(**changes) -> K3Config:
+    """The default trained model's shape: every K3 component at ~18 M parameters (~8 M active).
+    8 layers (6 KDA, 2 MLA, the last MLA), AttnRes block 3, dense layer 0, 16 MXFP4 experts top-2
+    in a 128-wide latent plus a shared expert, vocabulary 4096 (3840 BPE ranks + 256 specials)."""
+    n = 8
+    base = K3Config(
+        vocab_size=4096, hidden_size=256, num_hidden_layers=n,
+        layer_types=("kda", "kda", "kda", "mla", "kda", "kda", "kda", "mla"),
+        mlp_types=(MLP_DENSE,) + (MLP_MOE,) * (n - 1),
+        intermediate_size=768, attn_res_block_size=3,
+        num_attention_heads=4, q_lora_rank=128, kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16,
+        v_head_dim=32, kda_num_heads=4, kda_head_dim=64,
+        num_experts=16, num_experts_per_token=2, num_shared_experts=1, moe_intermediate_size=256,
+        routed_expert_hidden_size=128, bos_token_id=3840, eos_token_id=3842, pad_token_id=4095)
+    return base.replace(**changes) if changes else base
+
+
 def mid(**changes) -> K3Config:
     """A mid-size random config for throughput measurements (~0.2 B parameters)."""
     n = 8
@@ -103,4 +120,4 @@ def mid(**changes) -> K3Config:
     return base.replace(**changes) if changes else base
 
 
-PRESETS = {"k3": released, "tiny": tiny, "tiny-chat": tiny_chat, "tiny7": tiny7, "mid": mid}
+PRESETS = {"k3": released, "tiny": tiny, "tiny-chat": tiny_chat, "tiny7": tiny7, "prose": prose, "mid": mid}

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from k3.ops.activation import glu
-from k3.ops.mxfp4 import mxfp4_linear
+from k3.ops.mxfp4 import dequantize, mxfp4_linear, quantize
 
 MATS = ("w1", "w3", "w2")
 
@@ -39,15 +39,26 @@ class PackedExperts(nn.Module):
 
 
 class DenseExperts(nn.Module):
-    """Parameters w1, w3 [E, inter, dim] and w2 [E, dim, inter]."""
+    """Parameters w1, w3 [E, inter, dim] and w2 [E, dim, inter].
+
+    With `fake_quant` on (quantisation-aware training), each use sees the weights rounded to MXFP4,
+    and gradients pass straight through to the float weights.
+    """
 
     def __init__(self, num_experts: int, dim: int, inter: int, act: str, beta: float, linear_beta: float | None):
         super().__init__()
         self.act, self.beta, self.linear_beta = act, beta, linear_beta
+        self.fake_quant = False
         self.w1 = nn.Parameter(torch.empty(num_experts, inter, dim), requires_grad=False)
         self.w3 = nn.Parameter(torch.empty(num_experts, inter, dim), requires_grad=False)
         self.w2 = nn.Parameter(torch.empty(num_experts, dim, inter), requires_grad=False)
 
+    def _weight(self, w: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        if not self.fake_quant:
+            return w.to(z.dtype)
+        q = dequantize(*quantize(w), dtype=z.dtype)
+        return w.to(z.dtype) + (q - w.to(z.dtype)).detach()
+
     def forward(self, e: int, z: torch.Tensor) -> torch.Tensor:
-        w1, w3, w2 = (w[e].to(z.dtype) for w in (self.w1, self.w3, self.w2))
+        w1, w3, w2 = (self._weight(w[e], z) for w in (self.w1, self.w3, self.w2))
         return glu(z @ w1.T, z @ w3.T, self.act, self.beta, self.linear_beta) @ w2.T

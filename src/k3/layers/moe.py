@@ -53,7 +53,12 @@ class LatentMoE(nn.Module):
         """x [N, hidden] -> (weights [N, k] fp32, ids [N, k])."""
         xw = wide(x)
         logits = F.linear(xw, self.gate.weight.to(xw.dtype))
-        return sigmoid_topk_route(logits, self.gate.e_score_correction_bias, self.top_k, self.renormalize, self.scaling)
+        weights, ids = sigmoid_topk_route(logits, self.gate.e_score_correction_bias, self.top_k, self.renormalize,
+                                          self.scaling)
+        if self.training:
+            # Tokens per expert, for bias-based (auxiliary-loss-free) load balancing by the trainer.
+            self.last_load = torch.bincount(ids.flatten(), minlength=self.gate.weight.shape[0]).detach()
+        return weights, ids
 
     def _routed(self, z: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """z [N, d] -> sum_e w_e E_e(z) [N, d], accumulated in fp32, returned in z.dtype."""

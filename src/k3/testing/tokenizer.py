@@ -7,14 +7,11 @@ bytes, so any text encodes.
 
 from __future__ import annotations
 
-import base64
-import json
 import re
 from collections import Counter
 from pathlib import Path
 
-from k3.chat.specials import special_names
-from k3.chat.tokenizer import CONFIG_FILE, VOCAB_FILE
+from k3.chat.tokenizer import save_tokenizer
 
 SAMPLE_TEXT = (
     "The quick brown fox jumps over the lazy dog. Kimi K3 is a hybrid model: Kimi Delta Attention, "
@@ -72,17 +69,5 @@ def ranks_for_vocab(vocab_size: int) -> dict[bytes, int]:
 
 
 def write_tokenizer(out_dir: str | Path, ranks: dict[bytes, int] | None = None, *, with_config: bool = True) -> Path:
-    """Write tiktoken.model (and tokenizer_config.json naming the specials, as the release does)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    ranks = ranks or train_bpe()
-    lines = [f"{base64.b64encode(tok).decode()} {rank}" for tok, rank in sorted(ranks.items(), key=lambda kv: kv[1])]
-    (out / VOCAB_FILE).write_text("\n".join(lines) + "\n")
-    if with_config:
-        names = special_names(len(ranks))
-        decoder = {str(i): {"content": n, "special": True} for n, i in names.items() if "reserved" not in n}
-        config = {"tokenizer_class": "TikTokenTokenizer", "bos_token": "[BOS]", "eos_token": "[EOS]",
-                  "pad_token": "[PAD]", "unk_token": "[UNK]", "added_tokens_decoder": decoder,
-                  "additional_special_tokens": ["<|end_of_msg|>"], "model_max_length": 10 ** 30}
-        (out / CONFIG_FILE).write_text(json.dumps(config, indent=1))
-    return out
+    """Write a small trained vocabulary (default: `train_bpe()`) in K3's tokenizer file format."""
+    return save_tokenizer(out_dir, ranks or train_bpe(), with_config=with_config)

@@ -1,0 +1,68 @@
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+from k3.train.loop import Trainer, TrainConfig
+from conftest import CONFIG
+
+
+def _cfg(data_dir, out, **kw):
+    base = dict(data=str(data_dir), out=str(out), steps=6, batch_size=4, seq_len=32, lr=3e-3, warmup=2,
+                eval_every=1000, save_every=1000, eval_batches=2, log_every=1)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_a_few_steps_reduce_the_loss(data_dir, tmp_path):
+    trainer = Trainer(_cfg(data_dir, tmp_path, steps=30, batch_size=8, lr=1e-2, warmup=3), CONFIG)
+    before = trainer.evaluate()
+    record = trainer.run(progress=False)
+    after = trainer.evaluate()
+    assert after < before - 0.5, (before, after)
+    log = [json.loads(line) for line in (tmp_path / "train_log.jsonl").read_text().splitlines()]
+    assert len(log) == 30 and all(r["loss"] > 0 for r in log)
+    first = log[0]
+    assert len(first["hidden_rms_by_depth"]) == CONFIG.num_hidden_layers
+    assert "layer00" in first["grad_norm_by_layer"] and len(first["expert_load_max_over_mean"]) == 4
+    assert record["step"] == 29
+
+
+def test_router_bias_moves_toward_balance(data_dir, tmp_path):
+    trainer = Trainer(_cfg(data_dir, tmp_path, steps=5, bias_rate=0.01), CONFIG)
+    trainer.run(progress=False)
+    bias = trainer.model.model.layers[1].block_sparse_moe.gate.e_score_correction_bias
+    assert bias.abs().sum() > 0 and not bias.requires_grad
+
+
+def test_resume_continues_bit_identically(data_dir, tmp_path):
+    straight = Trainer(_cfg(data_dir, tmp_path / "a", steps=6), CONFIG)
+    straight.run(progress=False)
+    first = Trainer(_cfg(data_dir, tmp_path / "b", steps=3, save_every=3), CONFIG)
+    first.run(progress=False)
+    resumed = Trainer(_cfg(data_dir, tmp_path / "b", steps=6), CONFIG)
+    assert resumed.step == 3
+    resumed.run(progress=False)
+    a, b = straight.model.state_dict(), resumed.model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_two_process_data_parallel_matches_single_process(data_dir, tmp_path):
+    args = ["--config", "tiny-chat", "--data", str(data_dir), "--steps", "4", "--batch-size", "4", "--seq-len", "32",
+            "--save-every", "4", "--eval-every", "1000", "--log-every", "1", "--no-export"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    single = subprocess.run([sys.executable, "-m", "k3.cli.main", "train", *args, "--out", str(tmp_path / "one")],
+                            capture_output=True, text=True, env=env)
+    assert single.returncode == 0, single.stderr[-2000:]
+    ddp = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          "-m", "k3.cli.main", "train", *args, "--out", str(tmp_path / "two")],
+                         capture_output=True, text=True, env=env)
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    one = torch.load(tmp_path / "one" / "checkpoint.pt", weights_only=False)["model"]
+    two = torch.load(tmp_path / "two" / "checkpoint.pt", weights_only=False)["model"]
+    for k in one:
+        ref = one[k].double()
+        err = (two[k].double() - ref).norm() / ref.norm().clamp_min(1e-12)
+        assert err < 1e-4, (k, float(err))
