@@ -63,6 +63,7 @@ def write_sharded(out_dir: str | Path, groups: list[list[tuple[str, int]]], make
         total += sum(t.numel() * t.element_size() for t in tensors.values())
         tmp = out / (fname + ".tmp")
         save_file(tensors, str(tmp), metadata={"format": "pt"})
+        os.chmod(tmp, 0o644)
         os.replace(tmp, out / fname)
         weight_map.update({name: fname for name in names})
         files.append(out / fname)

@@ -31,7 +31,7 @@ def _default_model() -> None:
     llm = LLM(str(path), max_num_seqs=len(PROMPTS), cache_memory="64MiB")
     print(f"== the bundled default model ({path.name}: a small K3-architecture model trained on English prose,"
           f" MXFP4 experts), loaded in {time.perf_counter() - t0:.2f} s")
-    params = SamplingParams(max_tokens=48, temperature=0.8, top_p=0.95, seed=1)
+    params = [SamplingParams(max_tokens=48, temperature=0.8, top_p=0.95, seed=i) for i in range(len(PROMPTS))]
     for prompt, out in zip(PROMPTS, llm.generate(list(PROMPTS), params)):
         print(f"\n> {prompt}{out.text}")
     print()
