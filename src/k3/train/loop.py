@@ -49,6 +49,7 @@ class TrainConfig:
     log_every: int = 10
     seed: int = 0
     dtype: str = "float32"        # or bfloat16 (autocast)
+    device: str = "auto"          # auto = cuda when present, else cpu
     resume: bool = True
 
 
@@ -68,12 +69,16 @@ class Trainer:
         self.data = TokenData.load(cfg.data)
         if model_config.vocab_size != self.data.vocab_size:
             raise ValueError(f"model vocab_size {model_config.vocab_size} != data vocab_size {self.data.vocab_size}")
-        self.rank, self.world = distributed.setup(torch.device("cpu"))
+        self.device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto"
+                                   else cfg.device)
+        self.rank, self.world = distributed.setup(self.device)
+        if self.device.type == "cuda" and self.world > 1:
+            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         micro = cfg.batch_size // cfg.grad_accum
         if micro % self.world:
             raise ValueError(f"micro-batch {micro} must divide evenly over {self.world} ranks")
         self.rows = slice(self.rank * micro // self.world, (self.rank + 1) * micro // self.world)
-        self.model = init_model(model_config, cfg.seed)
+        self.model = init_model(model_config, cfg.seed).to(self.device)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.opt = torch.optim.AdamW(self._groups(), lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8)
         self.hidden = observe.HiddenRMS(self.model)
@@ -88,10 +93,11 @@ class Trainer:
 
     def _autocast(self):
         if self.cfg.dtype == "bfloat16":
-            return torch.autocast("cpu", dtype=torch.bfloat16)
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     def loss_on(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x, y = x.to(self.device), y.to(self.device)
         with self._autocast():
             logits = self.model(x)
         return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
@@ -116,7 +122,7 @@ class Trainer:
             self.hidden.active = False
         distributed.average_gradients(self.params, self.world)
         loads = [distributed.sum_across(load, self.world) for load in loads or []]
-        total_loss = float(distributed.sum_across(torch.tensor(total_loss), self.world)) / self.world
+        total_loss = float(distributed.sum_across(torch.tensor(total_loss, device=self.device), self.world)) / self.world
         record = {"step": self.step, "loss": total_loss, "lr": self.opt.param_groups[0]["lr"]}
         if logging:
             record["grad_norm_by_layer"] = observe.grad_norms_by_layer(model)
@@ -153,7 +159,7 @@ class Trainer:
         os.replace(tmp, self.out / CHECKPOINT)
 
     def load(self, path: Path) -> None:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location=self.device, weights_only=False)
         if from_hf_dict(state["model_config"]) != self.model.config:
             raise ValueError(f"{path} was trained with a different model config; use another --out or remove it")
         self.model.load_state_dict(state["model"])
