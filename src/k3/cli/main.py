@@ -12,6 +12,7 @@ COMMANDS = {
     "chat-template": ("k3.cli.chat_template", "render chat messages as K3 XTML segments (and token ids)"),
     "prepare-data": ("k3.cli.prepare_data", "train a tokenizer and tokenize text files for `k3 train`"),
     "train": ("k3.cli.train", "train a K3-architecture model; exports the official layout"),
+    "serve": ("k3.cli.serve", "OpenAI-compatible HTTP server (chat, completions, tokenize)"),
     "demo": ("k3.cli.demo", "write a small random checkpoint, inspect it, run a forward pass"),
 }
 

@@ -1,0 +1,106 @@
+"""Bridge between asyncio request handlers and the (synchronous, single-threaded) LLMEngine.
+
+The engine runs on one background thread that owns it: handlers never call it directly but send
+commands (add, abort) through a thread-safe queue; outputs come back to each request's asyncio
+queue with `call_soon_threadsafe`. One engine loop serves every client (continuous batching).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import queue
+import threading
+from collections.abc import AsyncIterator
+
+from k3.engine.engine import LLMEngine
+from k3.engine.request import RequestOutput, SamplingParams
+
+
+class QueueFull(Exception):
+    """More requests are waiting than the server accepts (HTTP 429)."""
+
+
+class AsyncEngine:
+    def __init__(self, engine: LLMEngine, max_queued: int = 64):
+        self.engine = engine
+        self.max_queued = max_queued
+        self._commands: queue.Queue = queue.Queue()
+        self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+        self._ids = itertools.count()
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="k3-engine", daemon=True)
+        self._thread.start()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._streams)
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[RequestOutput]:
+        """Yields outputs as tokens arrive; leaving the iterator early (client gone) aborts the request."""
+        with self._lock:
+            waiting = self._pending + len(self.engine.scheduler.waiting)
+            if waiting >= self.max_queued:
+                raise QueueFull(f"{waiting} requests are waiting (limit {self.max_queued})")
+            self._pending += 1
+        request_id = f"srv-{next(self._ids)}"
+        outputs: asyncio.Queue = asyncio.Queue()
+        self._streams[request_id] = (asyncio.get_running_loop(), outputs)
+        done = asyncio.get_running_loop().create_future()
+        self._commands.put(("add", request_id, prompt_ids, params, done))
+        try:
+            await done   # raises the engine's ValueError for a bad request
+            while True:
+                out = await outputs.get()
+                yield out
+                if out.finished:
+                    return
+        finally:
+            self._streams.pop(request_id, None)
+            self._commands.put(("abort", request_id))
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._drain(block=not self.engine.has_unfinished())
+            for out in self.engine.step() if self.engine.has_unfinished() else []:
+                stream = self._streams.get(out.request_id)
+                if stream is not None:
+                    stream[0].call_soon_threadsafe(stream[1].put_nowait, out)
+
+    def _drain(self, block: bool) -> None:
+        while True:
+            try:
+                cmd = self._commands.get(timeout=0.05) if block else self._commands.get_nowait()
+            except queue.Empty:
+                return
+            block = False
+            if cmd[0] == "add":
+                self._add(*cmd[1:])
+            elif cmd[0] == "abort":
+                self.engine.abort(cmd[1])
+            elif cmd[0] == "stop":
+                return
+
+    def _add(self, request_id, prompt_ids, params, done) -> None:
+        loop = self._streams[request_id][0] if request_id in self._streams else None
+        with self._lock:
+            self._pending -= 1
+        try:
+            self.engine.add_request(prompt_ids, params, request_id=request_id)
+            result = (done.set_result, None)
+        except ValueError as e:
+            result = (done.set_exception, e)
+        if loop is not None:
+            loop.call_soon_threadsafe(_settle, done, *result)
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self._commands.put(("stop",))
+        self._thread.join(timeout=5)
+
+
+def _settle(future: asyncio.Future, setter, value) -> None:
+    if not future.done():
+        setter(value)

@@ -1,0 +1,176 @@
+"""The HTTP server, driven by the official openai client and raw httpx, on 127.0.0.1."""
+
+import asyncio
+import socket
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+import uvicorn
+
+from k3.defaults import default_model
+from k3.engine import LLM
+from k3.serve.app import Server, build_app
+from k3.serve.async_engine import AsyncEngine
+
+MODEL = "default-model"
+
+
+def _start(server: Server):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    uv = uvicorn.Server(uvicorn.Config(build_app(server), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    for _ in range(100):
+        if uv.started:
+            break
+        time.sleep(0.05)
+    return uv, thread, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return LLM(str(default_model()), max_num_seqs=8, cache_memory="64MiB")
+
+
+@pytest.fixture(scope="module")
+def base(llm):
+    engine = AsyncEngine(llm.engine, max_queued=64)
+    uv, thread, url = _start(Server(engine, llm.tokenizer, MODEL))
+    yield url
+    uv.should_exit = True
+    thread.join(5)
+    engine.shutdown()
+
+
+def _client(base, key="none"):
+    return openai.OpenAI(base_url=base + "/v1", api_key=key, max_retries=0)
+
+
+def _chat(client, text, **kw):
+    return client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": text}],
+                                          max_tokens=kw.pop("max_tokens", 12), temperature=0, **kw)
+
+
+def test_chat_stream_equals_non_stream(base):
+    client = _client(base)
+    whole = _chat(client, "Tell me of the weather.")
+    assert whole.choices[0].finish_reason == "length" and whole.usage.completion_tokens == 12
+    reasoning = whole.choices[0].message.model_extra.get("reasoning_content", "")
+    parts = {"reasoning": "", "content": ""}
+    usage = None
+    for chunk in _chat(client, "Tell me of the weather.", stream=True, stream_options={"include_usage": True}):
+        if chunk.usage:
+            usage = chunk.usage
+        for c in chunk.choices:
+            parts["reasoning"] += (c.delta.model_extra or {}).get("reasoning_content") or ""
+            parts["content"] += c.delta.content or ""
+    assert (parts["reasoning"], parts["content"]) == (reasoning, whole.choices[0].message.content or "")
+    assert usage.completion_tokens == 12 and usage.prompt_tokens == whole.usage.prompt_tokens
+
+
+def test_completions_with_echo_and_logprobs(base):
+    out = _client(base).completions.create(model=MODEL, prompt="It is a truth", max_tokens=6, temperature=0,
+                                           echo=True, logprobs=2)
+    choice = out.choices[0]
+    assert choice.text.startswith("It is a truth") and len(choice.logprobs.tokens) == 6
+    assert all(len(t) == 2 for t in choice.logprobs.top_logprobs)
+
+
+def _text(message_or_delta) -> str:
+    extra = message_or_delta.model_extra or {}
+    return (extra.get("reasoning_content") or "") + "|" + (message_or_delta.content or "")
+
+
+def test_32_concurrent_streams_equal_their_requests_alone(base, llm):
+    prompts = [f"Letter number {i}: dear sir," for i in range(32)]
+    client = _client(base)
+    alone = [_text(_chat(client, p, max_tokens=8).choices[0].message) for p in prompts]
+
+    async def stream(aclient, p):
+        reasoning, content = "", ""
+        async for chunk in await aclient.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": p}], max_tokens=8, temperature=0, stream=True):
+            for c in chunk.choices:
+                reasoning += (c.delta.model_extra or {}).get("reasoning_content") or ""
+                content += c.delta.content or ""
+        return reasoning + "|" + content
+
+    async def all_of():
+        aclient = openai.AsyncOpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
+        return await asyncio.gather(*(stream(aclient, p) for p in prompts))
+
+    assert asyncio.run(all_of()) == alone
+    stats = llm.engine.stats()
+    assert stats["running"] == 0 and stats["slots_free"] == stats["slots_total"]
+
+
+@pytest.mark.parametrize("body,status,param", [
+    (b"{not json", 400, None),
+    (b'{"model": "default-model", "messages": "hi"}', 400, "messages"),
+    (b'{"model": "default-model", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}', 400, "max_tokens"),
+    (b'{"model": "default-model", "messages": [{"role": "user", "content": "x"}], "max_tokens": 10000000}', 400,
+     "max_tokens"),
+    (b'{"model": "default-model", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}', 400,
+     "temperature"),
+    (b'{"messages": [{"role": "user", "content": "x"}]}', 400, "model"),
+    (b'{"model": "other", "messages": [{"role": "user", "content": "x"}]}', 404, None),
+    (b'{"model": "default-model", "messages": [{"role": "user", "content": [{"type": "image_url", '
+     b'"image_url": {"url": "x"}}]}]}', 400, None),
+    (b'{"model": "default-model", "messages": [{"role": "wizard", "content": "x"}]}', 400, None),
+])
+def test_malformed_requests_get_4xx_and_the_server_keeps_serving(base, body, status, param):
+    r = httpx.post(base + "/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["code"] == status
+    if param:
+        assert err["param"] == param
+    assert httpx.get(base + "/health").json()["status"] == "ok"
+
+
+def test_oversized_body_is_413(base):
+    r = httpx.post(base + "/v1/chat/completions", content=b"x" * (5 * 2 ** 20), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+
+
+def test_tokenize_and_detokenize(base, llm):
+    ids = httpx.post(base + "/tokenize", json={"prompt": "Hello there"}).json()["tokens"]
+    assert ids == llm.tokenizer.encode("Hello there", special=True)
+    assert httpx.post(base + "/detokenize", json={"tokens": ids}).json()["prompt"] == "Hello there"
+
+
+def test_disconnect_mid_stream_frees_the_request(base, llm):
+    with httpx.stream("POST", base + "/v1/chat/completions", json={
+            "model": MODEL, "messages": [{"role": "user", "content": "Go on"}], "max_tokens": 2000,
+            "stream": True, "ignore_eos": True}) as r:
+        lines = r.iter_lines()
+        next(lines)
+        next(lines)
+    for _ in range(100):
+        if llm.engine.stats()["running"] == 0 and httpx.get(base + "/health").json()["in_flight"] == 0:
+            break
+        time.sleep(0.05)
+    stats = llm.engine.stats()
+    assert stats["running"] == 0 and stats["slots_free"] == stats["slots_total"]
+
+
+def test_api_key_and_full_queue(llm):
+    engine = AsyncEngine(llm.engine, max_queued=0)
+    uv, thread, url = _start(Server(engine, llm.tokenizer, MODEL, api_key="s3cret"))
+    try:
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "max_tokens": 2}
+        assert httpx.post(url + "/v1/chat/completions", json=body).status_code == 401
+        bad = httpx.post(url + "/v1/chat/completions", json=body, headers={"authorization": "Bearer nope"})
+        assert bad.status_code == 401 and bad.json()["error"]["type"] == "authentication_error"
+        full = httpx.post(url + "/v1/chat/completions", json=body, headers={"authorization": "Bearer s3cret"})
+        assert full.status_code == 429 and full.headers["retry-after"] == "1"
+    finally:
+        uv.should_exit = True
+        thread.join(5)
+        engine.shutdown()
