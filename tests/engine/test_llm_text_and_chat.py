@@ -1,17 +1,14 @@
 """k3.LLM with a tokenizer: text prompts, `text` output, stop strings, and chat (render -> generate -> parse)."""
 
-from types import SimpleNamespace
-
 import pytest
 import torch
-from torch import nn
 
 import k3
 from k3.chat import K3Tokenizer, render
 from k3.config.presets import tiny_chat
 from k3.engine import LLM, SamplingParams
-from k3.layers.state import StateSpec
 from k3.testing import make_checkpoint
+from k3.testing.scripted import ScriptedModel
 
 GREEDY = dict(temperature=0.0, ignore_eos=True)
 
@@ -58,27 +55,6 @@ def test_chat_on_random_weights_never_raises(llm):
     assert len(outs) == 2 and all(o.message.problems for o in outs)   # random tokens: cut off, reported
 
 
-class ScriptedModel(nn.Module):
-    """Generates a fixed token sequence, one token per sampled step (weightless)."""
-
-    def __init__(self, script: list[int], tok: K3Tokenizer):
-        super().__init__()
-        self.anchor = nn.Parameter(torch.zeros(1), requires_grad=False)
-        self.config = SimpleNamespace(vocab_size=tok.vocab_size, eos_token_id=tok.end_of_msg_id, num_hidden_layers=0)
-        self.compute_dtype = torch.float32
-        self.script, self.step = script, 0
-
-    def state_spec(self):
-        return StateSpec((), 1, 1, 1, 1, 1, (), 1, 1)
-
-    def forward_batch(self, ids, batch, views, logits_index):
-        out = torch.full((len(logits_index), self.config.vocab_size), -1e9)
-        for row in range(len(logits_index)):
-            out[row, self.script[self.step]] = 0.0
-            self.step += 1
-        return out
-
-
 def test_chat_parses_the_generated_message(llm):
     tok = llm.tokenizer
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
@@ -86,7 +62,7 @@ def test_chat_parses_the_generated_message(llm):
              "tool_calls": [{"id": "x", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}]}
     head = tok.encode_segments(render([]))
     script = tok.encode_segments(render([reply], add_generation_prompt=False))[len(head):]
-    chat_llm = LLM(ScriptedModel(script, tok), tokenizer=tok, cache_memory="1MiB")
+    chat_llm = LLM(ScriptedModel(script, tok.vocab_size, tok.end_of_msg_id), tokenizer=tok, cache_memory="1MiB")
     out = chat_llm.chat([{"role": "user", "content": "Weather in Paris?"}], SamplingParams(max_tokens=200, temperature=0),
                         tools=tools)[0]
     assert out.output.finish_reason == "stop" and out.output.token_ids[-1] == tok.end_of_msg_id

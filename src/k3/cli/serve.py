@@ -12,6 +12,7 @@ def add_arguments(p) -> None:
     p.add_argument("--max-queued", type=int, default=64, help="waiting requests before 429")
     p.add_argument("--served-model-name", help="model id in the API (default: the folder name)")
     p.add_argument("--cache-memory", default="1GiB")
+    p.add_argument("--request-timeout", type=float, default=600.0, help="seconds before a request fails with 504")
 
 
 def run(args) -> int:
@@ -27,5 +28,6 @@ def run(args) -> int:
     if llm.tokenizer is None:
         raise ValueError(f"{path} has no tiktoken.model: the server needs the tokenizer")
     engine = AsyncEngine(llm.engine, max_queued=args.max_queued)
-    serve(Server(engine, llm.tokenizer, args.served_model_name or path.name, args.api_key), args.host, args.port)
+    server = Server(engine, llm.tokenizer, args.served_model_name or path.name, args.api_key, args.request_timeout)
+    serve(server, args.host, args.port)
     return 0

@@ -14,20 +14,27 @@ import uuid
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from k3.chat import ChatFormatError
 from k3.serve import chat_route
 from k3.serve.async_engine import AsyncEngine, QueueFull
+from k3.serve.metrics import Metrics
 from k3.serve.protocol import ChatRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest, error_body
 
 MAX_BODY_BYTES = 4 * 2 ** 20
+KNOWN_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize",
+               "/detokenize", "/")
 
 
 class Server:
-    def __init__(self, engine: AsyncEngine, tokenizer, model_name: str, api_key: str | None = None):
+    def __init__(self, engine: AsyncEngine, tokenizer, model_name: str, api_key: str | None = None,
+                 request_timeout: float = 600.0):
         self.engine, self.tokenizer, self.model_name, self.api_key = engine, tokenizer, model_name, api_key
+        self.request_timeout = request_timeout
+        self.metrics = engine.metrics = engine.metrics or Metrics()
 
     async def run_all(self, ids: list[int], params: list) -> list:
         async def one(p):
@@ -37,7 +44,11 @@ class Server:
             if last.finish_reason == "error":
                 raise HTTPException(500, f"generation failed: {last.error}")
             return last
-        return await asyncio.gather(*(one(p) for p in params))
+        try:
+            return await asyncio.wait_for(asyncio.gather(*(one(p) for p in params)), self.request_timeout)
+        except asyncio.TimeoutError:
+            raise HTTPException(504, f"request took longer than {self.request_timeout:g} s; raise --request-timeout "
+                                "or lower max_tokens") from None
 
     def check_model(self, name: str | None) -> None:
         if name is not None and name != self.model_name:
@@ -46,7 +57,7 @@ class Server:
 
 def _error(status: int, message: str, param: str | None = None, headers: dict | None = None) -> JSONResponse:
     kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-            413: "invalid_request_error", 429: "rate_limit_error"}.get(status, "server_error")
+            413: "invalid_request_error", 429: "rate_limit_error", 504: "timeout"}.get(status, "server_error")
     return JSONResponse(error_body(message, kind, status, param), status_code=status, headers=headers)
 
 
@@ -58,6 +69,10 @@ def build_app(server: Server) -> FastAPI:
     @app.get("/health")
     async def health():
         return {"status": "ok", "in_flight": server.engine.in_flight}
+
+    @app.get("/metrics")
+    async def metrics():
+        return Response(server.metrics.render(server.engine.engine.stats()), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/v1/models")
     async def models():
@@ -127,7 +142,10 @@ def _install_guards(app: FastAPI, server: Server) -> None:
             given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
             if not hmac.compare_digest(given.encode(), server.api_key.encode()):
                 return _error(401, "missing or wrong API key (send Authorization: Bearer KEY)")
-        return await call_next(request)
+        response = await call_next(request)
+        path = request.url.path if request.url.path in KNOWN_PATHS else "other"
+        server.metrics.requests.labels(path, str(response.status_code)).inc()
+        return response
 
 
 def _install_errors(app: FastAPI) -> None:

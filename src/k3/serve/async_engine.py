@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import queue
 import threading
+import time
 from collections.abc import AsyncIterator
 
 from k3.engine.engine import LLMEngine
@@ -22,8 +23,9 @@ class QueueFull(Exception):
 
 
 class AsyncEngine:
-    def __init__(self, engine: LLMEngine, max_queued: int = 64):
+    def __init__(self, engine: LLMEngine, max_queued: int = 64, metrics=None):
         self.engine = engine
+        self.metrics = metrics
         self.max_queued = max_queued
         self._commands: queue.Queue = queue.Queue()
         self._streams: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
@@ -52,14 +54,24 @@ class AsyncEngine:
         self._commands.put(("add", request_id, prompt_ids, params, done))
         try:
             await done   # raises the engine's ValueError for a bad request
+            last = time.perf_counter()
+            first = True
             while True:
                 out = await outputs.get()
+                self._observe(out, time.perf_counter() - last, first)
+                last, first = time.perf_counter(), False
                 yield out
                 if out.finished:
                     return
         finally:
             self._streams.pop(request_id, None)
             self._commands.put(("abort", request_id))
+
+    def _observe(self, out: RequestOutput, elapsed: float, first: bool) -> None:
+        if self.metrics is None or not out.new_token_ids:
+            return
+        (self.metrics.ttft if first else self.metrics.itl).observe(elapsed)
+        self.metrics.tokens.inc(len(out.new_token_ids))
 
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -55,9 +55,11 @@ def usage(prompt_len: int, outs, tokenizer, reasoning_texts) -> dict:
 async def complete(server, req: ChatRequest) -> dict:
     ids, thinking = prompt_ids(req, server.tokenizer)
     max_tokens = req.max_completion_tokens or req.max_tokens
-    outs = await server.run_all(ids, [sampling(req, i, max_tokens=max_tokens) for i in range(req.n)])
+    top = (req.top_logprobs or 0) if req.logprobs else None
+    outs = await server.run_all(ids, [sampling(req, i, logprobs=top, max_tokens=max_tokens) for i in range(req.n)])
     messages = [parse_message(server.tokenizer, o.token_ids, thinking=thinking) for o in outs]
-    choices = [{"index": i, "message": m.to_openai(), "finish_reason": finish_reason(o, m), "logprobs": None}
+    choices = [{"index": i, "message": m.to_openai(), "finish_reason": finish_reason(o, m),
+                "logprobs": _chat_logprobs(server.tokenizer, o) if req.logprobs else None}
                for i, (o, m) in enumerate(zip(outs, messages))]
     return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
             "model": server.model_name, "choices": choices,
@@ -101,6 +103,15 @@ async def _sse(server, head, ids, thinking, req, first, generator):
         yield "data: " + json.dumps(head | {"choices": [], "usage": usage(len(ids), [out], server.tokenizer,
                                                                             [message.reasoning_content])}) + "\n\n"
     yield "data: [DONE]\n\n"
+
+
+def _chat_logprobs(tokenizer, out) -> dict:
+    def entry(token_id: int, logprob: float) -> dict:
+        raw = tokenizer.token_bytes([token_id])
+        return {"token": raw.decode("utf-8", errors="replace"), "logprob": logprob, "bytes": list(raw)}
+
+    return {"content": [entry(lp.token_id, lp.logprob) | {"top_logprobs": [entry(t, v) for t, v in lp.top.items()]}
+                        for lp in out.logprobs]}
 
 
 def _delta(event) -> dict | None:

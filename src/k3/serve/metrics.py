@@ -1,0 +1,31 @@
+"""Prometheus metrics for the server: requests by status, TTFT and inter-token latency histograms,
+tokens generated, queue depth, running sequences, cache usage. One registry per app (no globals)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class Metrics:
+    def __init__(self):
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("k3_requests", "HTTP requests by path and status", ["path", "status"], registry=r)
+        self.ttft = Histogram("k3_time_to_first_token_seconds", "submit to first token", buckets=LATENCY_BUCKETS,
+                              registry=r)
+        self.itl = Histogram("k3_inter_token_latency_seconds", "between consecutive tokens of a request",
+                             buckets=LATENCY_BUCKETS, registry=r)
+        self.tokens = Counter("k3_generation_tokens", "tokens generated", registry=r)
+        self.queue = Gauge("k3_queue_depth", "requests waiting to be scheduled", registry=r)
+        self.running = Gauge("k3_running_sequences", "sequences being generated", registry=r)
+        self.slots = Gauge("k3_kda_slots_used", "KDA state slots in use", registry=r)
+        self.blocks = Gauge("k3_mla_blocks_used", "MLA cache blocks in use", registry=r)
+
+    def render(self, engine_stats: dict) -> bytes:
+        self.queue.set(engine_stats["waiting"])
+        self.running.set(engine_stats["running"])
+        self.slots.set(engine_stats["slots_total"] - engine_stats["slots_free"])
+        self.blocks.set(engine_stats["blocks_total"] - engine_stats["blocks_free"])
+        return generate_latest(self.registry)

@@ -1,0 +1,123 @@
+"""Tool calls through the openai client (a scripted model emits a known tool call), metrics, logprobs,
+timeouts, and SIGTERM draining a real `k3 serve` process."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import openai
+import pytest
+
+from k3.chat import render
+from k3.defaults import default_model
+from k3.engine import LLM
+from k3.serve.app import Server
+from k3.serve.async_engine import AsyncEngine
+from k3.testing.scripted import ScriptedModel
+from conftest import MODEL, _start
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+REPLY = {"role": "assistant", "reasoning_content": "Look it up.", "content": "",
+         "tool_calls": [{"id": "x", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}]}
+
+
+@pytest.fixture(scope="module")
+def tool_server():
+    tok = LLM(str(default_model()), cache_memory="8MiB").tokenizer
+    head = tok.encode_segments(render([]))
+    script = tok.encode_segments(render([REPLY], add_generation_prompt=False))[len(head):]
+    llm = LLM(ScriptedModel(script, tok.vocab_size, tok.end_of_msg_id), tokenizer=tok, cache_memory="1MiB")
+    engine = AsyncEngine(llm.engine)
+    uv, thread, url = _start(Server(engine, tok, MODEL, request_timeout=30))
+    yield url
+    uv.should_exit = True
+    thread.join(5)
+    engine.shutdown()
+
+
+def test_tool_call_round_trip(tool_server):
+    client = openai.OpenAI(base_url=tool_server + "/v1", api_key="none", max_retries=0)
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    r = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS, max_tokens=300)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    call = choice.message.tool_calls[0]
+    assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Paris", "days": 2}
+    assert choice.message.model_extra["reasoning_content"] == "Look it up."
+    # Send the call and its result back: the next prompt renders both (tool result matched by id).
+    follow = messages + [choice.message.model_dump(exclude_none=True),
+                         {"role": "tool", "tool_call_id": call.id, "content": "sunny"}]
+    again = client.chat.completions.create(model=MODEL, messages=follow, tools=TOOLS, max_tokens=300)
+    assert again.choices[0].message.tool_calls[0].function.name == "get_weather"
+
+
+def test_streamed_tool_call_deltas_assemble(tool_server):
+    client = openai.OpenAI(base_url=tool_server + "/v1", api_key="none", max_retries=0)
+    name, args, reason = "", "", None
+    for chunk in client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "?"}], tools=TOOLS,
+                                                max_tokens=300, stream=True):
+        for c in chunk.choices:
+            for tc in c.delta.tool_calls or []:
+                name += tc.function.name or ""
+                args += tc.function.arguments or ""
+            reason = c.finish_reason or reason
+    assert name == "get_weather" and json.loads(args) == {"city": "Paris", "days": 2} and reason == "tool_calls"
+
+
+def test_metrics_and_chat_logprobs(base):
+    client = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
+    r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=4,
+                                       temperature=0, logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    assert len(content) == 4 and all(len(t.top_logprobs) == 3 for t in content)
+    assert all(t.logprob == max(x.logprob for x in t.top_logprobs) for t in content)   # greedy
+    text = httpx.get(base + "/metrics").text
+    for name in ("k3_requests_total", "k3_time_to_first_token_seconds_bucket", "k3_inter_token_latency_seconds_count",
+                 "k3_generation_tokens_total", "k3_queue_depth", "k3_running_sequences", "k3_kda_slots_used"):
+        assert name in text
+
+
+def test_request_timeout_is_504():
+    llm = LLM(str(default_model()), cache_memory="8MiB")
+    engine = AsyncEngine(llm.engine)
+    uv, thread, url = _start(Server(engine, llm.tokenizer, MODEL, request_timeout=0.05))
+    try:
+        r = httpx.post(url + "/v1/completions", json={"model": MODEL, "prompt": "x", "max_tokens": 500,
+                                                      "ignore_eos": True})
+        assert r.status_code == 504 and r.json()["error"]["type"] == "timeout"
+        for _ in range(100):
+            if llm.engine.stats()["running"] == 0:
+                break
+            time.sleep(0.05)
+        assert llm.engine.stats()["running"] == 0
+    finally:
+        uv.should_exit = True
+        thread.join(5)
+        engine.shutdown()
+
+
+def test_sigterm_finishes_in_flight_requests_then_exits(tmp_path):
+    port = 18000 + os.getpid() % 1000
+    proc = subprocess.Popen([sys.executable, "-m", "k3.cli.main", "serve", "--port", str(port),
+                             "--cache-memory", "16MiB"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(200):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/completions", timeout=60, json={
+                "model": MODEL, "prompt": "It was", "max_tokens": 40, "ignore_eos": True, "stream": False}) as r:
+            time.sleep(0.3)
+            proc.send_signal(signal.SIGTERM)
+            body = json.loads(r.read())
+        assert body["usage"]["completion_tokens"] == 40   # the in-flight request finished
+        # uvicorn drains, then re-raises the signal: exit status 0 or -SIGTERM, and promptly.
+        assert proc.wait(timeout=30) in (0, -signal.SIGTERM)
+    finally:
+        proc.kill()
