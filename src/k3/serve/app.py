@@ -112,7 +112,7 @@ def build_app(server: Server) -> FastAPI:
 async def _complete_text(server: Server, req: CompletionRequest) -> dict:
     prompt = req.prompt
     if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
-        raise HTTPException(400, "batched prompts are not supported; send one prompt per request", )
+        raise HTTPException(400, "batched prompts are not supported; send one prompt per request")
     ids = server.tokenizer.encode(prompt, special=True) if isinstance(prompt, str) else list(prompt)
     params = [chat_route.sampling(req, i, logprobs=req.logprobs) for i in range(req.n)]
     outs = await server.run_all(ids, params)

@@ -87,6 +87,7 @@ class Trainer:
             self.load(self.out / CHECKPOINT)
 
     def _groups(self):
+        # Weight decay on matrices only: not on norms, gates' A_log/dt_bias, or the [1, D] AttnRes queries.
         decay = [p for p in self.params if p.dim() >= 2 and p.shape[0] > 1]
         rest = [p for p in self.params if not (p.dim() >= 2 and p.shape[0] > 1)]
         return [{"params": decay, "weight_decay": self.cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}]
