@@ -1,33 +1,12 @@
-"""A real uvicorn server on 127.0.0.1 (free port) around the bundled default model."""
-
-import socket
-import threading
-import time
+"""Fixtures: the bundled default model behind a real server on loopback."""
 
 import pytest
-import uvicorn
 
 from k3.defaults import default_model
 from k3.engine import LLM
-from k3.serve.app import Server, build_app
+from k3.serve.app import Server
 from k3.serve.async_engine import AsyncEngine
-
-MODEL = "default-model"
-
-
-def _start(server: Server):
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    uv = uvicorn.Server(uvicorn.Config(build_app(server), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
-    for _ in range(100):
-        if uv.started:
-            break
-        time.sleep(0.05)
-    return uv, thread, f"http://127.0.0.1:{port}"
+from serve_helpers import MODEL, _start
 
 
 @pytest.fixture(scope="module")

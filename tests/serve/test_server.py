@@ -9,7 +9,7 @@ import pytest
 
 from k3.serve.app import Server
 from k3.serve.async_engine import AsyncEngine
-from conftest import MODEL, _start
+from serve_helpers import MODEL, _start
 
 
 def _client(base, key="none"):

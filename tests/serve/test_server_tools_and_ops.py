@@ -18,7 +18,7 @@ from k3.engine import LLM
 from k3.serve.app import Server
 from k3.serve.async_engine import AsyncEngine
 from k3.testing.scripted import ScriptedModel
-from conftest import MODEL, _start
+from serve_helpers import MODEL, _start
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 REPLY = {"role": "assistant", "reasoning_content": "Look it up.", "content": "",

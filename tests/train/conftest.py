@@ -1,11 +1,7 @@
 import pytest
 
-from k3.config.presets import tiny_chat
 from k3.testing.tokenizer import SAMPLE_TEXT
 from k3.train.prepare import prepare
-
-# A small trainable config over a 768-token vocabulary (512 BPE ranks + 256 specials).
-CONFIG = tiny_chat(attn_res_block_size=2)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from k3.testing.oracle import mlx_logits
 from k3.train.export import export, rounded_like_export
 from k3.train.init import init_model
 from k3.train.tokenizer import train_tokenizer
-from conftest import CONFIG
+from train_helpers import CONFIG
 
 
 def test_trained_tokenizer_round_trips_unicode(data_dir):

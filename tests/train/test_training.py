@@ -6,7 +6,7 @@ import sys
 import torch
 
 from k3.train.loop import Trainer, TrainConfig
-from conftest import CONFIG
+from train_helpers import CONFIG
 
 
 def _cfg(data_dir, out, **kw):
