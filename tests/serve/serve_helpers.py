@@ -9,6 +9,10 @@ import uvicorn
 from k3.serve.app import Server, build_app
 
 MODEL = "default-model"
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+# What the scripted model "generates" for the tool-call tests.
+REPLY = {"role": "assistant", "reasoning_content": "Look it up.", "content": "",
+         "tool_calls": [{"id": "x", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}]}
 
 
 def _start(server: Server):

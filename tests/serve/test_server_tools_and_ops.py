@@ -12,31 +12,12 @@ import httpx
 import openai
 import pytest
 
-from k3.chat import render
 from k3.defaults import default_model
 from k3.engine import LLM
 from k3.serve.app import Server
 from k3.serve.async_engine import AsyncEngine
-from k3.testing.scripted import ScriptedModel
-from serve_helpers import MODEL, _start
+from serve_helpers import MODEL, TOOLS, _start
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
-REPLY = {"role": "assistant", "reasoning_content": "Look it up.", "content": "",
-         "tool_calls": [{"id": "x", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}]}
-
-
-@pytest.fixture(scope="module")
-def tool_server():
-    tok = LLM(str(default_model()), cache_memory="8MiB").tokenizer
-    head = tok.encode_segments(render([]))
-    script = tok.encode_segments(render([REPLY], add_generation_prompt=False))[len(head):]
-    llm = LLM(ScriptedModel(script, tok.vocab_size, tok.end_of_msg_id), tokenizer=tok, cache_memory="1MiB")
-    engine = AsyncEngine(llm.engine)
-    uv, thread, url = _start(Server(engine, tok, MODEL, request_timeout=30))
-    yield url
-    uv.should_exit = True
-    thread.join(5)
-    engine.shutdown()
 
 
 def test_tool_call_round_trip(tool_server):

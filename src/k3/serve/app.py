@@ -11,10 +11,11 @@ import hmac
 import json
 import time
 import uuid
+from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -25,6 +26,7 @@ from k3.serve.metrics import Metrics
 from k3.serve.protocol import ChatRequest, CompletionRequest, DetokenizeRequest, TokenizeRequest, error_body
 
 MAX_BODY_BYTES = 4 * 2 ** 20
+STATIC = Path(__file__).parent / "static"
 KNOWN_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize",
                "/detokenize", "/")
 
@@ -65,6 +67,10 @@ def build_app(server: Server) -> FastAPI:
     app = FastAPI(title="k3", docs_url=None, redoc_url=None)
     _install_guards(app, server)
     _install_errors(app)
+
+    @app.get("/", include_in_schema=False)
+    async def page():
+        return FileResponse(STATIC / "index.html", media_type="text/html")
 
     @app.get("/health")
     async def health():
