@@ -10,7 +10,6 @@ import time
 
 import httpx
 import openai
-import pytest
 
 from k3.defaults import default_model
 from k3.engine import LLM
