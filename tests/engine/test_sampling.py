@@ -50,3 +50,9 @@ def test_top_logprobs():
     lp, top = top_logprobs(logits, 0, 2)
     ref = torch.log_softmax(logits, -1)
     assert lp == pytest.approx(float(ref[0])) and list(top) == [1, 2]
+
+
+def test_tiny_temperatures_are_greedy_not_nan():
+    logits = torch.randn(100) * 50
+    for t in (1e-300, 1e-9, 9e-6):
+        assert sample_token(logits, t, 0, 1.0, 0.0, torch.Generator()) == int(logits.argmax())

@@ -10,6 +10,7 @@ import time
 
 import httpx
 import openai
+import pytest
 
 from k3.defaults import default_model
 from k3.engine import LLM
@@ -55,6 +56,14 @@ def test_metrics_and_chat_logprobs(base):
     content = r.choices[0].logprobs.content
     assert len(content) == 4 and all(len(t.top_logprobs) == 3 for t in content)
     assert all(t.logprob == max(x.logprob for x in t.top_logprobs) for t in content)   # greedy
+    streamed = []
+    for chunk in client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
+                                                max_tokens=4, temperature=0, logprobs=True, top_logprobs=3,
+                                                stream=True):
+        for c in chunk.choices:
+            streamed += c.logprobs.content if c.logprobs and c.logprobs.content else []
+    assert [t.token for t in streamed] == [t.token for t in content]
+    assert [t.logprob for t in streamed] == pytest.approx([t.logprob for t in content])
     text = httpx.get(base + "/metrics").text
     for name in ("k3_requests_total", "k3_time_to_first_token_seconds_bucket", "k3_inter_token_latency_seconds_count",
                  "k3_generation_tokens_total", "k3_queue_depth", "k3_running_sequences", "k3_kda_slots_used"):
@@ -69,6 +78,27 @@ def test_request_timeout_is_504():
         r = httpx.post(url + "/v1/completions", json={"model": MODEL, "prompt": "x", "max_tokens": 500,
                                                       "ignore_eos": True})
         assert r.status_code == 504 and r.json()["error"]["type"] == "timeout"
+        for _ in range(100):
+            if llm.engine.stats()["running"] == 0:
+                break
+            time.sleep(0.05)
+        assert llm.engine.stats()["running"] == 0
+    finally:
+        uv.should_exit = True
+        thread.join(5)
+        engine.shutdown()
+
+
+def test_stream_past_the_timeout_ends_with_an_error_event():
+    llm = LLM(str(default_model()), cache_memory="8MiB")
+    engine = AsyncEngine(llm.engine)
+    uv, thread, url = _start(Server(engine, llm.tokenizer, MODEL, request_timeout=0.3))
+    try:
+        with httpx.stream("POST", url + "/v1/chat/completions", json={
+                "model": MODEL, "messages": [{"role": "user", "content": "x"}], "max_tokens": 3000,
+                "ignore_eos": True, "stream": True}) as r:
+            lines = [line for line in r.iter_lines() if line]
+        assert any('"type": "timeout"' in line for line in lines) and lines[-1] == "data: [DONE]"
         for _ in range(100):
             if llm.engine.stats()["running"] == 0:
                 break
@@ -95,6 +125,9 @@ def test_sigterm_finishes_in_flight_requests_then_exits(tmp_path):
                 "model": MODEL, "prompt": "It was", "max_tokens": 40, "ignore_eos": True, "stream": False}) as r:
             time.sleep(0.3)
             proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            with pytest.raises(httpx.TransportError):   # no longer accepting while it drains
+                httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
             body = json.loads(r.read())
         assert body["usage"]["completion_tokens"] == 40   # the in-flight request finished
         # uvicorn drains, then re-raises the signal: exit status 0 or -SIGTERM, and promptly.

@@ -42,10 +42,14 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float, min_p: float) 
     return logits
 
 
+GREEDY_BELOW = 1e-5
+
+
 def sample_token(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, min_p: float,
                  generator: torch.Generator) -> int:
-    """logits [V] fp32 (penalised) -> token id. temperature 0 is greedy (first maximum)."""
-    if temperature == 0.0:
+    """logits [V] fp32 (penalised) -> token id. Temperatures below 1e-5 are greedy (first maximum):
+    dividing by them would overflow to inf and make the softmax NaN."""
+    if temperature < GREEDY_BELOW:
         return int(torch.argmax(logits))
     filtered = filter_logits(logits / temperature, top_k, top_p, min_p)
     probs = torch.softmax(filtered, dim=-1)

@@ -89,8 +89,6 @@ def build_app(server: Server) -> FastAPI:
     async def chat(req: ChatRequest):
         server.check_model(req.model)
         if req.stream:
-            if req.n != 1:
-                raise HTTPException(400, "n > 1 with stream is not supported")
             return StreamingResponse(await chat_route.stream(server, req), media_type="text/event-stream")
         return await chat_route.complete(server, req)
 

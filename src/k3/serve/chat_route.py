@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import time
 import uuid
@@ -67,42 +69,83 @@ async def complete(server, req: ChatRequest) -> dict:
 
 
 async def stream(server, req: ChatRequest):
-    """SSE chunks: role, then reasoning/content/tool-call deltas, then the finish reason, [usage], [DONE]."""
+    """SSE chunks per choice: role, then reasoning/content/tool-call deltas, then the finish reason;
+    then [usage] and [DONE]. With n > 1 the choices' chunks interleave, each tagged with its index."""
     ids, thinking = prompt_ids(req, server.tokenizer)
-    params = sampling(req, 0, max_tokens=req.max_completion_tokens or req.max_tokens)
+    max_tokens = req.max_completion_tokens or req.max_tokens
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
             "model": server.model_name}
-    generator = server.engine.generate(ids, params)
-    first = await anext(generator)          # surfaces 429/400 before the 200 is sent
-    return _sse(server, head, ids, thinking, req, first, generator)
+    top = (req.top_logprobs or 0) if req.logprobs else None
+    generators = [server.engine.generate(ids, sampling(req, i, logprobs=top, max_tokens=max_tokens))
+                  for i in range(req.n)]
+    try:
+        firsts = [await anext(g) for g in generators]      # surfaces 429/400 before the 200 is sent
+    except BaseException:
+        for g in generators:
+            await g.aclose()                               # abort the choices already admitted
+        raise
+    return _sse(server, head, ids, thinking, req, firsts, generators)
 
 
-async def _sse(server, head, ids, thinking, req, first, generator):
+async def _sse(server, head, ids, thinking, req, firsts, generators):
+    queue: asyncio.Queue = asyncio.Queue()
+    tasks = [asyncio.create_task(_choice(server, head, thinking, i, first, g, queue))
+             for i, (first, g) in enumerate(zip(firsts, generators))]
+    remaining = len(tasks)
+    try:
+        while remaining:
+            item = await queue.get()
+            if isinstance(item, str):
+                yield item
+            else:       # a choice's (output, message): that choice is complete
+                remaining -= 1
+        outs, messages = zip(*[await t for t in tasks])
+    finally:
+        for t in tasks:
+            t.cancel()
+    if req.stream_options and req.stream_options.include_usage:
+        yield "data: " + json.dumps(head | {"choices": [], "usage": usage(len(ids), outs, server.tokenizer,
+                                                                            [m.reasoning_content for m in messages])}) + "\n\n"
+    yield "data: [DONE]\n\n"
+
+
+async def _choice(server, head, thinking, index, first, generator, queue):
+    """Streams one choice's chunks into `queue`; puts a non-string marker when done; returns (out, message)."""
     parser = MessageParser(server.tokenizer, thinking=thinking)
 
-    def chunk(delta: dict, reason=None, **extra) -> str:
-        return "data: " + json.dumps(head | {"choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
-                                     | extra) + "\n\n"
+    def chunk(delta: dict, reason=None, logprobs=None) -> str:
+        choice = {"index": index, "delta": delta, "finish_reason": reason}
+        if logprobs is not None:
+            choice["logprobs"] = logprobs
+        return "data: " + json.dumps(head | {"choices": [choice]}) + "\n\n"
 
-    yield chunk({"role": "assistant", "content": ""})
-    out = first
+    await queue.put(chunk({"role": "assistant", "content": ""}))
+    out, deadline = first, time.monotonic() + server.request_timeout
     while True:
         for token in out.new_token_ids:
             for event in parser.feed(token):
                 delta = _delta(event)
                 if delta:
-                    yield chunk(delta)
+                    await queue.put(chunk(delta))
+        if out.logprobs and out.new_token_ids:
+            await queue.put(chunk({}, logprobs={"content": _chat_logprobs(server.tokenizer, out)["content"][-1:]}))
         if out.finished:
             break
-        out = await anext(generator)
+        try:
+            out = await asyncio.wait_for(anext(generator), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            await generator.aclose()
+            await queue.put("data: " + json.dumps({"error": {"message": f"request took longer than "
+                            f"{server.request_timeout:g} s", "type": "timeout", "code": 504}}) + "\n\n")
+            out = dataclasses.replace(out, finished=True, finish_reason="length")
+            break
     message = parser.finish()
     if out.finish_reason == "error":
-        yield "data: " + json.dumps({"error": {"message": out.error, "type": "server_error", "code": 500}}) + "\n\n"
-    yield chunk({}, finish_reason(out, message))
-    if req.stream_options and req.stream_options.include_usage:
-        yield "data: " + json.dumps(head | {"choices": [], "usage": usage(len(ids), [out], server.tokenizer,
-                                                                            [message.reasoning_content])}) + "\n\n"
-    yield "data: [DONE]\n\n"
+        await queue.put("data: " + json.dumps({"error": {"message": out.error, "type": "server_error", "code": 500}})
+                        + "\n\n")
+    await queue.put(chunk({}, finish_reason(out, message)))
+    await queue.put((out, message))
+    return out, message
 
 
 def _chat_logprobs(tokenizer, out) -> dict:
