@@ -1,5 +1,6 @@
 """Start a real uvicorn server on 127.0.0.1 (free port); shared by the serve tests."""
 
+import contextlib
 import socket
 import threading
 import time
@@ -7,6 +8,7 @@ import time
 import uvicorn
 
 from k3.serve.app import Server, build_app
+from k3.serve.async_engine import AsyncEngine
 
 MODEL = "default-model"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
@@ -28,3 +30,25 @@ def _start(server: Server):
             break
         time.sleep(0.05)
     return uv, thread, f"http://127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def serving(llm, **server_kwargs):
+    """A server around `llm` on a free loopback port for the duration of the block; yields its URL."""
+    engine = AsyncEngine(llm.engine, max_queued=server_kwargs.pop("max_queued", 64))
+    uv, thread, url = _start(Server(engine, llm.tokenizer, MODEL, **server_kwargs))
+    try:
+        yield url
+    finally:
+        uv.should_exit = True
+        thread.join(5)
+        engine.shutdown()
+
+
+def wait_until_idle(llm, seconds: float = 5.0) -> dict:
+    """The engine's stats once nothing runs (or after `seconds`)."""
+    for _ in range(int(seconds / 0.05)):
+        if llm.engine.stats()["running"] == 0:
+            break
+        time.sleep(0.05)
+    return llm.engine.stats()

@@ -9,9 +9,7 @@ import openai
 import psutil
 import pytest
 
-from k3.serve.app import Server
-from k3.serve.async_engine import AsyncEngine
-from serve_helpers import MODEL, _start
+from serve_helpers import MODEL, serving
 
 
 def _client(base, key="none"):
@@ -134,28 +132,22 @@ def test_disconnect_mid_stream_frees_the_request(base, llm):
 
 
 def test_api_key_and_full_queue(llm):
-    engine = AsyncEngine(llm.engine, max_queued=0)
-    uv, thread, url = _start(Server(engine, llm.tokenizer, MODEL, api_key="s3cret"))
-    try:
+    with serving(llm, max_queued=0, api_key="s3cret") as url:
         body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "max_tokens": 2}
         assert httpx.post(url + "/v1/chat/completions", json=body).status_code == 401
         bad = httpx.post(url + "/v1/chat/completions", json=body, headers={"authorization": "Bearer nope"})
         assert bad.status_code == 401 and bad.json()["error"]["type"] == "authentication_error"
         full = httpx.post(url + "/v1/chat/completions", json=body, headers={"authorization": "Bearer s3cret"})
         assert full.status_code == 429 and full.headers["retry-after"] == "1"
-    finally:
-        uv.should_exit = True
-        thread.join(5)
-        engine.shutdown()
 
 
 def test_streaming_n_choices_each_equal_their_non_streamed_choice(base):
     client = _client(base)
     kw = dict(n=3, temperature=1.0, seed=7, max_tokens=8)
-    whole = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Write a line."}], **kw)
+    messages = [{"role": "user", "content": "Write a line."}]
+    whole = client.chat.completions.create(model=MODEL, messages=messages, **kw)
     streamed = {i: "" for i in range(3)}
-    for chunk in client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Write a line."}],
-                                                stream=True, **kw):
+    for chunk in client.chat.completions.create(model=MODEL, messages=messages, stream=True, **kw):
         for c in chunk.choices:
             streamed[c.index] += ((c.delta.model_extra or {}).get("reasoning_content") or "") + (c.delta.content or "")
     expected = [(c.message.model_extra.get("reasoning_content") or "") + (c.message.content or "") for c in whole.choices]

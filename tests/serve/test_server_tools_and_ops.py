@@ -14,9 +14,7 @@ import pytest
 
 from k3.defaults import default_model
 from k3.engine import LLM
-from k3.serve.app import Server
-from k3.serve.async_engine import AsyncEngine
-from serve_helpers import MODEL, TOOLS, _start
+from serve_helpers import MODEL, TOOLS, serving, wait_until_idle
 
 
 
@@ -72,42 +70,22 @@ def test_metrics_and_chat_logprobs(base):
 
 def test_request_timeout_is_504():
     llm = LLM(str(default_model()), cache_memory="8MiB")
-    engine = AsyncEngine(llm.engine)
-    uv, thread, url = _start(Server(engine, llm.tokenizer, MODEL, request_timeout=0.05))
-    try:
+    with serving(llm, request_timeout=0.05) as url:
         r = httpx.post(url + "/v1/completions", json={"model": MODEL, "prompt": "x", "max_tokens": 500,
                                                       "ignore_eos": True})
         assert r.status_code == 504 and r.json()["error"]["type"] == "timeout"
-        for _ in range(100):
-            if llm.engine.stats()["running"] == 0:
-                break
-            time.sleep(0.05)
-        assert llm.engine.stats()["running"] == 0
-    finally:
-        uv.should_exit = True
-        thread.join(5)
-        engine.shutdown()
+        assert wait_until_idle(llm)["running"] == 0
 
 
 def test_stream_past_the_timeout_ends_with_an_error_event():
     llm = LLM(str(default_model()), cache_memory="8MiB")
-    engine = AsyncEngine(llm.engine)
-    uv, thread, url = _start(Server(engine, llm.tokenizer, MODEL, request_timeout=0.3))
-    try:
+    with serving(llm, request_timeout=0.3) as url:
         with httpx.stream("POST", url + "/v1/chat/completions", json={
                 "model": MODEL, "messages": [{"role": "user", "content": "x"}], "max_tokens": 3000,
                 "ignore_eos": True, "stream": True}) as r:
             lines = [line for line in r.iter_lines() if line]
         assert any('"type": "timeout"' in line for line in lines) and lines[-1] == "data: [DONE]"
-        for _ in range(100):
-            if llm.engine.stats()["running"] == 0:
-                break
-            time.sleep(0.05)
-        assert llm.engine.stats()["running"] == 0
-    finally:
-        uv.should_exit = True
-        thread.join(5)
-        engine.shutdown()
+        assert wait_until_idle(llm)["running"] == 0
 
 
 def test_sigterm_finishes_in_flight_requests_then_exits(tmp_path):
