@@ -46,11 +46,12 @@ def run(args) -> int:
     from k3.engine import LLM, SamplingParams
     from k3.cli.target import resolve_config
     from k3.testing import make_checkpoint
+    from k3.testing.checkpoint import pairs_with_tokenizer
     from k3.tools.inspect import format_summary, summarize
 
     config, _, name = resolve_config(args.preset)
     print(f"== writing a RANDOM-WEIGHT K3-architecture checkpoint ({name}) to {args.out}")
-    with_tokenizer = config.vocab_size >= 512 and config.eos_token_id == config.vocab_size - 254
+    with_tokenizer = pairs_with_tokenizer(config)
     make_checkpoint(args.out, config, seed=0, tokenizer=with_tokenizer)
     print(format_summary(args.out, config, summarize(config, args.out)))
     t0 = time.perf_counter()

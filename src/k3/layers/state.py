@@ -80,14 +80,12 @@ def new_layer_states(config: K3Config) -> list[DenseKDAState | DenseMLACache]:
 
 def kda_state_bytes(c: K3Config, conv_bytes_per_value: int = 2) -> tuple[int, int]:
     """(recurrent fp32 bytes, conv-tail bytes) per sequence over all KDA layers."""
-    n = len(c.kda_layers)
-    recurrent = n * c.kda_num_heads * c.kda_head_dim * c.kda_head_dim * 4
-    conv = n * 3 * c.kda_proj_dim * (c.short_conv_kernel_size - 1) * conv_bytes_per_value
-    return recurrent, conv
+    spec = state_spec(c)
+    return spec.recurrent_bytes(), spec.conv_bytes(conv_bytes_per_value)
 
 
 def mla_cache_bytes_per_token(c: K3Config, bytes_per_value: int = 2) -> int:
-    return len(c.mla_layers) * (c.kv_lora_rank + c.qk_rope_head_dim) * bytes_per_value
+    return state_spec(c).token_bytes(bytes_per_value)
 
 
 @dataclass(frozen=True)
@@ -103,10 +101,16 @@ class StateSpec:
     mla_rank: int            # c_kv width
     mla_extra: int           # k_x width
 
+    def recurrent_bytes(self) -> int:
+        """fp32 recurrent state of one sequence, all KDA layers."""
+        return len(self.kda_layers) * self.kda_heads * self.kda_key_dim * self.kda_value_dim * 4
+
+    def conv_bytes(self, tail_itemsize: int) -> int:
+        """q, k, v short-conv tails of one sequence, all KDA layers."""
+        return len(self.kda_layers) * 3 * self.conv_tail * self.kda_channels * tail_itemsize
+
     def slot_bytes(self, tail_itemsize: int) -> int:
-        per_layer = self.kda_heads * self.kda_key_dim * self.kda_value_dim * 4
-        per_layer += 3 * self.conv_tail * self.kda_channels * tail_itemsize
-        return len(self.kda_layers) * per_layer
+        return self.recurrent_bytes() + self.conv_bytes(tail_itemsize)
 
     def token_bytes(self, itemsize: int) -> int:
         return len(self.mla_layers) * (self.mla_rank + self.mla_extra) * itemsize

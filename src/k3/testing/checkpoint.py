@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from k3.chat.specials import NUM_SPECIAL
 from k3.checkpoint.layout import TensorSpec, expected_tensors
 from k3.checkpoint.reader import TEXT_PREFIX
 from k3.checkpoint.writer import atomic_write_text, groups_of, write_sharded
@@ -50,13 +51,17 @@ def make_checkpoint(out_dir: str | Path, config: K3Config | None = None, *, seed
     return out
 
 
+def pairs_with_tokenizer(config: K3Config) -> bool:
+    """A byte-level test tokenizer fits: >= 256 ranks + 256 specials, and eos is <|end_of_msg|> (as released)."""
+    return config.vocab_size >= 512 and config.eos_token_id == config.vocab_size - NUM_SPECIAL + 2
+
+
 def _write_matching_tokenizer(out: Path, config: K3Config) -> None:
     from k3.testing.tokenizer import ranks_for_vocab, write_tokenizer
 
-    end_of_msg = config.vocab_size - 256 + 2
-    if config.eos_token_id != end_of_msg:
-        raise ValueError(f"eos_token_id must be <|end_of_msg|> = {end_of_msg} for vocab_size {config.vocab_size}, "
-                         f"got {config.eos_token_id}")
+    if not pairs_with_tokenizer(config):
+        raise ValueError(f"a test tokenizer needs vocab_size >= 512 and eos_token_id = <|end_of_msg|> = "
+                         f"{config.vocab_size - NUM_SPECIAL + 2}; got {config.vocab_size} / {config.eos_token_id}")
     write_tokenizer(out, ranks_for_vocab(config.vocab_size))
 
 
