@@ -47,3 +47,20 @@ def test_packed_linear_matches_dequantized_reference(rows, cols, n, tile):
     assert_close("mxfp4_linear", mxfp4_linear(x, packed, scale, row_tile=tile), ref, 1e-6)
     assert_close("mxfp4_linear fp64", mxfp4_linear(x.double(), packed, scale, row_tile=tile),
                  mxfp4_linear_reference(x.double(), packed, scale), 1e-14)
+
+
+def test_quantize_is_exact_on_mxfp4_input_and_does_not_clip():
+    from k3.ops.mxfp4 import quantize
+    packed = torch.randint(0, 256, (16, 64), dtype=torch.uint8)
+    scale = torch.randint(110, 140, (16, 4), dtype=torch.uint8)
+    w = dequantize(packed, scale)
+    assert torch.equal(dequantize(*quantize(w)), w)            # values already on the grid come back exactly
+    x = torch.randn(8, 96) * 0.05
+    q = dequantize(*quantize(x))
+    # Per 32-group, the largest magnitude is kept within one grid step (no saturation at 6 * scale).
+    assert (x.abs().amax(-1) - q.abs().amax(-1)).abs().max() <= 0.25 * x.abs().amax()
+    assert_close("gaussian quantisation error", q, x, 0.15)
+    zeros = dequantize(*quantize(torch.zeros(2, 32)))
+    assert torch.equal(zeros, torch.zeros(2, 32)) and not torch.signbit(zeros).any()
+    with pytest.raises(ValueError, match="multiple of 32"):
+        quantize(torch.randn(2, 40))
