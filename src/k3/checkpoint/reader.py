@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
 
 from k3.checkpoint.errors import CheckpointError
+from k3.checkpoint.header import ShardHeader, read_header
+from k3.checkpoint.paths import check_member_name, member_path
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -36,9 +37,9 @@ class CheckpointReader:
             raise CheckpointError(f"checkpoint directory {self.root} does not exist")
         self._handles: dict[str, object] = {}
         self._where: dict[str, tuple[str, str]] = {}
-        self._offsets: dict[str, dict[str, tuple[int, int]]] = {}
+        self._headers: dict[str, ShardHeader] = {}
         self._fds: dict[str, int] = {}
-        for file, stored_names in self._shard_map().items():
+        for file, stored_names in shard_map(self.root).items():
             handle = self._open(file)
             present = set(handle.keys())
             for stored in stored_names if stored_names is not None else sorted(present):
@@ -51,30 +52,14 @@ class CheckpointReader:
                 if name is not None:
                     self._where[name] = (file, stored)
 
-    def _shard_map(self) -> dict[str, list[str] | None]:
-        """file -> stored tensor names it should hold (None: whatever the file has)."""
-        index = self.root / INDEX_FILE
-        if index.is_file():
-            try:
-                weight_map = json.loads(index.read_text())["weight_map"]
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise CheckpointError(f"unreadable index ({e!r}); re-download it", file=INDEX_FILE) from None
-            files: dict[str, list[str]] = {}
-            for stored, file in weight_map.items():
-                files.setdefault(file, []).append(stored)
-            return files
-        if (self.root / SINGLE_FILE).is_file():
-            return {SINGLE_FILE: None}
-        shards = sorted(p.name for p in self.root.glob("*.safetensors"))
-        if not shards:
-            raise CheckpointError(f"no *.safetensors files and no {INDEX_FILE} in {self.root}")
-        return {f: None for f in shards}
-
     def _open(self, file: str):
-        path = self.root / file
+        path = member_path(self.root, file, source=INDEX_FILE)
         if not path.is_file():
             raise CheckpointError(f"the index names {file}, which is missing; download it (or re-run the download)",
                                   file=file)
+        if file not in self._headers:
+            # Bounded, validated header parse before safetensors maps anything.
+            self._headers[file] = read_header(path, name=file)
         try:
             handle = safe_open(str(path), framework="pt", device="cpu")
         except (SafetensorError, OSError, ValueError) as e:
@@ -113,10 +98,10 @@ class CheckpointReader:
     def data_range(self, name: str) -> tuple[str, int, int]:
         """(file, absolute byte offset, byte length) of a tensor's data inside its shard."""
         file, stored = self.locate(name)
-        if file not in self._offsets:
-            self._offsets[file] = _header_offsets(self.root / file)
-        start, end = self._offsets[file][stored]
-        return file, start, end - start
+        if file not in self._headers:
+            self._headers[file] = read_header(member_path(self.root, file, source=INDEX_FILE), name=file)
+        entry = self._headers[file].entries[stored]
+        return file, entry.start, entry.nbytes
 
     def read_into(self, name: str, out: torch.Tensor) -> None:
         """Copy a tensor's bytes straight into `out` (contiguous, CPU, same byte size) with positioned
@@ -144,12 +129,24 @@ class CheckpointReader:
                                   tensor=stored) from None
 
 
-def _header_offsets(path: Path) -> dict[str, tuple[int, int]]:
-    """stored name -> absolute (start, end) byte offsets, from the safetensors header
-    (8-byte little-endian length, then JSON with data_offsets relative to the data section)."""
-    with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-    base = 8 + n
-    return {k: (base + v["data_offsets"][0], base + v["data_offsets"][1])
-            for k, v in header.items() if k != "__metadata__"}
+def shard_map(root: Path) -> dict[str, list[str] | None]:
+    """file -> stored tensor names it should hold (None: whatever the file has)."""
+    index = root / INDEX_FILE
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise CheckpointError(f"unreadable index ({e!r}); re-download it", file=INDEX_FILE) from None
+        if not isinstance(weight_map, dict):
+            raise CheckpointError("index 'weight_map' is not an object; re-download it", file=INDEX_FILE)
+        files: dict[str, list[str]] = {}
+        for stored, file in weight_map.items():
+            check_member_name(file, source=INDEX_FILE)
+            files.setdefault(file, []).append(stored)
+        return files
+    if (root / SINGLE_FILE).is_file():
+        return {SINGLE_FILE: None}
+    shards = sorted(p.name for p in root.glob("*.safetensors"))
+    if not shards:
+        raise CheckpointError(f"no *.safetensors files and no {INDEX_FILE} in {root}")
+    return {f: None for f in shards}

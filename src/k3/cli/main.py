@@ -13,6 +13,10 @@ COMMANDS = {
     "prepare-data": ("k3.cli.prepare_data", "train a tokenizer and tokenize text files for `k3 train`"),
     "train": ("k3.cli.train", "train a K3-architecture model; exports the official layout"),
     "serve": ("k3.cli.serve", "OpenAI-compatible HTTP server (chat, completions, tokenize)"),
+    "download": ("k3.cli.download", "fetch a checkpoint from HTTP(S) mirrors: parallel, resumable, verified"),
+    "verify": ("k3.cli.verify", "check a checkpoint is complete, intact and matches its config"),
+    "doctor": ("k3.cli.doctor", "can this machine and k3 (or another engine) run this checkpoint?"),
+    "quantize": ("k3.cli.quantize", "convert BF16/FP32 routed experts to official MXFP4"),
     "demo": ("k3.cli.demo", "write a small random checkpoint, inspect it, run a forward pass"),
 }
 

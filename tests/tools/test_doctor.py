@@ -1,0 +1,90 @@
+"""k3 doctor: format, code paths, unsupported parts, machine facts, plan and the engines table."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from k3.cli.main import main
+from k3.config.presets import released
+from k3.tools.doctor import diagnose
+from k3.tools.estimate import estimate
+
+PER_EXPERT = 3072 * (1792 + 112) * 2 + 3584 * (1536 + 96)  # spec section 3.2
+
+
+def doctor_json(capsys, *args) -> tuple[int, dict]:
+    code = main(["doctor", *args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_released_preset_plan_and_tables(capsys):
+    code, report = doctor_json(capsys, "k3", "--memory-budget", "200GB", "--no-measure")
+    assert code == 0
+    assert report["format"]["expert_format"] == "mxfp4" and report["format"]["experts"] == 896
+    plan = report["plan"]
+    assert plan["mode"] == "stream-experts"
+    assert plan["expert_bytes_per_token"] == 16 * 92 * PER_EXPERT  # 25.8 GB, spec section 7
+    assert plan["expert_bytes_total"] == 896 * 92 * PER_EXPERT
+    assert {e["engine"] for e in report["engines"]} >= {"vLLM", "SGLang", "llama.cpp", "colibri"}
+    assert any("MXFP4" in row["k3"] for row in report["code_paths"])
+
+
+def test_estimate_modes_and_arithmetic():
+    c = released()
+    fits = estimate(c, 10 ** 13, mem_bw=20e9, disk_bw=3e9)
+    assert fits.mode == "resident" and fits.hit_rate == 1.0 and fits.streamed_bytes_per_token == 0
+    assert fits.seconds_per_token == pytest.approx((fits.trunk_bytes + fits.expert_bytes_per_token) / 20e9)
+    small = estimate(c, 64 * 10 ** 9, mem_bw=20e9, disk_bw=3e9)
+    assert small.mode == "stream-trunk" and small.trunk_bytes > 64 * 10 ** 9  # spec: ~111 GB of BF16 trunk
+    assert small.seconds_per_token == pytest.approx(
+        64e9 / 20e9 + (small.trunk_bytes - 64e9 + small.expert_bytes_per_token) / 3e9)
+    mid = estimate(c, 200 * 10 ** 9, mem_bw=20e9, disk_bw=3e9)
+    expect_hit = (200 * 10 ** 9 - mid.trunk_bytes) / mid.expert_bytes_total
+    assert mid.hit_rate == pytest.approx(expect_hit)
+    assert mid.seconds_per_token == pytest.approx(
+        (mid.trunk_bytes + mid.expert_bytes_per_token * expect_hit) / 20e9
+        + mid.expert_bytes_per_token * (1 - expect_hit) / 3e9)
+
+
+def test_checkpoint_directory_with_measurements(tiny_checkpoint, capsys):
+    code, report = doctor_json(capsys, str(tiny_checkpoint))
+    assert code == 0 and not report["problems"] and not report["unsupported"]
+    m = report["machine"]
+    assert m["disk_read_bytes_per_s"] > 0 and m["mem_bytes_per_s"] > 0 and m["mem_total"] > 0
+    assert report["plan"]["mode"] == "resident"
+    assert main(["doctor", str(tiny_checkpoint), "--no-measure"]) == 0
+    text = capsys.readouterr().out
+    assert "k3 code paths" in text and "memory plan" in text and "other engines" in text
+
+
+def test_unsupported_quantisation_is_reported_not_raised(tiny_checkpoint, tmp_path, capsys):
+    d = tmp_path / "c"
+    shutil.copytree(tiny_checkpoint, d)
+    raw = json.loads((d / "config.json").read_text())
+    raw["text_config"]["quantization_config"]["format"] = "nvfp4-pack-quantized"
+    raw["text_config"]["quantization_config"]["config_groups"]["group_0"]["format"] = "nvfp4-pack-quantized"
+    (d / "config.json").write_text(json.dumps(raw))
+    code, report = doctor_json(capsys, str(d), "--no-measure")
+    assert code == 1 and any("nvfp4" in u or "quantization" in u for u in report["unsupported"])
+
+
+def test_tensors_outside_the_layout_are_unsupported(tiny_checkpoint, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    d = tmp_path / "c"
+    shutil.copytree(tiny_checkpoint, d)
+    shard = sorted(d.glob("*.safetensors"))[0]
+    tensors = load_file(str(shard))
+    name = "language_model.model.layers.0.self_attn.mystery.weight"
+    tensors[name] = next(iter(tensors.values())).clone()
+    save_file(tensors, str(shard), metadata={"format": "pt"})
+    index = json.loads((d / "model.safetensors.index.json").read_text())
+    index["weight_map"][name] = shard.name
+    (d / "model.safetensors.index.json").write_text(json.dumps(index))
+    from k3.config import load_config
+
+    report = diagnose(str(d), load_config(d), d, measure=False)
+    assert any(name in u for u in report.unsupported)

@@ -1,0 +1,159 @@
+"""k3 download against loopback mirrors that misbehave: the result is complete and verified, or the
+command fails clearly; a corrupt or partial file never appears under its final name."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from k3.checkpoint.manifest import FileDigest, sha256_file, write_manifest
+from k3.checkpoint.reader import INDEX_FILE
+from k3.config.presets import tiny
+from k3.testing import make_checkpoint
+from k3.testing.http_mirror import Faults, Mirror
+from k3.tools.download import DownloadError, DownloadOptions, download
+from k3.tools.verify import verify_checkpoint
+
+CHUNK = 16 * 1024
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    return make_checkpoint(tmp_path_factory.mktemp("src"), tiny(), num_shards=3, seed=3)
+
+
+def options(dest: Path, *mirrors: Mirror, **kw) -> DownloadOptions:
+    kw.setdefault("chunk_size", CHUNK)
+    kw.setdefault("backoff", 0.01)
+    kw.setdefault("stall_timeout", 2.0)
+    return DownloadOptions(mirrors=[m.url for m in mirrors], dest=dest, log=lambda msg: None, **kw)
+
+
+def assert_same_checkpoint(src: Path, dest: Path) -> None:
+    names = sorted(p.name for p in src.iterdir() if p.is_file())
+    assert sorted(p.name for p in dest.iterdir() if p.is_file()) == names
+    match, mismatch, errors = filecmp.cmpfiles(src, dest, names, shallow=False)
+    assert not mismatch and not errors
+    assert verify_checkpoint(dest).ok
+
+
+def shards(src: Path) -> list[str]:
+    return sorted(p.name for p in src.glob("*.safetensors"))
+
+
+def test_clean_download_uses_parallel_ranged_requests(source, tmp_path):
+    with Mirror(source) as m:
+        summary = download(options(tmp_path / "d", m, jobs=4))
+    assert_same_checkpoint(source, tmp_path / "d")
+    ranged = [r for r in m.requests if r[1] and r[2] == 206 and r[1] != "bytes=0-0"]
+    assert len(ranged) > 3 * len(shards(source))  # several chunks per shard
+    assert set(summary.downloaded) >= set(shards(source)) and summary.retries == 0
+    assert not any((tmp_path / "d" / ".k3-download").glob("*.part"))
+
+
+@pytest.mark.parametrize("faults", [
+    Faults(drop_after=5000, drop_times=6),
+    Faults(fail_500_times=5),
+    Faults(ignore_range=True),
+    Faults(stall_after=3000, stall_times=2, stall_seconds=3.0),
+], ids=["drops-mid-body", "http-500", "ignores-range", "stalls"])
+def test_faulty_mirror_still_gives_a_complete_verified_checkpoint(source, tmp_path, faults):
+    with Mirror(source, faults) as m:
+        summary = download(options(tmp_path / "d", m, jobs=3, stall_timeout=0.5))
+    assert_same_checkpoint(source, tmp_path / "d")
+    if not faults.ignore_range:
+        assert summary.retries > 0
+
+
+def test_wrong_bytes_are_caught_by_the_manifest_and_fetched_from_another_mirror(source, tmp_path):
+    victim = shards(source)[1]
+    manifest = tmp_path / "manifest.json"
+    write_manifest(manifest, {p.name: FileDigest(p.stat().st_size, sha256_file(p)) for p in source.iterdir()})
+    with Mirror(source, Faults(corrupt={victim})) as bad, Mirror(source) as good:
+        download(options(tmp_path / "d", bad, good, manifest=str(manifest), jobs=2))
+    assert_same_checkpoint(source, tmp_path / "d")
+
+
+def test_wrong_bytes_from_every_mirror_fail_and_leave_no_final_file(source, tmp_path):
+    victim = shards(source)[0]
+    manifest = tmp_path / "manifest.json"
+    write_manifest(manifest, {p.name: FileDigest(p.stat().st_size, sha256_file(p)) for p in source.iterdir()})
+    with Mirror(source, Faults(corrupt={victim})) as bad:
+        with pytest.raises(DownloadError, match=f"{victim}.*sha256"):
+            download(options(tmp_path / "d", bad, manifest=str(manifest)))
+    assert not (tmp_path / "d" / victim).exists()
+
+
+def test_without_a_manifest_a_corrupt_header_is_caught(source, tmp_path):
+    victim = shards(source)[2]
+    with Mirror(source, Faults(corrupt={victim})) as bad:
+        with pytest.raises(DownloadError, match=victim):
+            download(options(tmp_path / "d", bad))
+    assert not (tmp_path / "d" / victim).exists()
+
+
+def test_include_fetches_a_subset(source, tmp_path):
+    with Mirror(source) as m:
+        download(options(tmp_path / "meta", m, include=["@meta"]))
+        download(options(tmp_path / "one", m, include=["*00002-of-*"]))
+    assert not list((tmp_path / "meta").glob("*.safetensors"))
+    assert (tmp_path / "meta" / "config.json").is_file() and (tmp_path / "meta" / INDEX_FILE).is_file()
+    assert [p.name for p in (tmp_path / "one").glob("*.safetensors")] == [shards(source)[1]]
+
+
+def test_index_naming_a_file_outside_dest_is_refused(source, tmp_path):
+    hostile = tmp_path / "hostile"
+    hostile.mkdir()
+    for p in source.iterdir():
+        (hostile / p.name).write_bytes(p.read_bytes())
+    index = json.loads((hostile / INDEX_FILE).read_text())
+    first = next(iter(index["weight_map"]))
+    index["weight_map"][first] = "../escaped.safetensors"
+    (hostile / INDEX_FILE).write_text(json.dumps(index))
+    with Mirror(hostile) as m, pytest.raises(Exception, match="outside the checkpoint directory"):
+        download(options(tmp_path / "d", m))
+    assert not (tmp_path / "escaped.safetensors").exists()
+
+
+def test_a_mirror_that_always_fails_gives_a_clear_error(source, tmp_path):
+    with Mirror(source, Faults(fail_500_times=10 ** 6)) as m:
+        with pytest.raises(DownloadError, match="config.json.*HTTP 500"):
+            download(options(tmp_path / "d", m, retries=2))
+
+
+def test_missing_config_is_a_clear_error(source, tmp_path):
+    with Mirror(source, Faults(missing={"config.json"})) as m:
+        with pytest.raises(DownloadError, match="config.json is on none of the mirrors"):
+            download(options(tmp_path / "d", m))
+
+
+def test_killed_download_resumes_without_starting_over(source, tmp_path):
+    dest = tmp_path / "d"
+    cmd = [sys.executable, "-m", "k3.cli.main", "download", "--dest", str(dest), "--chunk-size", str(CHUNK),
+           "--jobs", "2"]
+    with Mirror(source, Faults(bytes_per_s=400_000)) as slow:
+        proc = subprocess.Popen(cmd + ["--from", slow.url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        states = dest / ".k3-download"
+        deadline = time.time() + 60
+        while time.time() < deadline and not any(
+                len(json.loads(s.read_text())["done"]) >= 3 for s in states.glob("*.safetensors.state.json")):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    in_progress = [s.name.removesuffix(".state.json") for s in states.glob("*.safetensors.state.json")]
+    assert in_progress, "the download should have recorded finished chunks before the kill"
+    assert not any((dest / name).exists() for name in in_progress)
+    with Mirror(source) as fast:
+        done = subprocess.run(cmd + ["--from", fast.url], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert_same_checkpoint(source, dest)
+    total = sum(os.path.getsize(source / n) for n in shards(source))
+    assert fast.bytes_served < total  # resumed: recorded chunks were not fetched again

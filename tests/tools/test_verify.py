@@ -1,0 +1,159 @@
+"""k3 verify reports each kind of damage precisely (kind, file, tensor); the loader refuses the same files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import k3
+from k3.checkpoint import CheckpointError, CheckpointReader
+from k3.checkpoint.reader import INDEX_FILE
+from k3.cli.main import main
+from k3.tools.verify import verify_checkpoint
+
+NORM = "language_model.model.norm.weight"
+SCALE = "language_model.model.layers.1.block_sparse_moe.experts.2.w3.weight_scale"
+
+
+@pytest.fixture
+def ckpt(tiny_checkpoint, tmp_path):
+    d = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint, d)
+    return d
+
+
+def shard_of(d, tensor):
+    return json.loads((d / INDEX_FILE).read_text())["weight_map"][tensor]
+
+
+def rewrite(d, tensor, change):
+    shard = shard_of(d, tensor)
+    tensors = load_file(str(d / shard))
+    change(tensors)
+    save_file(tensors, str(d / shard), metadata={"format": "pt"})
+    index = json.loads((d / INDEX_FILE).read_text())
+    index["weight_map"] = {k: v for k, v in index["weight_map"].items() if v != shard} | {k: shard for k in tensors}
+    (d / INDEX_FILE).write_text(json.dumps(index))
+    return shard
+
+
+def only_problem(d, **kw):
+    report = verify_checkpoint(d, **kw)
+    assert len(report.problems) == 1, report.problems
+    return report.problems[0]
+
+
+def test_intact_checkpoint_verifies(ckpt):
+    report = verify_checkpoint(ckpt)
+    assert report.ok and report.files >= 2 and report.tensors > 100
+
+
+def test_truncated_shard(ckpt):
+    shard = sorted(ckpt.glob("*.safetensors"))[1]
+    os.truncate(shard, shard.stat().st_size - 100)
+    p = only_problem(ckpt)
+    assert (p.kind, p.file) == ("shard", shard.name) and "truncated" in p.message
+
+
+def test_flipped_byte_is_caught_by_the_manifest(ckpt, tmp_path, capsys):
+    manifest = tmp_path / "m.json"
+    assert main(["verify", str(ckpt), "--write-manifest", str(manifest)]) == 0
+    assert main(["verify", str(ckpt), "--manifest", str(manifest)]) == 0
+    shard = sorted(ckpt.glob("*.safetensors"))[0]
+    data = bytearray(shard.read_bytes())
+    data[-5] ^= 0x01  # inside tensor data: structurally still valid
+    shard.write_bytes(bytes(data))
+    assert verify_checkpoint(ckpt).ok  # only the checksum can see it
+    p = only_problem(ckpt, manifest=manifest)
+    assert (p.kind, p.file) == ("sha256", shard.name)
+    capsys.readouterr()
+    assert main(["verify", str(ckpt), "--manifest", str(manifest)]) == 1
+    assert "[sha256]" in capsys.readouterr().out
+
+
+def test_wrong_shape(ckpt):
+    shard = rewrite(ckpt, NORM, lambda t: t.__setitem__(NORM, torch.ones(7, dtype=torch.bfloat16)))
+    p = only_problem(ckpt)
+    assert (p.kind, p.file, p.tensor) == ("shape", shard, NORM)
+
+
+def test_missing_and_unexpected_tensors(ckpt):
+    extra = "language_model.model.layers.0.self_attn.bogus.weight"
+
+    def change(t):
+        t[extra] = t.pop(NORM)
+
+    rewrite(ckpt, NORM, change)
+    kinds = {(p.kind, p.tensor) for p in verify_checkpoint(ckpt).problems}
+    assert kinds == {("missing-tensor", NORM), ("unexpected-tensor", extra)}
+
+
+def test_hostile_header_length(ckpt):
+    shard = sorted(ckpt.glob("*.safetensors"))[0]
+    data = bytearray(shard.read_bytes())
+    data[:8] = struct.pack("<Q", 2 ** 40)
+    shard.write_bytes(bytes(data))
+    p = only_problem(ckpt)
+    assert p.file == shard.name and "over the" in p.message and "limit" in p.message
+    with pytest.raises(CheckpointError, match="limit"):
+        k3.load(ckpt)
+
+
+def test_overlapping_tensor_data_is_refused(ckpt):
+    shard = sorted(ckpt.glob("*.safetensors"))[0]
+    raw = shard.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    by_size = {}
+    for k, v in header.items():
+        if k != "__metadata__":
+            by_size.setdefault(v["data_offsets"][1] - v["data_offsets"][0], []).append(k)
+    a, b = next(names for names in by_size.values() if len(names) >= 2)[:2]
+    header[b]["data_offsets"] = header[a]["data_offsets"]  # two tensors alias the same bytes
+    shard.write_bytes(raw[:8] + json.dumps(header, separators=(",", ":")).encode().ljust(n) + raw[8 + n:])
+    problems = verify_checkpoint(ckpt).problems
+    assert problems[0].kind == "shard" and problems[0].file == shard.name
+    assert "overlaps" in problems[0].message or "gap" in problems[0].message
+
+
+def test_index_escaping_the_directory(ckpt):
+    index = json.loads((ckpt / INDEX_FILE).read_text())
+    index["weight_map"][NORM] = "../../etc/passwd"
+    (ckpt / INDEX_FILE).write_text(json.dumps(index))
+    p = only_problem(ckpt)
+    assert p.kind == "index" and "outside the checkpoint directory" in p.message
+    with pytest.raises(CheckpointError, match="outside the checkpoint directory"):
+        CheckpointReader(ckpt)
+
+
+def test_symlink_out_of_the_directory_is_refused(ckpt, tmp_path):
+    shard = sorted(ckpt.glob("*.safetensors"))[0]
+    outside = tmp_path / "elsewhere.safetensors"
+    shutil.move(shard, outside)
+    shard.symlink_to(outside)
+    p = only_problem(ckpt)
+    assert p.file == shard.name and "symlink" in p.message
+    with pytest.raises(CheckpointError, match="symlink"):
+        CheckpointReader(ckpt)
+
+
+def test_nan_scale_byte(ckpt):
+    file, offset, _ = CheckpointReader(ckpt).data_range(SCALE.removeprefix("language_model."))
+    with open(ckpt / file, "r+b") as f:
+        f.seek(offset + 3)
+        f.write(b"\xff")
+    p = only_problem(ckpt)
+    assert (p.kind, p.file, p.tensor) == ("mxfp4-scale", file, SCALE)
+
+
+def test_missing_shard(ckpt):
+    shard = sorted(ckpt.glob("*.safetensors"))[1]
+    shard.unlink()
+    p = only_problem(ckpt)
+    assert (p.kind, p.file) == ("missing-file", shard.name)
