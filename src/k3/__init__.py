@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 __all__ = ["LLM", "K3Config", "SamplingParams", "load", "load_config"]
 
 
-def load(path, dtype=None, device="cpu"):
+def load(path, dtype=None, device="cpu", *, memory_budget=None, **kwargs):
     """Load a K3 text model from a checkpoint directory.
 
     dtype=None picks what is fast on the device: on CPU, weights keep the checkpoint's bf16 bytes
@@ -18,7 +18,7 @@ def load(path, dtype=None, device="cpu"):
     """
     from k3.model.weights import load_model
 
-    return load_model(path, dtype=dtype, device=device)
+    return load_model(path, dtype=dtype, device=device, memory_budget=memory_budget, **kwargs)
 
 
 def __getattr__(name):

@@ -42,7 +42,7 @@ def test_estimate_modes_and_arithmetic():
     assert small.seconds_per_token == pytest.approx(
         64e9 / 20e9 + (small.trunk_bytes - 64e9 + small.expert_bytes_per_token) / 3e9)
     mid = estimate(c, 200 * 10 ** 9, mem_bw=20e9, disk_bw=3e9)
-    expect_hit = (200 * 10 ** 9 - mid.trunk_bytes) / mid.expert_bytes_total
+    expect_hit = ((200 * 10 ** 9 - mid.trunk_bytes) // PER_EXPERT) / (mid.expert_bytes_total // PER_EXPERT)
     assert mid.hit_rate == pytest.approx(expect_hit)
     assert mid.seconds_per_token == pytest.approx(
         (mid.trunk_bytes + mid.expert_bytes_per_token * expect_hit) / 20e9

@@ -15,7 +15,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from k3.checkpoint.errors import CheckpointError
-from k3.checkpoint.header import ShardHeader, read_header
+from k3.checkpoint.header import ShardHeader, TensorEntry, read_header
 from k3.checkpoint.paths import check_member_name, member_path
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -95,12 +95,16 @@ class CheckpointReader:
         sl = self._handle(file).get_slice(stored)
         return tuple(sl.get_shape()), sl.get_dtype()
 
-    def data_range(self, name: str) -> tuple[str, int, int]:
-        """(file, absolute byte offset, byte length) of a tensor's data inside its shard."""
+    def entry(self, name: str) -> tuple[str, TensorEntry]:
+        """(file, header entry: dtype, shape, absolute byte range) from the shard header alone."""
         file, stored = self.locate(name)
         if file not in self._headers:
             self._headers[file] = read_header(member_path(self.root, file, source=INDEX_FILE), name=file)
-        entry = self._headers[file].entries[stored]
+        return file, self._headers[file].entries[stored]
+
+    def data_range(self, name: str) -> tuple[str, int, int]:
+        """(file, absolute byte offset, byte length) of a tensor's data inside its shard."""
+        file, entry = self.entry(name)
         return file, entry.start, entry.nbytes
 
     def read_into(self, name: str, out: torch.Tensor) -> None:

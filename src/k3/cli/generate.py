@@ -19,6 +19,7 @@ def add_arguments(p) -> None:
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("--cache-memory", default="512MiB", help="KDA slots + MLA cache budget")
     p.add_argument("--tokenizer", help="directory with tiktoken.model (default: the checkpoint's own)")
+    p.add_argument("--memory-budget", help="weights + cache within this (e.g. 24GB); experts that do not fit stream")
 
 
 def _ids(text: str) -> list[int]:
@@ -35,8 +36,11 @@ def run(args) -> int:
                             top_k=args.top_k, seed=args.seed, ignore_eos=args.ignore_eos)
     from k3.defaults import default_model
 
-    llm = LLM(args.model or default_model(), max_num_seqs=1, cache_memory=args.cache_memory, tokenizer=args.tokenizer)
+    llm = LLM(args.model or default_model(), max_num_seqs=1, cache_memory=args.cache_memory, tokenizer=args.tokenizer,
+              memory_budget=args.memory_budget)
     print(llm.capacity.describe(), file=sys.stderr)
+    if getattr(llm.model, "memory_plan", None) is not None:
+        print(describe_plan(llm.model.memory_plan), file=sys.stderr)
     prompt = _ids(args.prompt_ids) if args.prompt_ids is not None else args.prompt
     start = time.perf_counter()
     first = last = None
@@ -55,4 +59,22 @@ def run(args) -> int:
     rate = (n - 1) / decode_s if n > 1 and decode_s > 0 else float("nan")
     print(f"\n[prompt {len(last.prompt_token_ids) if last else 0} tokens, generated {n}, finish {last.finish_reason if last else None}, "
           f"TTFT {(first - start) * 1e3 if first else float('nan'):.1f} ms, {rate:.1f} tokens/s]")
+    streaming = streaming_summary(llm.engine.stats())
+    if streaming:
+        print(streaming)
     return 0 if last is None or last.finish_reason != "error" else 1
+
+
+def describe_plan(plan) -> str:
+    return (f"memory plan: {plan.mode}; resident {plan.resident_bytes / 1e9:.3f} GB of {plan.budget / 1e9:.3f} GB "
+            f"(trunk {plan.trunk_bytes / 1e9:.3f}, sequence state {plan.state_bytes / 1e9:.3f}, "
+            f"{plan.expert_slots:,}/{plan.num_experts_total:,} experts)")
+
+
+def streaming_summary(stats: dict) -> str | None:
+    if "expert_bytes_read" not in stats:
+        return None
+    return (f"[experts: {stats['expert_bytes_per_token'] / 1e9:.4f} GB read per token, hit rate "
+            f"{stats['expert_hit_rate']:.1%}, {stats['read_bytes_per_s'] / 1e9:.2f} GB/s per read, "
+            f"{'O_DIRECT' if stats['direct_io'] else 'buffered'}; time reading (waited) "
+            f"{stats['wait_seconds']:.2f} s, computing {stats['compute_seconds']:.2f} s]")

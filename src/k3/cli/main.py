@@ -16,6 +16,7 @@ COMMANDS = {
     "download": ("k3.cli.download", "fetch a checkpoint from HTTP(S) mirrors: parallel, resumable, verified"),
     "verify": ("k3.cli.verify", "check a checkpoint is complete, intact and matches its config"),
     "doctor": ("k3.cli.doctor", "can this machine and k3 (or another engine) run this checkpoint?"),
+    "plan": ("k3.cli.plan", "memory plan under a budget: what stays resident, what streams, s/token"),
     "quantize": ("k3.cli.quantize", "convert BF16/FP32 routed experts to official MXFP4"),
     "demo": ("k3.cli.demo", "write a small random checkpoint, inspect it, run a forward pass"),
 }

@@ -12,6 +12,7 @@ def add_arguments(p) -> None:
     p.add_argument("--max-queued", type=int, default=64, help="waiting requests before 429")
     p.add_argument("--served-model-name", help="model id in the API (default: the folder name)")
     p.add_argument("--cache-memory", default="1GiB")
+    p.add_argument("--memory-budget", help="weights + cache within this (e.g. 24GB); experts that do not fit stream")
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds before a request fails with 504")
 
 
@@ -24,7 +25,8 @@ def run(args) -> int:
     from k3.serve.async_engine import AsyncEngine
 
     path = Path(args.model) if args.model else default_model()
-    llm = LLM(str(path), max_num_seqs=args.max_num_seqs, cache_memory=args.cache_memory)
+    llm = LLM(str(path), max_num_seqs=args.max_num_seqs, cache_memory=args.cache_memory,
+              memory_budget=args.memory_budget)
     if llm.tokenizer is None:
         raise ValueError(f"{path} has no tiktoken.model: the server needs the tokenizer")
     engine = AsyncEngine(llm.engine, max_queued=args.max_queued)

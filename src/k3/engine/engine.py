@@ -39,7 +39,8 @@ class LLMEngine:
         self._seeds = random.Random(seed)
         self._step = 0
         self._arrivals = 0
-        self.counters = {"steps": 0, "prompt_tokens": 0, "generated_tokens": 0, "finished": 0, "errors": 0}
+        self.counters = {"steps": 0, "prompt_tokens": 0, "generated_tokens": 0, "finished": 0, "errors": 0,
+                         "forward_tokens": 0, "forward_seconds": 0.0}
         log.info(self.capacity.describe())
 
     def add_request(self, prompt_ids: list[int], params: SamplingParams | None = None,
@@ -88,8 +89,11 @@ class LLMEngine:
         if not chunks:
             return []
         self.counters["steps"] += 1
+        started = time.perf_counter()
         try:
             logits, sampled = self._run(chunks)
+            self.counters["forward_tokens"] += sum(c.num_tokens for c in chunks)
+            self.counters["forward_seconds"] += time.perf_counter() - started
         except Exception as e:  # a failed step fails its requests, never the engine
             log.exception("model step failed")
             return [self._finish(c.request, "error", [], f"model step failed: {type(e).__name__}: {e}") for c in chunks]
@@ -158,5 +162,12 @@ class LLMEngine:
                              req.error)
 
     def stats(self) -> dict:
-        return dict(self.counters, running=len(self.scheduler.running), waiting=len(self.scheduler.waiting),
-                    **self.cache.usage())
+        out = dict(self.counters, running=len(self.scheduler.running), waiting=len(self.scheduler.waiting),
+                   **self.cache.usage())
+        store = getattr(self.model, "expert_store", None)
+        if store is not None:
+            tokens = self.counters["forward_tokens"]
+            out |= store.stats.to_dict() | {
+                "expert_bytes_per_token": store.stats.bytes_read / tokens if tokens else 0.0,
+                "compute_seconds": self.counters["forward_seconds"] - store.stats.wait_seconds}
+        return out

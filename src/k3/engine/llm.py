@@ -27,26 +27,30 @@ class LLM:
     max_num_seqs: sequences decoded together (one KDA state slot each).
     max_num_batched_tokens: tokens per step; longer prompts are prefilled in chunks of this size.
     cache_memory: bytes for KDA slots + the MLA latent cache ("2GiB", "512MB" or an int).
+    memory_budget: bytes for weights + cache_memory together ("24GB"); routed experts that do not fit
+    stream from the checkpoint's shards (bit-identical output). None: everything resident.
     tokenizer: a K3Tokenizer, a directory with tiktoken.model, or None to use the checkpoint's own
     tiktoken.model when it has one. With a tokenizer, prompts may be text and outputs carry `text`.
     """
 
     def __init__(self, model, dtype: torch.dtype | None = None, device: str = "cpu", *, max_num_seqs: int = 8,
                  max_num_batched_tokens: int = 512, cache_memory: int | str = "1GiB", block_size: int = 16,
-                 tokenizer=None, seed: int = 0):
+                 tokenizer=None, seed: int = 0, memory_budget: int | str | None = None):
+        cache_bytes = parse_size(cache_memory, "cache_memory")
         if isinstance(model, torch.nn.Module):
             self.model = model
         else:
             from k3.model.weights import load_model
 
-            self.model = load_model(model, dtype=dtype, device=device)
+            self.model = load_model(model, dtype=dtype, device=device, memory_budget=memory_budget,
+                                    state_bytes=cache_bytes)
             if tokenizer is None and (Path(model) / VOCAB_FILE).is_file():
                 tokenizer = model
         if isinstance(tokenizer, (str, Path)):
             tokenizer = K3Tokenizer.load(tokenizer)
         self.tokenizer = tokenizer
         self.engine = LLMEngine(self.model, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                                cache_memory=parse_size(cache_memory, "cache_memory"), block_size=block_size,
+                                cache_memory=cache_bytes, block_size=block_size,
                                 tokenizer=tokenizer, seed=seed)
 
     @property

@@ -1,7 +1,9 @@
-"""Banks of routed experts. The MoE layer calls `bank(e, z)` and cannot tell how weights are held.
+"""Banks of routed experts. The MoE layer asks `bank.iterate(experts)` for (expert, run) pairs in the
+order given and calls `run(z)`; it cannot tell how weights are held.
 
 `PackedExperts` keeps MXFP4 experts packed (4.25 bits/weight) and decodes them inside the matmul;
-`DenseExperts` holds unquantised experts (checkpoints without a quantization_config).
+`DenseExperts` holds unquantised experts (checkpoints without a quantization_config);
+`StreamedExperts` (streamed.py) reads packed experts from the shards through an expert store.
 """
 
 from __future__ import annotations
@@ -9,13 +11,32 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+import functools
+from collections.abc import Iterator
+
 from k3.ops.activation import glu
 from k3.ops.mxfp4 import dequantize, mxfp4_linear, quantize
 
 MATS = ("w1", "w3", "w2")
 
 
-class PackedExperts(nn.Module):
+def packed_expert(z: torch.Tensor, w: dict[str, torch.Tensor], group_size: int, act: str, beta: float,
+                  linear_beta: float | None) -> torch.Tensor:
+    """One MXFP4 expert: z [N, dim] -> [N, dim]; w holds w{1,3,2}_packed / _scale (uint8)."""
+    def mat(m: str, x: torch.Tensor) -> torch.Tensor:
+        return mxfp4_linear(x, w[f"{m}_packed"], w[f"{m}_scale"], group_size)
+
+    return mat("w2", glu(mat("w1", z), mat("w3", z), act, beta, linear_beta))
+
+
+class ExpertBank(nn.Module):
+    def iterate(self, experts: list[int]) -> Iterator[tuple[int, object]]:
+        """(expert, run) in the order given; run(z [N, dim]) -> [N, dim]."""
+        for e in experts:
+            yield e, functools.partial(self.forward, e)
+
+
+class PackedExperts(ExpertBank):
     """Buffers w{1,3,2}_packed [E, out, in/2] and w{1,3,2}_scale [E, out, in/g], uint8."""
 
     def __init__(self, num_experts: int, dim: int, inter: int, group_size: int, act: str, beta: float,
@@ -27,18 +48,13 @@ class PackedExperts(nn.Module):
             self.register_buffer(f"{mat}_packed", torch.empty(num_experts, out, inp // 2, dtype=torch.uint8))
             self.register_buffer(f"{mat}_scale", torch.empty(num_experts, out, inp // group_size, dtype=torch.uint8))
 
-    def _mat(self, mat: str, e: int, x: torch.Tensor) -> torch.Tensor:
-        packed = getattr(self, f"{mat}_packed")[e]
-        scale = getattr(self, f"{mat}_scale")[e]
-        return mxfp4_linear(x, packed, scale, self.group_size)
-
     def forward(self, e: int, z: torch.Tensor) -> torch.Tensor:
         """z [N, dim] -> [N, dim] in z.dtype."""
-        h = glu(self._mat("w1", e, z), self._mat("w3", e, z), self.act, self.beta, self.linear_beta)
-        return self._mat("w2", e, h)
+        w = {f"{m}_{k}": getattr(self, f"{m}_{k}")[e] for m in MATS for k in ("packed", "scale")}
+        return packed_expert(z, w, self.group_size, self.act, self.beta, self.linear_beta)
 
 
-class DenseExperts(nn.Module):
+class DenseExperts(ExpertBank):
     """Parameters w1, w3 [E, inter, dim] and w2 [E, dim, inter].
 
     With `fake_quant` on (quantisation-aware training), each use sees the weights rounded to MXFP4,

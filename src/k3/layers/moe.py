@@ -63,9 +63,9 @@ class LatentMoE(nn.Module):
     def _routed(self, z: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """z [N, d] -> sum_e w_e E_e(z) [N, d], accumulated in fp32, returned in z.dtype."""
         acc = torch.zeros(z.shape, dtype=torch.promote_types(z.dtype, torch.float32), device=z.device)
-        for e in torch.unique(ids).tolist():
+        for e, run_expert in self.experts.iterate(torch.unique(ids).tolist()):
             tok, slot = (ids == e).nonzero(as_tuple=True)
-            y = self.experts(e, z[tok])
+            y = run_expert(z[tok])
             acc.index_add_(0, tok, y.to(acc.dtype) * weights[tok, slot].unsqueeze(-1))
         return acc.to(z.dtype)
 

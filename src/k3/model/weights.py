@@ -21,6 +21,7 @@ from k3.checkpoint.reader import TEXT_PREFIX, CheckpointReader
 from k3.config import K3Config, load_config
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.model.k3 import K3ForCausalLM
+from k3.model.streaming import attach_streamed_experts, memory_plan
 from k3.ops.mxfp4 import MXFP4FormatError, check_scales
 
 # Recurrent-gate and small parameters the official code keeps in fp32 whatever the model dtype.
@@ -45,16 +46,24 @@ def resolve_dtypes(dtype: torch.dtype | None, device: torch.device) -> tuple[tor
     return torch.bfloat16, torch.bfloat16
 
 
-def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str | torch.device = "cpu"
-               ) -> K3ForCausalLM:
+def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str | torch.device = "cpu", *,
+               memory_budget: int | str | None = None, state_bytes: int = 0, io_threads: int = 4,
+               direct_io: bool = True) -> K3ForCausalLM:
+    """memory_budget (e.g. "24GB"): weights (+ `state_bytes` of sequence state) stay within it; routed
+    experts that do not fit are streamed from the shards (see k3.offload). `model.memory_plan` says how."""
     config = load_config(path)
     device = torch.device(device)
     storage, compute = resolve_dtypes(dtype, device)
+    plan = memory_plan(config, memory_budget, storage, device, state_bytes) if memory_budget is not None else None
     with torch.device("meta"):
         model = K3ForCausalLM(config, compute)
     reader = CheckpointReader(path)
     specs = expected_tensors(config)
     _check_names(reader, specs)
+    model.memory_plan, model.expert_store = plan, None
+    if plan is not None and plan.mode == "stream-experts":
+        model.expert_store = attach_streamed_experts(model, config, path, reader, plan, io_threads, direct_io)
+        specs = [s for s in specs if s.expert is None]
     banks = _allocate_banks(model, device, storage, reader)
     # Shard by shard: a converted shard's source pages are unmapped before the next one is read,
     # so peak memory stays near the loaded weights plus one shard.

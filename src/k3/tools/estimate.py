@@ -1,19 +1,14 @@
-"""A first-order memory plan and speed estimate for one decode step of batch 1.
-
-The trunk (everything but routed experts, less the embedding table, which is read a row at a time
-from its memory map) must be resident; routed experts are resident if they fit, otherwise the
-rest of the budget caches them and misses stream from disk. Below the trunk's size, the part of the
-trunk over budget streams too (every token). Routing is nearly flat under Quantile
-Balancing (CONTEXT §5.4), so the cache hit rate is taken as the cached fraction of experts.
-Seconds per token = resident active bytes / memory bandwidth + missed expert bytes / disk bandwidth.
+"""Speed estimate for `k3 doctor`: the memory plan of k3.offload, plus the one case it refuses - a
+budget below the trunk itself, where the part of the trunk over budget is read from disk every token.
+Seconds per token = resident active bytes / memory bandwidth + streamed bytes / disk bandwidth.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from k3.checkpoint.layout import expected_tensors
 from k3.config import K3Config
+from k3.offload.plan import plan_memory, weight_bytes
 
 
 @dataclass(frozen=True)
@@ -33,21 +28,16 @@ class Estimate:
 
 
 def estimate(c: K3Config, budget: int, mem_bw: float, disk_bw: float) -> Estimate:
-    specs = expected_tensors(c)
-    experts = sum(s.nbytes for s in specs if s.expert is not None)
-    embed = next(s.nbytes for s in specs if s.name == "model.embed_tokens.weight")
-    trunk = sum(s.nbytes for s in specs if s.expert is None) - embed
-    n_moe = len(c.moe_layers)
-    per_token = (experts // (n_moe * c.num_experts) * c.num_experts_per_token * n_moe) if n_moe else 0
-    if trunk > budget:  # part of the trunk streams too, every token (the slowest working plan)
-        streamed = (trunk - budget) + per_token
-        seconds = budget / mem_bw + streamed / disk_bw if mem_bw > 0 and disk_bw > 0 else None
+    trunk, _, experts = weight_bytes(c, None)
+    measured = mem_bw > 0 and disk_bw > 0
+    try:
+        p = plan_memory(c, budget)
+    except ValueError:  # the trunk does not fit: part of it streams too, every token
+        n_moe = len(c.moe_layers)
+        per_token = experts // (n_moe * c.num_experts) * c.num_experts_per_token * n_moe if n_moe else 0
+        streamed = max(0, trunk - budget) + per_token
+        seconds = min(budget, trunk) / mem_bw + streamed / disk_bw if measured else None
         return Estimate("stream-trunk", budget, trunk, experts, 0, per_token, 0.0, streamed, seconds)
-    cache = min(experts, budget - trunk)
-    hit = cache / experts if experts else 1.0
-    streamed = per_token * (1.0 - hit)
-    seconds = (trunk + per_token * hit) / mem_bw if mem_bw > 0 else 0.0
-    if streamed:
-        seconds = seconds + streamed / disk_bw if disk_bw > 0 else None
-    mode = "resident" if cache >= experts else "stream-experts"
-    return Estimate(mode, budget, trunk, experts, cache, per_token, hit, streamed, seconds)
+    seconds = p.seconds_per_token(disk_bw, mem_bw) if measured else None
+    return Estimate(p.mode, budget, p.trunk_bytes, experts, p.expert_cache_bytes, p.expert_bytes_per_token,
+                    p.expected_hit_rate, p.streamed_bytes_per_token, seconds)
