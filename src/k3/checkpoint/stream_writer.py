@@ -75,3 +75,35 @@ def _tensor_bytes(name: str, t: torch.Tensor, dtype: str, shape: tuple[int, ...]
         raise ValueError(f"{name}: got {t.dtype}{list(t.shape)}, header says {dtype}{list(shape)}")
     flat = t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8)
     return memoryview(flat.numpy()).cast("B")
+
+
+def write_sharded_streaming(out_dir: str | Path, entries: list[tuple[str, str, tuple[int, ...]]], make,
+                            num_shards: int = 2) -> list[Path]:
+    """The official sharded layout (`model-0000i-of-00000N.safetensors` + index), written tensor by
+    tensor: `make(name)` is called once per tensor, right before its bytes are written, so at most
+    one tensor is in memory. Entries of one expert (`...experts.{e}.`) stay in one shard."""
+    from k3.checkpoint.reader import INDEX_FILE
+    from k3.checkpoint.writer import atomic_write_text, groups_of, plan_shards, shard_name
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = {name: (dtype, tuple(shape)) for name, dtype, shape in entries}
+    sizes = [(name, math.prod(shape) * DTYPE_SIZES[dtype]) for name, dtype, shape in entries]
+    size_of = dict(sizes)
+    plan = plan_shards(groups_of(sizes), num_shards)
+    weight_map, total, files = {}, 0, []
+    for i, names in enumerate(plan):
+        fname = shard_name(i, len(plan))
+        writer = StreamingShardWriter(out / fname, [(n, *spec[n]) for n in names], metadata={"format": "pt"})
+        try:
+            for name in names:
+                writer.write(name, make(name))
+            files.append(writer.close())
+        except BaseException:
+            writer.abort()
+            raise
+        total += sum(size_of[n] for n in names)
+        weight_map.update({name: fname for name in names})
+    index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+    atomic_write_text(out / INDEX_FILE, json.dumps(index, indent=2))
+    return files

@@ -121,3 +121,19 @@ def mid(**changes) -> K3Config:
 
 
 PRESETS = {"k3": released, "tiny": tiny, "tiny-chat": tiny_chat, "tiny7": tiny7, "prose": prose, "mid": mid}
+
+
+def shrink(config: K3Config, layers: int | None = None, experts: int | None = None) -> K3Config:
+    """The first `layers` layers of `config` (its schedule kept) and/or `experts` routed experts per layer,
+    at full width: how real-dimension checkpoints fit a test or benchmark (`k3 synth --preset k3 --layers 4`)."""
+    changes: dict = {}
+    if layers is not None:
+        if not 1 <= layers <= config.num_hidden_layers:
+            raise ValueError(f"--layers must be between 1 and {config.num_hidden_layers}")
+        changes |= dict(num_hidden_layers=layers, layer_types=config.layer_types[:layers],
+                        mlp_types=config.mlp_types[:layers])
+    if experts is not None:
+        if experts < 1:
+            raise ValueError("--experts must be >= 1")
+        changes |= dict(num_experts=experts, num_experts_per_token=min(config.num_experts_per_token, experts))
+    return config.replace(**changes) if changes else config

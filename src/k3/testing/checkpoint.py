@@ -19,7 +19,8 @@ import torch
 from k3.chat.specials import NUM_SPECIAL
 from k3.checkpoint.layout import TensorSpec, expected_tensors
 from k3.checkpoint.reader import TEXT_PREFIX
-from k3.checkpoint.writer import atomic_write_text, groups_of, write_sharded
+from k3.checkpoint.stream_writer import write_sharded_streaming
+from k3.checkpoint.writer import atomic_write_text
 from k3.config import K3Config, to_hf_dict
 from k3.config.presets import tiny
 
@@ -37,12 +38,13 @@ def make_checkpoint(out_dir: str | Path, config: K3Config | None = None, *, seed
     out.mkdir(parents=True, exist_ok=True)
     specs = expected_tensors(config)
     makers = {TEXT_PREFIX + s.name: functools.partial(_random_tensor, s, config, seed) for s in specs}
-    entries = [(TEXT_PREFIX + s.name, s.nbytes) for s in specs]
+    entries = [(TEXT_PREFIX + s.name, s.dtype, s.shape) for s in specs]
     if with_vision:
         for name, shape in VISION_TENSORS.items():
             makers[name] = functools.partial(_randn, shape, seed, name, torch.bfloat16)
-            entries.append((name, 2 * math.prod(shape)))
-    write_sharded(out, groups_of(entries), makers, num_shards=num_shards)
+            entries.append((name, "BF16", shape))
+    # Tensor by tensor: real-dimension checkpoints (`k3 synth --preset k3`) never sit in memory whole.
+    write_sharded_streaming(out, entries, lambda name: makers[name](), num_shards=num_shards)
     atomic_write_text(out / "config.json", json.dumps(to_hf_dict(config), indent=2))
     gen = {"max_length": 1048576, "eos_token_id": config.eos_token_id}
     atomic_write_text(out / "generation_config.json", json.dumps(gen, indent=2))
@@ -77,8 +79,18 @@ def _stable_hash(name: str) -> int:
     return h
 
 
+ROWS_AT_ONCE = 2 ** 24  # elements per block when drawing big tensors (embeddings at real size are 1.2 G)
+
+
 def _randn(shape, seed: int, name: str, dtype: torch.dtype, std: float = 1.0, mean: float = 0.0) -> torch.Tensor:
-    return (torch.randn(shape, generator=_generator(seed, name)) * std + mean).to(dtype)
+    if math.prod(shape) <= ROWS_AT_ONCE or len(shape) < 2:
+        return (torch.randn(shape, generator=_generator(seed, name)) * std + mean).to(dtype)
+    out = torch.empty(shape, dtype=dtype)
+    rows = max(1, ROWS_AT_ONCE // math.prod(shape[1:]))
+    for i in range(0, shape[0], rows):  # block by block, each from its own seed: no fp32 copy of the whole
+        block = torch.randn((min(rows, shape[0] - i), *shape[1:]), generator=_generator(seed, f"{name}#{i}"))
+        out[i:i + rows] = block * std + mean
+    return out
 
 
 def _random_tensor(spec: TensorSpec, c: K3Config, seed: int) -> torch.Tensor:
