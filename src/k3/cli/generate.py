@@ -8,7 +8,7 @@ import time
 
 def add_arguments(p) -> None:
     p.add_argument("--model", help="checkpoint directory (default: the bundled model trained on English prose)")
-    prompt = p.add_mutually_exclusive_group(required=True)
+    prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", help="prompt text (needs the checkpoint's tiktoken.model); streams text")
     prompt.add_argument("--prompt-ids", help="comma-separated token ids; streams token ids")
     p.add_argument("--max-tokens", type=int, default=32)
@@ -20,6 +20,10 @@ def add_arguments(p) -> None:
     p.add_argument("--cache-memory", default="512MiB", help="KDA slots + MLA cache budget")
     p.add_argument("--tokenizer", help="directory with tiktoken.model (default: the checkpoint's own)")
     p.add_argument("--memory-budget", help="weights + cache within this (e.g. 24GB); experts that do not fit stream")
+    p.add_argument("--save-state", metavar="FILE", help="write the sequence state here when generation ends")
+    p.add_argument("--resume-state", metavar="FILE",
+                   help="continue from a saved state (its tokens are not computed again); with --prompt-ids, "
+                        "they must begin with the saved tokens")
 
 
 def _ids(text: str) -> list[int]:
@@ -42,10 +46,13 @@ def run(args) -> int:
     if getattr(llm.model, "memory_plan", None) is not None:
         print(describe_plan(llm.model.memory_plan), file=sys.stderr)
     prompt = _ids(args.prompt_ids) if args.prompt_ids is not None else args.prompt
+    if prompt is None and not args.resume_state:
+        raise ValueError("give --prompt, --prompt-ids or --resume-state")
     start = time.perf_counter()
     first = last = None
     shown = ""
-    for out in llm.stream([prompt], params):
+    for out in llm.stream(None if prompt is None else [prompt], params, save_state=args.save_state,
+                          resume_from=args.resume_state):
         first = first or time.perf_counter()
         if args.prompt is not None:
             print(out.text[len(shown):], end="", flush=True)

@@ -13,10 +13,12 @@ import time
 
 import torch
 
-from k3.engine.cache.manager import CacheManager, plan_capacity
+from k3.engine.cache.manager import CacheManager, fit_capacity
+from k3.engine.offload import StateOffloader
 from k3.engine.detokenize import OutputText
 from k3.engine.request import Request, RequestOutput, SamplingParams, Status, TokenLogprob
 from k3.engine.scheduler import ScheduledChunk, Scheduler
+from k3.engine.state_file import check_resumable, model_fingerprint, save_state
 from k3.layers.batch import ForwardBatch
 from k3.ops.sampling import apply_penalties, sample_token, top_logprobs
 
@@ -25,13 +27,20 @@ log = logging.getLogger("k3.engine")
 
 class LLMEngine:
     def __init__(self, model, *, max_num_seqs: int = 8, max_num_batched_tokens: int = 512,
-                 cache_memory: int = 2 ** 30, block_size: int = 16, tokenizer=None, seed: int = 0):
+                 cache_memory: int = 2 ** 30, block_size: int = 16, tokenizer=None, seed: int = 0,
+                 max_resident_seqs: int | None = None, state_offload_dir: str | None = None):
+        """max_resident_seqs: sequences whose state is in memory at once (default: as many of max_num_seqs
+        as cache_memory holds). Fewer than max_num_seqs turns on state offload: the others' state waits
+        on disk (in state_offload_dir, default a private temporary directory) until their turn."""
         self.model = model
         device = next(iter(model.parameters()), torch.empty(0)).device
         spec = model.state_spec()
-        self.capacity = plan_capacity(spec, cache_memory, max_num_seqs, block_size, model.compute_dtype)
+        self.capacity = fit_capacity(spec, cache_memory, max_num_seqs, max_resident_seqs, block_size,
+                                     model.compute_dtype)
         self.cache = CacheManager(spec, self.capacity, model.compute_dtype, device)
-        self.scheduler = Scheduler(self.cache, max_num_seqs, max_num_batched_tokens)
+        self.offloader = (StateOffloader(state_offload_dir, spec.kda_layers, spec.mla_layers)
+                          if self.capacity.max_seqs < max_num_seqs else None)
+        self.scheduler = Scheduler(self.cache, max_num_seqs, max_num_batched_tokens, self.offloader)
         self.tokenizer = tokenizer
         self.eos_token_id = model.config.eos_token_id
         self.vocab_size = model.config.vocab_size
@@ -44,9 +53,13 @@ class LLMEngine:
         log.info(self.capacity.describe())
 
     def add_request(self, prompt_ids: list[int], params: SamplingParams | None = None,
-                    request_id: str | None = None) -> str:
+                    request_id: str | None = None, *, resume_state=None, save_state_path: str | None = None) -> str:
+        """resume_state: a SequenceState whose tokens begin `prompt_ids`; they are not computed again.
+        save_state_path: when the request finishes, its state is written there (see `k3.engine.state_file`)."""
         params = params or SamplingParams()
         prompt = self._check_prompt(prompt_ids)
+        if resume_state is not None:
+            check_resumable(resume_state, prompt)
         if params.stop and self.tokenizer is None:
             raise ValueError("SamplingParams.stop: stop strings need a tokenizer to detokenize; "
                              "use stop_token_ids, or give the engine a tokenizer")
@@ -59,7 +72,8 @@ class LLMEngine:
         if request_id in self.requests:
             raise ValueError(f"request_id {request_id!r} is already in use")
         seed = params.seed if params.seed is not None else self._seeds.getrandbits(63)
-        req = Request(request_id, prompt, params, self._arrivals, torch.Generator().manual_seed(seed))
+        req = Request(request_id, prompt, params, self._arrivals, torch.Generator().manual_seed(seed),
+                      initial_state=resume_state, save_state_path=save_state_path)
         if self.tokenizer is not None:
             req.detok = OutputText(self.tokenizer, params.stop, params.skip_special_tokens)
         self._arrivals += 1
@@ -148,12 +162,25 @@ class LLMEngine:
         return self._output(req, [token])
 
     def _finish(self, req: Request, reason: str, new: list[int], error: str | None = None) -> RequestOutput:
+        if req.save_state_path and reason in ("stop", "length"):
+            self._save(req)
         req.status, req.finish_reason, req.error = Status.FINISHED, reason, error
         self.scheduler.remove(req)
         self.requests.pop(req.request_id, None)
         self.counters["finished"] += 1
         self.counters["errors"] += reason == "error"
         return self._output(req, new)
+
+    def _save(self, req: Request) -> None:
+        state = self.cache.export(req.request_id, req.num_computed)
+        state.token_ids, state.pending_ids = req.all_ids[:req.num_computed], req.all_ids[req.num_computed:]
+        save_state(req.save_state_path, state, self.fingerprint, self.model.compute_dtype)
+
+    @property
+    def fingerprint(self) -> str:
+        if not hasattr(self, "_fingerprint"):
+            self._fingerprint = model_fingerprint(self.model)
+        return self._fingerprint
 
     def _output(self, req: Request, new: list[int]) -> RequestOutput:
         done = req.status == Status.FINISHED
@@ -163,7 +190,9 @@ class LLMEngine:
 
     def stats(self) -> dict:
         out = dict(self.counters, running=len(self.scheduler.running), waiting=len(self.scheduler.waiting),
-                   **self.cache.usage())
+                   swapped=len(self.scheduler.swapped), **self.cache.usage())
+        if self.offloader is not None:
+            out |= self.offloader.counters
         store = getattr(self.model, "expert_store", None)
         if store is not None:
             tokens = self.counters["forward_tokens"]

@@ -35,7 +35,8 @@ class LLM:
 
     def __init__(self, model, dtype: torch.dtype | None = None, device: str = "cpu", *, max_num_seqs: int = 8,
                  max_num_batched_tokens: int = 512, cache_memory: int | str = "1GiB", block_size: int = 16,
-                 tokenizer=None, seed: int = 0, memory_budget: int | str | None = None):
+                 tokenizer=None, seed: int = 0, memory_budget: int | str | None = None,
+                 max_resident_seqs: int | None = None, state_offload_dir: str | None = None):
         cache_bytes = parse_size(cache_memory, "cache_memory")
         if isinstance(model, torch.nn.Module):
             self.model = model
@@ -51,34 +52,46 @@ class LLM:
         self.tokenizer = tokenizer
         self.engine = LLMEngine(self.model, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                 cache_memory=cache_bytes, block_size=block_size,
-                                tokenizer=tokenizer, seed=seed)
+                                tokenizer=tokenizer, seed=seed, max_resident_seqs=max_resident_seqs,
+                                state_offload_dir=state_offload_dir)
 
     @property
     def capacity(self):
         return self.engine.capacity
 
-    def generate(self, prompts, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None
-                 ) -> list[RequestOutput]:
-        """prompts: one token-id list or a list of them -> one finished RequestOutput per prompt, in order."""
+    def generate(self, prompts=None, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,
+                 save_state=None, resume_from=None) -> list[RequestOutput]:
+        """prompts: one token-id list or a list of them -> one finished RequestOutput per prompt, in order.
+
+        save_state: a path (or one per prompt): when a request finishes, its state (KDA, MLA cache, token
+        ids) is written there. resume_from: a saved state file (or one per prompt); its tokens are not
+        computed again. With resume_from and no prompts, generation continues exactly where it stopped."""
         finals: dict[str, RequestOutput] = {}
         order: list[str] = []
-        for out in self._run(prompts, sampling_params, order):
+        for out in self._run(prompts, sampling_params, order, save_state, resume_from):
             if out.finished:
                 finals[out.request_id] = out
         return [finals[r] for r in order]
 
-    def stream(self, prompts, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None
-               ) -> Iterator[RequestOutput]:
+    def stream(self, prompts=None, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,
+               save_state=None, resume_from=None) -> Iterator[RequestOutput]:
         """Yields a RequestOutput each time a request gains a token or finishes. Closing the
-        iterator early aborts the requests still running."""
-        yield from self._run(prompts, sampling_params, [])
+        iterator early aborts the requests still running. save_state/resume_from as in `generate`."""
+        yield from self._run(prompts, sampling_params, [], save_state, resume_from)
 
-    def _run(self, prompts, sampling_params, order: list[str]) -> Iterator[RequestOutput]:
+    def _run(self, prompts, sampling_params, order: list[str], save_state=None, resume_from=None
+             ) -> Iterator[RequestOutput]:
+        states = self._load_states(resume_from)
+        if prompts is None and states:
+            prompts = [s.token_ids + s.pending_ids for s in states]
         prompt_list = self._prompt_list(prompts)
         params = self._params_list(sampling_params, len(prompt_list))
+        saves = _per_prompt(save_state, len(prompt_list), "save_state")
+        states = _per_prompt(states if states else None, len(prompt_list), "resume_from")
         try:
-            for prompt, p in zip(prompt_list, params):
-                order.append(self.engine.add_request(prompt, p))
+            for prompt, p, save, state in zip(prompt_list, params, saves, states):
+                order.append(self.engine.add_request(prompt, p, resume_state=state,
+                                                     save_state_path=None if save is None else str(save)))
             pending = set(order)
             while pending:
                 for out in self.engine.step():
@@ -103,6 +116,14 @@ class LLM:
         outs = self.generate(prompts, sampling_params)
         return [ChatOutput(o, parse_message(tok, o.token_ids, thinking=thinking)) for o in outs]
 
+    def _load_states(self, resume_from) -> list:
+        if resume_from is None:
+            return []
+        from k3.engine.state_file import load_state
+
+        paths = [resume_from] if isinstance(resume_from, (str, Path)) else list(resume_from)
+        return [load_state(p, self.engine.fingerprint, self.model.compute_dtype) for p in paths]
+
     def _need_tokenizer(self, what: str):
         if self.tokenizer is None:
             raise ValueError(f"{what}: needs a tokenizer; pass tokenizer=DIR (with tiktoken.model) or token ids")
@@ -126,3 +147,12 @@ class LLM:
         if len(params) != n:
             raise ValueError(f"sampling_params: {len(params)} given for {n} prompts")
         return params
+
+
+def _per_prompt(value, n: int, name: str) -> list:
+    if value is None:
+        return [None] * n
+    values = [value] if isinstance(value, (str, Path)) else list(value)
+    if len(values) != n:
+        raise ValueError(f"{name}: {len(values)} given for {n} prompts")
+    return values

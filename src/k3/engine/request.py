@@ -111,6 +111,9 @@ class Request:
     num_computed: int = 0            # tokens whose state is in the cache
     last_scheduled: int = -1         # step number, for round-robin fairness
     first_token_time: float | None = None
+    initial_state: object | None = None     # SequenceState to resume from (imported at admission)
+    save_state_path: str | None = None       # write the state here when the request finishes
+    resident_since: int = 0                  # step its state last entered the pools (state offload)
 
     @property
     def text(self) -> str | None:

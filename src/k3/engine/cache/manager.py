@@ -13,6 +13,7 @@ import torch
 
 from k3.engine.cache.blocks import BlockPool
 from k3.engine.cache.slots import SlotPool
+from k3.engine.cache.snapshot import SequenceState, export_state, import_state
 from k3.layers.state import StateSpec
 
 
@@ -53,6 +54,23 @@ def plan_capacity(spec: StateSpec, budget_bytes: int, max_num_seqs: int, block_s
     return Capacity(max_num_seqs, num_blocks, block_size, slot, token)
 
 
+def fit_capacity(spec: StateSpec, budget_bytes: int, max_num_seqs: int, max_resident_seqs: int | None,
+                 block_size: int, dtype: torch.dtype) -> Capacity:
+    """`max_resident_seqs` slots if given; otherwise as many of `max_num_seqs` as the budget holds
+    (at least one; fewer than max_num_seqs means the engine offloads waiting sequences' state)."""
+    if max_resident_seqs is not None:
+        if not 1 <= max_resident_seqs <= max_num_seqs:
+            raise ValueError(f"max_resident_seqs must be in 1..max_num_seqs ({max_num_seqs})")
+        return plan_capacity(spec, budget_bytes, max_resident_seqs, block_size, dtype)
+    for seqs in range(max_num_seqs, 0, -1):
+        try:
+            return plan_capacity(spec, budget_bytes, seqs, block_size, dtype)
+        except ValueError:
+            if seqs == 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 class CacheManager:
     def __init__(self, spec: StateSpec, capacity: Capacity, dtype: torch.dtype, device: torch.device):
         self.spec, self.capacity = spec, capacity
@@ -78,6 +96,14 @@ class CacheManager:
         if request_id in self._slot:
             self.slots.release(self._slot.pop(request_id))
             self.blocks.release(self._table.pop(request_id))
+
+    def export(self, request_id: str, num_tokens: int) -> SequenceState:
+        """A copy of the request's state for its first `num_tokens` tokens (token ids filled by the caller)."""
+        return export_state(self.slots, self.blocks, self._slot[request_id], self._table[request_id], num_tokens)
+
+    def import_state(self, request_id: str, state: SequenceState) -> None:
+        """Write a saved state into the request's freshly admitted slot and blocks."""
+        import_state(self.slots, self.blocks, self._slot[request_id], self._table[request_id], state)
 
     def layer_views(self, request_ids: list[str], context_lens: tuple[int, ...], num_layers: int) -> list:
         slots = [self._slot[r] for r in request_ids]
