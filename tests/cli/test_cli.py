@@ -138,3 +138,37 @@ def test_synth_writes_tensor_by_tensor_and_slices_real_configs(tmp_path):
     raw = _json.loads((tmp_path / "slice" / "config.json").read_text())["text_config"]
     assert raw["num_hidden_layers"] == 3 and raw["num_experts"] == 5 and raw["hidden_size"] == 1024
     assert main(["verify", str(tmp_path / "slice")]) == 0
+
+
+def test_plan_released_config(capsys):
+    assert main(["plan", "k3", "--memory-budget", "200GB", "--disk-bandwidth", "3GB", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["mode"] == "stream-experts" and plan["expert_bytes_per_token"] == 25_829_572_608
+    assert plan["resident_bytes"] <= 200e9 and plan["seconds_per_token"] > plan["streamed_bytes_per_token"] / 3e9
+    assert main(["plan", "k3", "--memory-budget", "64GB", "--disk-bandwidth", "3GB"]) == 2
+    assert "too small" in capsys.readouterr().err
+
+
+def test_generate_save_and_resume_state(tiny_checkpoint, tmp_path, capsys):
+    def ids(args):
+        assert main(["generate", "--model", str(tiny_checkpoint), "--max-tokens", *args]) == 0
+        return [int(t) for t in capsys.readouterr().out.split("\n")[0].split()]
+
+    whole = ids(["7", "--prompt-ids", "1,2,3", "--ignore-eos"])
+    first = ids(["3", "--prompt-ids", "1,2,3", "--ignore-eos", "--save-state", str(tmp_path / "s")])
+    rest = ids(["4", "--resume-state", str(tmp_path / "s"), "--ignore-eos"])
+    assert first + rest == whole
+    assert main(["generate", "--model", str(tiny_checkpoint), "--resume-state", str(tmp_path / "nope")]) == 2
+
+
+def test_generate_with_a_memory_budget_reports_streaming(tiny_checkpoint, capsys):
+    from k3.config import load_config
+    from k3.offload import plan_memory
+
+    p = plan_memory(load_config(tiny_checkpoint), 10 ** 12, state_bytes=8 * 2 ** 20)
+    budget = p.trunk_bytes + p.state_bytes + 3 * p.expert_bytes
+    assert main(["generate", "--model", str(tiny_checkpoint), "--prompt-ids", "1,2,3", "--max-tokens", "4",
+                 "--cache-memory", "8MiB", "--memory-budget", str(budget)]) == 0
+    out = capsys.readouterr()
+    assert "memory plan: stream-experts" in out.err
+    assert "GB read per token" in out.out and "hit rate" in out.out

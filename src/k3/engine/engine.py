@@ -38,7 +38,7 @@ class LLMEngine:
         self.capacity = fit_capacity(spec, cache_memory, max_num_seqs, max_resident_seqs, block_size,
                                      model.compute_dtype)
         self.cache = CacheManager(spec, self.capacity, model.compute_dtype, device)
-        self.offloader = (StateOffloader(state_offload_dir, spec.kda_layers, spec.mla_layers)
+        self.offloader = (StateOffloader(state_offload_dir, spec.kda_layers, spec.mla_layers, device)
                           if self.capacity.max_seqs < max_num_seqs else None)
         self.scheduler = Scheduler(self.cache, max_num_seqs, max_num_batched_tokens, self.offloader)
         self.tokenizer = tokenizer

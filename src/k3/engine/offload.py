@@ -1,6 +1,7 @@
 """Sequence state held outside the pools while its sequence waits its turn (state offload).
 
-`put` takes a swapped-out state and writes it to a file in the background (or keeps it in memory);
+`put` takes a swapped-out state and writes it to a file in the background (on a GPU without a
+directory given: copies it to host memory instead);
 `prefetch` starts reading a state back before its sequence's next turn; `take` returns it, waiting
 only for what is still in flight. Files are private to the engine and removed once read back.
 """
@@ -18,7 +19,10 @@ from k3.engine.cache.snapshot import SequenceState
 
 
 class StateOffloader:
-    def __init__(self, directory: str | Path | None, kda_layers, mla_layers):
+    def __init__(self, directory: str | Path | None, kda_layers, mla_layers, device: torch.device | None = None):
+        self.device = device or torch.device("cpu")
+        self.to_host = directory is None and self.device.type != "cpu"
+        self._host: dict[str, dict[str, torch.Tensor]] = {}
         self._owned = None if directory else tempfile.TemporaryDirectory(prefix="k3-state-offload-")
         self.dir = Path(directory or self._owned.name)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -41,6 +45,9 @@ class StateOffloader:
         self.counters["swap_outs"] += 1
         self.counters["offload_bytes_written"] += state.nbytes
         tensors = {k: v.contiguous() for k, v in state.tensors().items()}
+        if self.to_host:
+            self._host[request_id] = {k: v.to("cpu", non_blocking=True) for k, v in tensors.items()}
+            return
         self._writes[request_id] = self._pool.submit(save_file, tensors, str(self._path(request_id)))
 
     def holds(self, request_id: str) -> bool:
@@ -51,9 +58,10 @@ class StateOffloader:
             self._reads[request_id] = self._pool.submit(self._read, request_id)
 
     def _read(self, request_id: str) -> dict[str, torch.Tensor]:
+        if self.to_host:
+            return {k: v.to(self.device, non_blocking=True) for k, v in self._host.pop(request_id).items()}
         self._writes[request_id].result()
-        tensors = load_file(str(self._path(request_id)))
-        return tensors
+        return {k: v.to(self.device) for k, v in load_file(str(self._path(request_id))).items()}
 
     def take(self, request_id: str) -> SequenceState:
         self.prefetch(request_id)
@@ -71,6 +79,7 @@ class StateOffloader:
         """Forget a request's offloaded state (finished or aborted while swapped out)."""
         if self._ids.pop(request_id, None) is None:
             return
+        self._host.pop(request_id, None)
         for futures in (self._writes, self._reads):
             f = futures.pop(request_id, None)
             if f is not None:
