@@ -56,3 +56,13 @@ def test_tiny_temperatures_are_greedy_not_nan():
     logits = torch.randn(100) * 50
     for t in (1e-300, 1e-9, 9e-6):
         assert sample_token(logits, t, 0, 1.0, 0.0, torch.Generator()) == int(logits.argmax())
+
+
+def test_extreme_logits_still_sample():
+    """Found by the server fuzz test: a tiny repetition_penalty turns logits into +-inf/NaN."""
+    g = torch.Generator().manual_seed(0)
+    logits = torch.tensor([1.0, float("inf"), -2.0, float("nan")])
+    assert sample_token(logits, 1.0, 0, 1.0, 0.0, g) == 1          # +inf dominates, NaN never drawn
+    penalised = apply_penalties(torch.tensor([3.0, 2.0, -1.0]), [0, 1], [], 1e-30, 0.0, 0.0)
+    assert sample_token(penalised, 0.7, 0, 0.9, 0.05, g) in (0, 1, 2)
+    assert sample_token(torch.full((4,), float("-inf")), 1.0, 0, 1.0, 0.0, g) in range(4)

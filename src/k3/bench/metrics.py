@@ -49,6 +49,7 @@ def summarize(records: list[RequestRecord], duration: float, slos: dict[str, flo
         "duration_s": duration,
         "total_input_tokens": in_tokens, "total_output_tokens": out_tokens,
         "reasoning_tokens": sum(r.reasoning_tokens for r in ok),
+        "no_visible_output": sum(r.first_visible is None for r in ok),  # all reasoning (truncated thinking)
         "request_throughput": len(ok) / duration if duration > 0 else 0.0,
         "output_throughput": out_tokens / duration if duration > 0 else 0.0,
         "total_token_throughput": (in_tokens + out_tokens) / duration if duration > 0 else 0.0,

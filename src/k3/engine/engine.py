@@ -115,7 +115,14 @@ class LLMEngine:
             c.request.num_computed += c.num_tokens
             if c.request.num_computed <= len(c.request.prompt_ids):
                 self.counters["prompt_tokens"] += c.num_tokens
-        return [self._sample(req, logits[row]) for row, req in enumerate(sampled)]
+        return [self._sample_or_fail(req, logits[row]) for row, req in enumerate(sampled)]
+
+    def _sample_or_fail(self, req: Request, row: torch.Tensor) -> RequestOutput:
+        try:
+            return self._sample(req, row)
+        except Exception as e:  # a sampling failure fails its request, never the engine loop
+            log.exception("sampling failed")
+            return self._finish(req, "error", [], f"sampling failed: {type(e).__name__}: {e}")
 
     def _run(self, chunks: list[ScheduledChunk]) -> tuple[torch.Tensor, list[Request]]:
         ids = [t for c in chunks for t in c.request.all_ids[c.request.num_computed:c.request.num_computed + c.num_tokens]]

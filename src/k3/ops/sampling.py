@@ -51,7 +51,12 @@ def sample_token(logits: torch.Tensor, temperature: float, top_k: int, top_p: fl
     dividing by them would overflow to inf and make the softmax NaN."""
     if temperature < GREEDY_BELOW:
         return int(torch.argmax(logits))
-    filtered = filter_logits(logits / temperature, top_k, top_p, min_p)
+    # Extreme penalties or temperatures can push logits to +-inf; +inf becomes the largest float
+    # (that token dominates), NaN is dropped, so the softmax below stays a distribution.
+    scaled = torch.nan_to_num(logits / temperature, nan=float("-inf"), posinf=torch.finfo(logits.dtype).max)
+    filtered = filter_logits(scaled, top_k, top_p, min_p)
+    if not bool(torch.isfinite(filtered).any()):
+        return int(torch.argmax(scaled))
     probs = torch.softmax(filtered, dim=-1)
     return int(torch.multinomial(probs, 1, generator=generator))
 

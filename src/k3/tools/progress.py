@@ -22,3 +22,19 @@ def byte_progress(label: str, total: int | None = None, enabled: bool | None = N
     with Progress(*columns, transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda n: bar.advance(task, n)
+
+
+@contextlib.contextmanager
+def count_progress(label: str, total: int, enabled: bool | None = None):
+    """Yields `tick()`, one per finished item; a bar with rate and ETA on a terminal."""
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled:
+        yield lambda: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda: bar.advance(task)

@@ -1,0 +1,82 @@
+"""Benchmark requests against the in-process k3 engine (through the same async bridge `k3 serve`
+uses), recording when each token arrived; adds what only a local run can see: peak RSS and the
+expert-streaming counters (GB read per token, hit rate, bandwidth)."""
+
+from __future__ import annotations
+
+import time
+
+from k3.bench.records import RequestRecord
+from k3.bench.workloads import BenchPrompt
+from k3.engine import LLM, SamplingParams
+from k3.serve.async_engine import AsyncEngine
+
+
+def peak_rss() -> int | None:
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+class LocalClient:
+    def __init__(self, model: str, *, memory_budget: str | None = None, cache_memory: str = "1GiB",
+                 max_num_seqs: int = 8, max_num_batched_tokens: int = 512, ignore_eos: bool = True,
+                 temperature: float = 0.0):
+        self.llm = LLM(model, max_num_seqs=max_num_seqs, cache_memory=cache_memory, memory_budget=memory_budget,
+                       max_num_batched_tokens=max_num_batched_tokens)
+        self.engine = AsyncEngine(self.llm.engine, max_queued=10 ** 6)
+        self.ignore_eos, self.temperature = ignore_eos, temperature
+        self.vocab_size = self.llm.model.config.vocab_size
+
+    async def prepare(self) -> None:
+        return None
+
+    def prompt_ids(self, p: BenchPrompt) -> list[int]:
+        if p.ids is not None:
+            return [t % self.vocab_size for t in p.ids]
+        tok = self.llm.tokenizer
+        if tok is None:
+            raise ValueError("text or chat prompts need the checkpoint's tokenizer (tiktoken.model)")
+        if p.messages is not None:
+            from k3.chat import render
+
+            return tok.encode_segments(render(p.messages))
+        return tok.encode(p.text, special=False)
+
+    async def send(self, p: BenchPrompt, record: RequestRecord) -> None:
+        params = SamplingParams(max_tokens=p.max_tokens, temperature=self.temperature, ignore_eos=self.ignore_eos)
+        record.start = time.perf_counter()
+        try:
+            ids = self.prompt_ids(p)
+            record.prompt_tokens = len(ids)
+            async for out in self.engine.generate(ids, params):
+                now = time.perf_counter()
+                if out.new_token_ids:
+                    record.first_token = record.first_token or now
+                    record.first_visible = record.first_visible or now
+                    record.chunk_times.append(now)
+                    record.output_tokens += len(out.new_token_ids)
+                if out.finished:
+                    record.end = now
+                    if out.finish_reason == "error":
+                        record.error = out.error or "engine error"
+        except ValueError as e:
+            record.error = f"rejected: {e}"
+
+    def local_stats(self) -> dict:
+        stats = self.llm.engine.stats()
+        out = {"peak_rss_bytes": peak_rss()}
+        keys = ("expert_bytes_per_token", "expert_hit_rate", "read_bytes_per_s", "expert_bytes_read",
+                "wait_seconds", "compute_seconds")
+        out |= {k: stats.get(k, 0.0) for k in keys}  # zeros when every expert is resident
+        out["gb_read_per_token"] = out["expert_bytes_per_token"] / 1e9
+        plan = getattr(self.llm.model, "memory_plan", None)
+        out["memory_plan"] = plan.mode if plan is not None else "resident"
+        return out
+
+    async def close(self) -> None:
+        self.engine.shutdown()

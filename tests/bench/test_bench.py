@@ -1,0 +1,103 @@
+"""k3 bench: every metric against hand-computed values from a scripted server; failures counted,
+not crashed on; a local in-process run fills every field of the JSON."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from fake_openai import FakeOpenAI, Script
+
+from k3.bench.main import run_bench
+from k3.bench.openai_client import OpenAIClient
+from k3.bench.workloads import fixed, multi_turn
+from k3.cli.main import main
+
+TOL = 0.04  # seconds: scheduling noise on a loaded 2-core machine
+
+
+def args(**kw):
+    base = dict(concurrency=1, request_rate=float("inf"), warmup=0, seed=0, goodput=None)
+    return SimpleNamespace(**(base | kw))
+
+
+def test_metrics_equal_hand_computed_values():
+    scripts = [Script(first_delay=0.3, gap=0.1, reasoning=2, content=3)]
+    with FakeOpenAI(scripts) as server:
+        client = OpenAIClient(server.url, "chat", model="fake-k3")
+        result, records = run_bench(client, fixed(3, 8, 5, 1000, 0), args(goodput=["ttft:400", "tpot:50"]))
+    assert result["completed"] == 3 and result["failed"] == 0
+    # Per request: TTFT 0.3 s; 5 chunks 0.1 s apart; E2E 0.3 + 4 x 0.1; TPOT (E2E - TTFT) / 4 = 0.1;
+    # first visible token after the 2 reasoning chunks: 0.3 + 2 x 0.1.
+    for key, want in (("ttft_ms", 300), ("tpot_ms", 100), ("itl_ms", 100), ("e2el_ms", 700), ("ttfvt_ms", 500)):
+        for stat in ("mean", "p50", "p99"):
+            assert result[key][stat] == pytest.approx(want, abs=TOL * 1000), (key, stat)
+    assert result["total_output_tokens"] == 15 and result["reasoning_tokens"] == 6
+    assert result["total_input_tokens"] == 3 * 17  # from the server's usage
+    assert result["duration_s"] == pytest.approx(3 * 0.7, abs=3 * TOL)
+    assert result["request_throughput"] == pytest.approx(3 / result["duration_s"])
+    assert result["output_throughput"] == pytest.approx(15 / result["duration_s"])
+    assert result["total_token_throughput"] == pytest.approx((15 + 51) / result["duration_s"])
+    assert result["goodput"] == 0.0  # TPOT 100 ms misses the 50 ms SLO
+    assert all(len(r.itl) == 4 for r in records)
+
+
+def test_failures_are_counted_with_reasons():
+    scripts = [Script(), Script(status=500), Script(malformed_at=1), Script(stall=2.0), Script(no_done=True),
+               Script(content=0, usage=False)]
+    with FakeOpenAI(scripts) as server:
+        client = OpenAIClient(server.url, "chat", model="fake-k3", timeout=0.8)
+        result, _ = run_bench(client, fixed(6, 8, 5, 1000, 0), args(goodput=["ttft:1000"]))
+    assert result["completed"] == 1 and result["failed"] == 5
+    reasons = " | ".join(result["failure_reasons"])
+    for fragment in ("HTTP 500", "malformed stream chunk", "timeout", "without [DONE]", "no tokens"):
+        assert fragment in reasons
+    assert result["good_requests"] == 1
+
+
+def test_request_rate_concurrency_and_multi_turn_order():
+    with FakeOpenAI([Script(first_delay=0.05, gap=0.01)]) as server:
+        client = OpenAIClient(server.url, "completions", model="fake-k3")
+        prompts = multi_turn(2, 3, 4, 3, 1000, 0)
+        result, records = run_bench(client, prompts, args(concurrency=2, request_rate=50.0))
+        bodies = server.served
+    assert result["completed"] == 6
+    for r in records:  # each turn starts after its conversation's previous turn ended
+        p = prompts[r.index]
+        if p.after is not None:
+            assert r.start >= records[p.after].end
+    assert all(isinstance(b["prompt"], list) for b in bodies)  # completions get token ids
+
+
+def test_local_run_fills_every_field(tiny_checkpoint, tmp_path, capsys):
+    code = main(["bench", "--model", str(tiny_checkpoint), "--num-prompts", "4", "--input-len", "9",
+                 "--output-len", "5", "--concurrency", "2", "--goodput", "ttft:5000", "--cache-memory", "8MiB",
+                 "--save", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png")])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["completed"] == 4 and result["total_output_tokens"] == 20
+    for key in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "ttfvt_ms"):
+        assert all(v is not None and v >= 0 for v in result[key].values()), key
+    for key in ("request_throughput", "output_throughput", "total_token_throughput", "goodput", "duration_s"):
+        assert result[key] > 0
+    local = result["local"]
+    assert local["peak_rss_bytes"] > 0 and local["memory_plan"] == "resident"
+    for key in ("gb_read_per_token", "expert_hit_rate", "read_bytes_per_s", "wait_seconds"):
+        assert local[key] is not None
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert len(saved["requests"]) == 4 and (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_local_context_sweep_with_streamed_experts(tiny_checkpoint, capsys):
+    from k3.config import load_config
+    from k3.offload import plan_memory
+
+    p = plan_memory(load_config(tiny_checkpoint), 10 ** 12, state_bytes=8 * 2 ** 20)
+    budget = p.trunk_bytes + p.state_bytes + 4 * p.expert_bytes
+    assert main(["bench", "--model", str(tiny_checkpoint), "--workload", "context-sweep", "--contexts", "8,32,64",
+                 "--per-context", "1", "--output-len", "4", "--concurrency", "1", "--cache-memory", "8MiB",
+                 "--memory-budget", str(budget)]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert sorted(int(c) for c in result["by_context"]) == [8, 32, 64]
+    assert result["local"]["memory_plan"] == "stream-experts" and result["local"]["gb_read_per_token"] > 0
