@@ -56,8 +56,9 @@ def test_default_dtype_keeps_bf16_weights_and_computes_fp32(tiny_checkpoint, mod
     assert model.model.layers[0].self_attn.A_log.dtype == torch.float32
     assert model.model.layers[1].block_sparse_moe.experts.w1_packed.dtype == torch.uint8
     ids = _ids(1, 19)
-    # bf16 checkpoint values upcast exactly, so the compact model is the fp32 model.
-    assert_close("compact vs fp32", model(ids), models[torch.float32](ids), 1e-6)
+    # bf16 checkpoint values upcast exactly, so the compact model is the fp32 model, up to fp32
+    # summation order (decode-sized products run in the native GEMV, the fp32 model in MKL).
+    assert_close("compact vs fp32", model(ids), models[torch.float32](ids), 2e-5)
 
 
 def test_bf16_error_is_no_worse_than_mlx_bf16(tiny_checkpoint, models):

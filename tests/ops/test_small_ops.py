@@ -73,3 +73,14 @@ def test_norms():
     assert_close("gated", gated_rms_norm(x, gate, w, 1e-5), expected, 1e-15)
     xb = x.to(torch.bfloat16)
     assert rms_norm(xb, w, 1e-5).dtype == torch.bfloat16
+
+
+def test_short_conv_tap_sum_equals_conv1d():
+    import torch.nn.functional as F
+
+    from k3.ops.conv import conv_taps
+
+    full = torch.randn(2, 3 + 4, 13, dtype=torch.float64)
+    w = torch.randn(13, 4, dtype=torch.float64)
+    ref = F.conv1d(full.transpose(1, 2), w.unsqueeze(1), groups=13).transpose(1, 2)
+    assert torch.allclose(conv_taps(full, w, 4), ref, rtol=1e-12, atol=1e-12)

@@ -7,9 +7,9 @@ they are cast at use, so the checkpoint's bytes can stay as they are in memory.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from k3.ops.linear import linear
 from k3.ops.norm import rms_norm
 
 
@@ -26,8 +26,7 @@ class Linear(nn.Module):
         self.weight = frozen(out_features, in_features)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weight
-        return F.linear(x, w if w.dtype == x.dtype else w.to(x.dtype))
+        return linear(x, self.weight)
 
 
 class RMSNorm(nn.Module):

@@ -8,13 +8,13 @@ weighted by fp32 routing weights and summed in fp32 (the official precision cont
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, frozen
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.mlp import GLUMLP
+from k3.ops.linear import linear
 from k3.ops.precision import wide
 from k3.ops.routing import sigmoid_topk_route
 
@@ -52,7 +52,7 @@ class LatentMoE(nn.Module):
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x [N, hidden] -> (weights [N, k] fp32, ids [N, k])."""
         xw = wide(x)
-        logits = F.linear(xw, self.gate.weight.to(xw.dtype))
+        logits = linear(xw, self.gate.weight)
         weights, ids = sigmoid_topk_route(logits, self.gate.e_score_correction_bias, self.top_k, self.renormalize,
                                           self.scaling)
         if self.training:

@@ -18,6 +18,7 @@ from k3.layers.batch import ForwardBatch
 from k3.layers.state import KDAStateView, MLACacheView, StateSpec, new_layer_states, state_spec
 from k3.model.block import DecoderLayer
 from k3.ops.attnres import attn_res_mix, attn_res_query
+from k3.ops.linear import linear
 
 
 @dataclass
@@ -71,7 +72,7 @@ class K3ForCausalLM(nn.Module):
         """hidden [..., hidden] (final-normed) -> [..., vocab] in compute_dtype."""
         head = self.model.embed_tokens if self.config.tie_word_embeddings else self.lm_head
         w = head.weight
-        return hidden @ (w if w.dtype == hidden.dtype else w.to(hidden.dtype)).T
+        return linear(hidden, w)
 
     def forward_batch(self, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
                       logits_index: torch.Tensor | None = None) -> torch.Tensor:

@@ -11,6 +11,7 @@ import functools
 import torch
 
 from k3.ops.mxfp4.format import e2m1_table, e8m0_table
+from k3.ops.native import MAX_ROWS, native
 
 ROW_TILE = 1024
 
@@ -34,7 +35,13 @@ def decode_rows(packed: torch.Tensor, scale: torch.Tensor, group_size: int, dtyp
 
 def mxfp4_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group_size: int = 32,
                  row_tile: int = ROW_TILE) -> torch.Tensor:
-    """x [N, in] @ W.T with W given packed ([out, in/2] + [out, in/g]) -> [N, out] in x.dtype."""
+    """x [N, in] @ W.T with W given packed ([out, in/2] + [out, in/g]) -> [N, out] in x.dtype.
+
+    Few fp32 rows on the CPU (decode) use the native kernel, which decodes codes in registers; more
+    rows decode tile by tile and run an fp32 GEMM (compute bound, where decoding is amortised)."""
+    if (group_size == 32 and x.device.type == "cpu" and x.dtype == torch.float32 and x.shape[0] <= MAX_ROWS
+            and packed.is_contiguous() and scale.is_contiguous() and native() is not None):
+        return native().mxfp4_linear(x.contiguous(), packed, scale)
     out_rows = packed.shape[0]
     if out_rows <= row_tile:
         return x @ decode_rows(packed, scale, group_size, x.dtype).T
