@@ -64,3 +64,20 @@ def test_disabled_by_environment():
     out = subprocess.run([sys.executable, "-c", code], env={"K3_NATIVE": "0", "PATH": ""}, capture_output=True,
                          text=True, timeout=120)
     assert out.stdout.strip() == "True", out.stderr
+
+
+@pytest.mark.parametrize("act,beta,linear_beta", [("situ", 4.0, 25.0), ("situ", 1.0, None), ("silu", 1.0, None)])
+def test_fused_expert_matches_the_composed_reference(kernels, act, beta, linear_beta):
+    from k3.ops.activation import glu
+
+    g = torch.Generator().manual_seed(3)
+    dim, inter, rows = 96, 64, 3
+    w = {}
+    for m, shape in (("w1", (inter, dim)), ("w3", (inter, dim)), ("w2", (dim, inter))):
+        w[f"{m}_packed"], w[f"{m}_scale"] = quantize(torch.randn(*shape, generator=g) * 0.3)
+    z = torch.randn(rows, dim, generator=g) * 3
+    dense = {m: dequantize(w[f"{m}_packed"], w[f"{m}_scale"]) for m in ("w1", "w3", "w2")}
+    ref = glu(z @ dense["w1"].T, z @ dense["w3"].T, act, beta, linear_beta) @ dense["w2"].T
+    got = kernels.mxfp4_glu_expert(z, *(w[f"{m}_{k}"] for m in ("w1", "w3", "w2") for k in ("packed", "scale")),
+                                   0 if act == "situ" else 1, beta, linear_beta or 0.0)
+    assert_close(f"fused expert {act}", got, ref, 2e-6)

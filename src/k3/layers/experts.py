@@ -16,13 +16,24 @@ from collections.abc import Iterator
 
 from k3.ops.activation import glu
 from k3.ops.mxfp4 import dequantize, mxfp4_linear, quantize
+from k3.ops.native import MAX_ROWS, native
 
 MATS = ("w1", "w3", "w2")
 
 
+def use_fused_expert(z: torch.Tensor, group_size: int, act: str) -> bool:
+    return (z.device.type == "cpu" and z.dtype == torch.float32 and z.shape[0] <= MAX_ROWS and group_size == 32
+            and act in ("situ", "silu") and not (torch.is_grad_enabled() and z.requires_grad) and native() is not None)
+
+
 def packed_expert(z: torch.Tensor, w: dict[str, torch.Tensor], group_size: int, act: str, beta: float,
                   linear_beta: float | None) -> torch.Tensor:
-    """One MXFP4 expert: z [N, dim] -> [N, dim]; w holds w{1,3,2}_packed / _scale (uint8)."""
+    """One MXFP4 expert: z [N, dim] -> [N, dim]; w holds w{1,3,2}_packed / _scale (uint8).
+    Few fp32 rows on the CPU run as one fused native call (both projections, activation, down)."""
+    if use_fused_expert(z, group_size, act):
+        return native().mxfp4_glu_expert(z.contiguous(), *(w[f"{m}_{k}"] for m in MATS for k in ("packed", "scale")),
+                                         0 if act == "situ" else 1, beta, linear_beta or 0.0)
+
     def mat(m: str, x: torch.Tensor) -> torch.Tensor:
         return mxfp4_linear(x, w[f"{m}_packed"], w[f"{m}_scale"], group_size)
 

@@ -40,7 +40,7 @@ def native():
         simd = ["-mavx2", "-mfma"] if {"avx2", "fma"} <= cpu_flags() else []
         source = SOURCE.read_text()
         tag = hashlib.sha256((source + " ".join(simd)).encode()).hexdigest()[:12]
-        return load_inline(name=f"k3_native_{tag}", cpp_sources=[source], functions=["bf16_linear", "mxfp4_linear"],
+        return load_inline(name=f"k3_native_{tag}", cpp_sources=[source], functions=["bf16_linear", "mxfp4_linear", "mxfp4_glu_expert"],
                            extra_cflags=["-O3", "-fopenmp", *simd], extra_ldflags=["-fopenmp"], verbose=False)
     except Exception as e:  # no compiler, no ninja, ...: fall back, loudly
         warnings.warn(f"k3 native CPU kernels unavailable ({type(e).__name__}: {e}); using PyTorch paths",

@@ -136,3 +136,41 @@ torch::Tensor mxfp4_linear(torch::Tensor x, torch::Tensor packed, torch::Tensor 
     for (int64_t n = 0; n < N; ++n) yp[n * O + o] = dot_mxfp4(pp + o * (K / 2), sp + o * (K / 32), xp + n * K, K, half_pow2);
   return y;
 }
+
+// One routed expert, fused: h = act(x W1^T, x W3^T) (SiTU-GLU or SiLU-GLU), y = h W2^T, all MXFP4.
+// act 0: SiTU, beta*tanh(g/beta)*sigmoid(g) * [linear_beta*tanh(u/linear_beta) if linear_beta > 0 else u];
+// act 1: silu(g) * u. Saves two calls and the activation's temporaries per expert.
+torch::Tensor mxfp4_glu_expert(torch::Tensor x, torch::Tensor w1p, torch::Tensor w1s, torch::Tensor w3p,
+                               torch::Tensor w3s, torch::Tensor w2p, torch::Tensor w2s, int64_t act, double beta,
+                               double linear_beta) {
+  const int64_t N = x.size(0), D = x.size(1), I = w1p.size(0);
+  TORCH_CHECK(w1p.size(1) * 2 == D && w3p.size(0) == I && w2p.size(0) == D && w2p.size(1) * 2 == I,
+              "expert shapes do not match");
+  for (const auto& t : {w1p, w1s, w3p, w3s, w2p, w2s})
+    TORCH_CHECK(t.scalar_type() == torch::kUInt8 && t.is_contiguous(), "expert tensors must be contiguous uint8");
+  TORCH_CHECK(D % 32 == 0 && I % 32 == 0, "expert widths must be multiples of 32");
+  check_x(x, D);
+  float half_pow2[256];
+  for (int s = 0; s < 256; ++s) half_pow2[s] = s == 255 ? NAN : std::ldexp(1.0f, s - 128);
+  auto h = torch::empty({N, I}, x.options());
+  auto y = torch::empty({N, D}, x.options());
+  const float* xp = x.data_ptr<float>();
+  float* hp = h.data_ptr<float>();
+  const float b = static_cast<float>(beta), lb = static_cast<float>(linear_beta);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < I; ++i)
+    for (int64_t n = 0; n < N; ++n) {
+      float g = dot_mxfp4(w1p.data_ptr<uint8_t>() + i * (D / 2), w1s.data_ptr<uint8_t>() + i * (D / 32), xp + n * D, D, half_pow2);
+      float u = dot_mxfp4(w3p.data_ptr<uint8_t>() + i * (D / 2), w3s.data_ptr<uint8_t>() + i * (D / 32), xp + n * D, D, half_pow2);
+      float sig = 1.0f / (1.0f + std::exp(-g));
+      float a = act == 0 ? b * std::tanh(g / b) * sig : g * sig;
+      if (act == 0 && lb > 0) u = lb * std::tanh(u / lb);
+      hp[n * I + i] = a * u;
+    }
+  float* yp = y.data_ptr<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t n = 0; n < N; ++n)
+      yp[n * D + d] = dot_mxfp4(w2p.data_ptr<uint8_t>() + d * (I / 2), w2s.data_ptr<uint8_t>() + d * (I / 32), hp + n * I, I, half_pow2);
+  return y;
+}
