@@ -157,3 +157,18 @@ def test_killed_download_resumes_without_starting_over(source, tmp_path):
     assert_same_checkpoint(source, dest)
     total = sum(os.path.getsize(source / n) for n in shards(source))
     assert fast.bytes_served < total  # resumed: recorded chunks were not fetched again
+
+
+def test_trunk_group_selects_shards_with_non_expert_tensors(tmp_path):
+    from k3.tools.download.listing import is_trunk_shard, shards_from_index
+
+    source = make_checkpoint(tmp_path / "src", tiny(num_experts=40), num_shards=9, seed=3)
+    manifest = tmp_path / "manifest.json"
+    write_manifest(manifest, {p.name: FileDigest(p.stat().st_size, sha256_file(p)) for p in source.iterdir()})
+    want = {name for name, tensors in shards_from_index(source / INDEX_FILE).items() if is_trunk_shard(tensors)}
+    assert 0 < len(want) < len(shards(source))  # some shards hold experts only
+    for extra in ({}, {"manifest": str(manifest)}):
+        dest = tmp_path / f"d{len(extra)}"
+        with Mirror(source) as m:
+            download(options(dest, m, include=["@trunk"], **extra))
+        assert {p.name for p in dest.glob("*.safetensors")} == want

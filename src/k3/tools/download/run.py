@@ -89,6 +89,9 @@ class Session:
         if digests is not None:
             wanted = [Wanted(n, d.size, d.sha256) for n, d in digests.items()]
             shards = {n: [] for n in digests if n.endswith(".safetensors")}
+            if INDEX_FILE in digests:  # the index says which shards hold the trunk (--include @trunk)
+                self._fetch([w for w in wanted if w.name == INDEX_FILE])
+                shards = shards_from_index(self.opts.dest / INDEX_FILE)
             self._fetch([w for w in wanted if selected(w.name, self.opts.include, shards)])
         else:
             self._fetch([Wanted(n) for n in REQUIRED_META]
