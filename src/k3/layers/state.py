@@ -38,15 +38,21 @@ class DenseKDAState:
         self.recurrent: torch.Tensor | None = None
         self.tails: tuple[torch.Tensor, ...] | None = None
 
+    def _covers_all(self, seqs) -> bool:
+        return list(seqs) == list(range(self.recurrent.shape[0]))
+
     def gather(self, seqs):
         if self.recurrent is None:
             return None, None
+        if self._covers_all(seqs):  # the common case: no copy (the KDA cores never write their input state)
+            return self.recurrent, self.tails
         return self.recurrent[seqs], tuple(t[seqs] for t in self.tails)
 
     def scatter(self, seqs, recurrent, tails):
-        if self.recurrent is None:
-            # First write: nothing gathered before, so `seqs` covers every sequence.
-            self.recurrent, self.tails = recurrent.clone(), tuple(t.clone() for t in tails)
+        if self.recurrent is None or self._covers_all(seqs):
+            # Every sequence: keep the new state itself (a fresh tensor from the core); the tails are
+            # views into the step's whole conv input, so they are copied to let that go.
+            self.recurrent, self.tails = recurrent, tuple(t.clone() for t in tails)
             return
         self.recurrent[seqs] = recurrent
         for mine, new in zip(self.tails, tails):
