@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 
@@ -33,3 +35,11 @@ def seed():
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory):
     return make_checkpoint(tmp_path_factory.mktemp("tiny"), tiny(), seed=1)
+
+
+@pytest.fixture
+def tiny_copy(tiny_checkpoint, tmp_path):
+    """A private copy of the tiny checkpoint, for tests that damage or edit it."""
+    d = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint, d)
+    return d

@@ -9,6 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import k3
+from k3.testing.checkpoint import rewrite_shard
 from k3.checkpoint import CheckpointError
 
 KDA0 = "language_model.model.layers.0.self_attn."
@@ -16,26 +17,12 @@ SCALE = "language_model.model.layers.1.block_sparse_moe.experts.2.w3.weight_scal
 
 
 @pytest.fixture
-def ckpt(tiny_checkpoint, tmp_path):
-    d = tmp_path / "ckpt"
-    shutil.copytree(tiny_checkpoint, d)
-    return d
+def ckpt(tiny_copy):
+    return tiny_copy
 
 
 def _index(d):
     return json.loads((d / "model.safetensors.index.json").read_text())
-
-
-def _rewrite(d, tensor_name, change):
-    """Apply change(dict_of_tensors) to the shard holding tensor_name; keep the index consistent."""
-    index = _index(d)
-    shard = index["weight_map"][tensor_name]
-    tensors = load_file(str(d / shard))
-    change(tensors)
-    save_file(tensors, str(d / shard), metadata={"format": "pt"})
-    index["weight_map"] = {k: v for k, v in index["weight_map"].items() if v != shard} | {k: shard for k in tensors}
-    (d / "model.safetensors.index.json").write_text(json.dumps(index))
-    return shard
 
 
 def _expect(d, *fragments):
@@ -61,26 +48,26 @@ def test_corrupt_header(ckpt):
 
 
 def test_missing_tensor(ckpt):
-    _rewrite(ckpt, KDA0 + "dt_bias", lambda t: t.pop(KDA0 + "dt_bias"))
+    rewrite_shard(ckpt, KDA0 + "dt_bias", lambda t: t.pop(KDA0 + "dt_bias"))
     err = _expect(ckpt, "missing", "layers.0.self_attn.dt_bias")
     assert err.tensor == KDA0 + "dt_bias"
 
 
 def test_wrong_shape(ckpt):
     name = KDA0 + "q_proj.weight"
-    shard = _rewrite(ckpt, name, lambda t: t.__setitem__(name, t[name][:-1].clone()))
+    shard = rewrite_shard(ckpt, name, lambda t: t.__setitem__(name, t[name][:-1].clone()))
     _expect(ckpt, shard, name, "shape")
 
 
 def test_wrong_dtype(ckpt):
     name = KDA0 + "o_proj.weight"
-    shard = _rewrite(ckpt, name, lambda t: t.__setitem__(name, t[name].to(torch.int16)))
+    shard = rewrite_shard(ckpt, name, lambda t: t.__setitem__(name, t[name].to(torch.int16)))
     _expect(ckpt, shard, name, "dtype I16")
 
 
 def test_packed_expert_stored_as_float_is_rejected(ckpt):
     name = SCALE.replace("weight_scale", "weight_packed")
-    _rewrite(ckpt, name, lambda t: t.__setitem__(name, t[name].to(torch.bfloat16)))
+    rewrite_shard(ckpt, name, lambda t: t.__setitem__(name, t[name].to(torch.bfloat16)))
     _expect(ckpt, name, "dtype BF16 where U8")
 
 
@@ -101,7 +88,7 @@ def test_e8m0_nan_scale_byte(ckpt):
     def poison(t):
         t[SCALE] = t[SCALE].clone()
         t[SCALE][0, 0] = 255
-    shard = _rewrite(ckpt, SCALE, poison)
+    shard = rewrite_shard(ckpt, SCALE, poison)
     _expect(ckpt, shard, SCALE, "255")
 
 
@@ -110,7 +97,7 @@ def test_a_log_with_nonzero_padding(ckpt):
     def pad(t):
         t[name] = t[name].clone()
         t[name][-1] = 0.5
-    _rewrite(ckpt, name, pad)
+    rewrite_shard(ckpt, name, pad)
     _expect(ckpt, name, "not zero")
 
 
@@ -146,5 +133,5 @@ def test_a_log_exact_and_4d_layouts_load(ckpt, layout):
         a = t[name][:heads].clone()
         t[name] = a if layout == "exact" else a.reshape(1, 1, heads, 1)
 
-    _rewrite(ckpt, name, narrow)
+    rewrite_shard(ckpt, name, narrow)
     assert torch.equal(k3.load(ckpt).model.layers[0].self_attn.A_log, base)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -60,9 +59,8 @@ def test_checkpoint_directory_with_measurements(tiny_checkpoint, capsys):
     assert "k3 code paths" in text and "memory plan" in text and "other engines" in text
 
 
-def test_unsupported_quantisation_is_reported_not_raised(tiny_checkpoint, tmp_path, capsys):
-    d = tmp_path / "c"
-    shutil.copytree(tiny_checkpoint, d)
+def test_unsupported_quantisation_is_reported_not_raised(tiny_copy, capsys):
+    d = tiny_copy
     raw = json.loads((d / "config.json").read_text())
     raw["text_config"]["quantization_config"]["format"] = "nvfp4-pack-quantized"
     raw["text_config"]["quantization_config"]["config_groups"]["group_0"]["format"] = "nvfp4-pack-quantized"
@@ -71,20 +69,14 @@ def test_unsupported_quantisation_is_reported_not_raised(tiny_checkpoint, tmp_pa
     assert code == 1 and any("nvfp4" in u or "quantization" in u for u in report["unsupported"])
 
 
-def test_tensors_outside_the_layout_are_unsupported(tiny_checkpoint, tmp_path):
-    from safetensors.torch import load_file, save_file
-
-    d = tmp_path / "c"
-    shutil.copytree(tiny_checkpoint, d)
-    shard = sorted(d.glob("*.safetensors"))[0]
-    tensors = load_file(str(shard))
-    name = "language_model.model.layers.0.self_attn.mystery.weight"
-    tensors[name] = next(iter(tensors.values())).clone()
-    save_file(tensors, str(shard), metadata={"format": "pt"})
-    index = json.loads((d / "model.safetensors.index.json").read_text())
-    index["weight_map"][name] = shard.name
-    (d / "model.safetensors.index.json").write_text(json.dumps(index))
+def test_tensors_outside_the_layout_are_unsupported(tiny_copy):
     from k3.config import load_config
+    from k3.testing.checkpoint import rewrite_shard
+
+    d = tiny_copy
+    name = "language_model.model.layers.0.self_attn.mystery.weight"
+    rewrite_shard(d, "language_model.model.norm.weight",
+                  lambda t: t.__setitem__(name, next(iter(t.values())).clone()))
 
     report = diagnose(str(d), load_config(d), d, measure=False)
     assert any(name in u for u in report.unsupported)

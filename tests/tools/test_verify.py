@@ -9,9 +9,9 @@ import struct
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 import k3
+from k3.testing.checkpoint import rewrite_shard
 from k3.checkpoint import CheckpointError, CheckpointReader
 from k3.checkpoint.reader import INDEX_FILE
 from k3.cli.main import main
@@ -22,25 +22,8 @@ SCALE = "language_model.model.layers.1.block_sparse_moe.experts.2.w3.weight_scal
 
 
 @pytest.fixture
-def ckpt(tiny_checkpoint, tmp_path):
-    d = tmp_path / "ckpt"
-    shutil.copytree(tiny_checkpoint, d)
-    return d
-
-
-def shard_of(d, tensor):
-    return json.loads((d / INDEX_FILE).read_text())["weight_map"][tensor]
-
-
-def rewrite(d, tensor, change):
-    shard = shard_of(d, tensor)
-    tensors = load_file(str(d / shard))
-    change(tensors)
-    save_file(tensors, str(d / shard), metadata={"format": "pt"})
-    index = json.loads((d / INDEX_FILE).read_text())
-    index["weight_map"] = {k: v for k, v in index["weight_map"].items() if v != shard} | {k: shard for k in tensors}
-    (d / INDEX_FILE).write_text(json.dumps(index))
-    return shard
+def ckpt(tiny_copy):
+    return tiny_copy
 
 
 def only_problem(d, **kw):
@@ -78,7 +61,7 @@ def test_flipped_byte_is_caught_by_the_manifest(ckpt, tmp_path, capsys):
 
 
 def test_wrong_shape(ckpt):
-    shard = rewrite(ckpt, NORM, lambda t: t.__setitem__(NORM, torch.ones(7, dtype=torch.bfloat16)))
+    shard = rewrite_shard(ckpt, NORM, lambda t: t.__setitem__(NORM, torch.ones(7, dtype=torch.bfloat16)))
     p = only_problem(ckpt)
     assert (p.kind, p.file, p.tensor) == ("shape", shard, NORM)
 
@@ -89,7 +72,7 @@ def test_missing_and_unexpected_tensors(ckpt):
     def change(t):
         t[extra] = t.pop(NORM)
 
-    rewrite(ckpt, NORM, change)
+    rewrite_shard(ckpt, NORM, change)
     kinds = {(p.kind, p.tensor) for p in verify_checkpoint(ckpt).problems}
     assert kinds == {("missing-tensor", NORM), ("unexpected-tensor", extra)}
 

@@ -114,3 +114,22 @@ def _random_tensor(spec: TensorSpec, c: K3Config, seed: int) -> torch.Tensor:
         return _randn(shape, seed, name, dtype)
     fan_in = shape[-1]
     return _randn(shape, seed, name, dtype, std=fan_in ** -0.5)
+
+
+def rewrite_shard(checkpoint: str | Path, tensor_name: str, change) -> str:
+    """Apply change(dict of tensors) to the shard holding `tensor_name` (stored name) and keep the index
+    consistent with what the shard then holds (tensors added, removed or replaced). Returns the shard name.
+    For tests of broken checkpoints."""
+    from safetensors.torch import load_file, save_file
+
+    from k3.checkpoint.reader import INDEX_FILE
+
+    d = Path(checkpoint)
+    index = json.loads((d / INDEX_FILE).read_text())
+    shard = index["weight_map"][tensor_name]
+    tensors = load_file(str(d / shard))
+    change(tensors)
+    save_file(tensors, str(d / shard), metadata={"format": "pt"})
+    index["weight_map"] = {k: v for k, v in index["weight_map"].items() if v != shard} | {k: shard for k in tensors}
+    atomic_write_text(d / INDEX_FILE, json.dumps(index))
+    return shard
