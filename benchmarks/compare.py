@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from k3.config.presets import mid
-from k3.offload.plan import weight_bytes
+from k3.offload.plan import expert_sizes, weight_bytes
 from k3.testing import make_checkpoint
 
 CHILD = r'''
@@ -122,10 +122,8 @@ def main() -> None:
     args = ap.parse_args()
     c = config()
     path = make_checkpoint(Path(tempfile.mkdtemp(prefix="k3-compare-")), c, num_shards=4, with_vision=False)
-    trunk, _, _ = weight_bytes(c, None)
-    n_moe = len(c.moe_layers)
-    _, _, experts = weight_bytes(c, None)
-    active = trunk + experts // (n_moe * c.num_experts) * c.num_experts_per_token * n_moe
+    trunk, _, experts = weight_bytes(c, None)
+    active = trunk + expert_sizes(c, experts)[2]
     bws = []
     runs = {"k3": [], "mlx-lm": []}
     for _ in range(args.rounds):  # alternate, so drift in the machine hits both; bandwidth each round too

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from k3.checkpoint.header import DTYPE_SIZES
 from k3.config.model import LAYER_KDA, MLP_MOE, K3Config
 
-DTYPE_BYTES = {"BF16": 2, "F32": 4, "U8": 1, "F16": 2}
+# Safetensors dtypes k3 reads as floating point weights (converted by the loader's dtype rules).
+FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
 EXPERT_MATS = ("w1", "w3", "w2")
 
 
@@ -26,7 +28,7 @@ class TensorSpec:
 
     @property
     def nbytes(self) -> int:
-        n = DTYPE_BYTES[self.dtype]
+        n = DTYPE_SIZES[self.dtype]
         for d in self.shape:
             n *= d
         return n

@@ -7,6 +7,7 @@ A request whose logits turn non-finite fails alone (finish_reason "error"); the 
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import time
@@ -183,11 +184,10 @@ class LLMEngine:
         state.token_ids, state.pending_ids = req.all_ids[:req.num_computed], req.all_ids[req.num_computed:]
         save_state(req.save_state_path, state, self.fingerprint, self.model.compute_dtype)
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
-        if not hasattr(self, "_fingerprint"):
-            self._fingerprint = model_fingerprint(self.model)
-        return self._fingerprint
+        """Identifies the model in saved state files (computed on first use)."""
+        return model_fingerprint(self.model)
 
     def _output(self, req: Request, new: list[int]) -> RequestOutput:
         done = req.status == Status.FINISHED

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from k3.checkpoint.errors import CheckpointError
-from k3.checkpoint.layout import TensorSpec, expected_tensors
+from k3.checkpoint.layout import FLOAT_DTYPES, TensorSpec, expected_tensors
 from k3.checkpoint.reader import TEXT_PREFIX, CheckpointReader
 from k3.config import K3Config, load_config
 from k3.layers.experts import DenseExperts, PackedExperts
@@ -28,7 +28,6 @@ from k3.ops.mxfp4 import MXFP4FormatError, check_scales
 FP32_SUFFIXES = ("A_log", "dt_bias", "conv1d.weight", "o_norm.weight", "e_score_correction_bias")
 EXPERT_NAME = re.compile(r"(.*\.block_sparse_moe)\.experts\.(\d+)\.(w[123])\.(weight_packed|weight_scale|weight)$")
 TORCH_FLOATS = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
-FLOAT_DTYPES = tuple(TORCH_FLOATS)
 
 
 def resolve_dtypes(dtype: torch.dtype | None, device: torch.device) -> tuple[torch.dtype | None, torch.dtype]:

@@ -76,14 +76,19 @@ def weight_bytes(c: K3Config, storage_itemsize: int | None) -> tuple[int, int, i
     return trunk, embed, experts
 
 
+def expert_sizes(c: K3Config, experts_bytes: int) -> tuple[int, int, int]:
+    """(experts over all MoE layers, bytes of one expert, expert bytes a decode token reads, no reuse)."""
+    n_moe = len(c.moe_layers)
+    total = n_moe * c.num_experts
+    per_expert = experts_bytes // total if total else 0
+    return total, per_expert, per_expert * c.num_experts_per_token * n_moe
+
+
 def plan_memory(c: K3Config, budget: int, *, storage_itemsize: int | None = None, state_bytes: int = 0
                 ) -> MemoryPlan:
     trunk, embed, experts = weight_bytes(c, storage_itemsize)
     embed_resident = storage_itemsize is not None
-    n_moe = len(c.moe_layers)
-    total_experts = n_moe * c.num_experts
-    per_expert = experts // total_experts if total_experts else 0
-    per_token = per_expert * c.num_experts_per_token * n_moe
+    total_experts, per_expert, per_token = expert_sizes(c, experts)
     fixed = trunk + (embed if embed_resident else 0) + state_bytes
     room = budget - fixed
     if total_experts == 0 or room >= experts:

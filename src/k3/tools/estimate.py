@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from k3.config import K3Config
-from k3.offload.plan import plan_memory, weight_bytes
+from k3.offload.plan import expert_sizes, plan_memory, weight_bytes
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,7 @@ def estimate(c: K3Config, budget: int, mem_bw: float, disk_bw: float) -> Estimat
     try:
         p = plan_memory(c, budget)
     except ValueError:  # the trunk does not fit: part of it streams too, every token
-        n_moe = len(c.moe_layers)
-        per_token = experts // (n_moe * c.num_experts) * c.num_experts_per_token * n_moe if n_moe else 0
+        per_token = expert_sizes(c, experts)[2]
         streamed = max(0, trunk - budget) + per_token
         seconds = min(budget, trunk) / mem_bw + streamed / disk_bw if measured else None
         return Estimate("stream-trunk", budget, trunk, experts, 0, per_token, 0.0, streamed, seconds)

@@ -19,7 +19,8 @@ import torch
 from safetensors import safe_open
 
 from k3.checkpoint.errors import CheckpointError
-from k3.checkpoint.header import read_header
+from k3.checkpoint.header import TensorEntry, read_header
+from k3.checkpoint.layout import FLOAT_DTYPES
 from k3.checkpoint.reader import INDEX_FILE, SINGLE_FILE, shard_map
 from k3.checkpoint.stream_writer import StreamingShardWriter
 from k3.checkpoint.writer import atomic_write_text, shard_name
@@ -27,7 +28,6 @@ from k3.config.hf import load_config, mxfp4_quantization_config
 from k3.ops.mxfp4 import dequantize, quantize
 
 DENSE_EXPERT = re.compile(r".*\.block_sparse_moe\.experts\.\d+\.w[123]\.weight$")
-FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
 
 
 @dataclass(frozen=True)
@@ -82,10 +82,15 @@ def _source_shards(src: Path) -> list[str]:
     return sorted(shard_map(src))
 
 
+def is_dense_expert(e: TensorEntry) -> bool:
+    """A routed expert matrix stored as floats: the tensors quantize converts."""
+    return bool(DENSE_EXPERT.match(e.name)) and e.dtype in FLOAT_DTYPES and len(e.shape) == 2
+
+
 def _output_specs(header, group_size: int) -> list[tuple[str, str, tuple[int, ...]]]:
     specs = []
     for e in sorted(header.entries.values(), key=lambda e: e.start):
-        if DENSE_EXPERT.match(e.name) and e.dtype in FLOAT_DTYPES and len(e.shape) == 2:
+        if is_dense_expert(e):
             out, inp = e.shape
             base = e.name[: -len("weight")]
             specs += [(base + "weight_packed", "U8", (out, inp // 2)), (base + "weight_scale", "U8", (out, inp // group_size))]
@@ -101,7 +106,7 @@ def _convert_shard(src: Path, dst: Path, group_size: int, report: QuantizeReport
     try:
         with safe_open(str(src), framework="pt") as f, open(src, "rb") as raw:
             for e in sorted(header.entries.values(), key=lambda e: e.start):
-                if DENSE_EXPERT.match(e.name) and e.dtype in FLOAT_DTYPES and len(e.shape) == 2:
+                if is_dense_expert(e):
                     _quantize_one(e.name, f.get_tensor(e.name), writer, group_size, report)
                 else:
                     raw.seek(e.start)

@@ -6,12 +6,11 @@ import os
 from pathlib import Path
 
 from k3.checkpoint.header import TensorEntry
-from k3.checkpoint.layout import TensorSpec, a_log_stored_len
+from k3.checkpoint.layout import FLOAT_DTYPES, TensorSpec, a_log_stored_len
 from k3.checkpoint.paths import member_path
 from k3.config import K3Config
 from k3.ops.mxfp4.format import E8M0_NAN
 
-FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
 SCAN_BLOCK = 16 * 2 ** 20
 
 
