@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return importlib.import_module(args.module).run(args) or 0
-    except (CheckpointError, ConfigError, FileNotFoundError, ValueError) as e:
+    except (CheckpointError, ConfigError, OSError, ValueError) as e:  # OSError: missing files, full disk, ...
         print(f"k3 {args.command}: error: {e}", file=sys.stderr)
         return 2
 
