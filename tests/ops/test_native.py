@@ -10,7 +10,7 @@ import torch
 
 from k3.ops.linear import linear
 from k3.ops.mxfp4 import dequantize, mxfp4_linear, quantize
-from k3.ops.native import native
+from k3.ops.native import cpu_simd_level, native, simd_level
 from k3.testing import assert_close
 
 
@@ -21,15 +21,26 @@ def kernels():
     return module
 
 
+LEVELS = [lvl for lvl in (0, 1, 2) if lvl <= simd_level()]  # every instruction set this CPU can run
+
+
+@pytest.fixture(params=LEVELS, ids=lambda lvl: ["scalar", "avx2", "avx512"][lvl])
+def level(kernels, request):
+    """Runs the test once per instruction set, then restores the default."""
+    assert kernels.set_simd(request.param) == request.param
+    yield request.param
+    kernels.set_simd(simd_level())
+
+
 @pytest.mark.parametrize("rows,out,inp", [(1, 37, 45), (3, 129, 300), (8, 64, 1031), (5, 1, 8)])
-def test_bf16_gemv_matches_fp32_reference(kernels, rows, out, inp):
+def test_bf16_gemv_matches_fp32_reference(kernels, level, rows, out, inp):
     x = torch.randn(rows, inp)
     w = torch.randn(out, inp).bfloat16()
     assert_close("native bf16 linear", kernels.bf16_linear(x, w), x @ w.float().T, 2e-6)
 
 
 @pytest.mark.parametrize("rows,out,inp", [(1, 37, 64), (4, 129, 320), (8, 7, 3584)])
-def test_mxfp4_gemv_matches_dequantised_reference(kernels, rows, out, inp):
+def test_mxfp4_gemv_matches_dequantised_reference(kernels, level, rows, out, inp):
     g = torch.Generator().manual_seed(rows)
     packed = torch.randint(0, 256, (out, inp // 2), dtype=torch.uint8, generator=g)
     scale = torch.randint(100, 140, (out, inp // 32), dtype=torch.uint8, generator=g)
@@ -37,7 +48,7 @@ def test_mxfp4_gemv_matches_dequantised_reference(kernels, rows, out, inp):
     assert_close("native mxfp4 linear", kernels.mxfp4_linear(x, packed, scale), x @ dequantize(packed, scale).T, 2e-6)
 
 
-def test_extreme_scales_stay_exact(kernels):
+def test_extreme_scales_stay_exact(kernels, level):
     w = torch.zeros(2, 64)
     w[0, 0], w[1, 63] = 6 * 2.0 ** -120, -4 * 2.0 ** 120
     packed, scale = quantize(w)
@@ -67,7 +78,7 @@ def test_disabled_by_environment():
 
 
 @pytest.mark.parametrize("act,beta,linear_beta", [("situ", 4.0, 25.0), ("situ", 1.0, None), ("silu", 1.0, None)])
-def test_fused_expert_matches_the_composed_reference(kernels, act, beta, linear_beta):
+def test_fused_expert_matches_the_composed_reference(kernels, level, act, beta, linear_beta):
     from k3.ops.activation import glu
 
     g = torch.Generator().manual_seed(3)
@@ -78,6 +89,51 @@ def test_fused_expert_matches_the_composed_reference(kernels, act, beta, linear_
     z = torch.randn(rows, dim, generator=g) * 3
     dense = {m: dequantize(w[f"{m}_packed"], w[f"{m}_scale"]) for m in ("w1", "w3", "w2")}
     ref = glu(z @ dense["w1"].T, z @ dense["w3"].T, act, beta, linear_beta) @ dense["w2"].T
-    got = kernels.mxfp4_glu_expert(z, *(w[f"{m}_{k}"] for m in ("w1", "w3", "w2") for k in ("packed", "scale")),
+    got = kernels.mxfp4_glu_expert(z, [w[f"{m}_{k}"] for m in ("w1", "w3", "w2") for k in ("packed", "scale")],
                                    0 if act == "situ" else 1, beta, linear_beta or 0.0)
     assert_close(f"fused expert {act}", got, ref, 2e-6)
+
+
+def test_simd_level_follows_the_cpu_flags_and_the_cap(monkeypatch):
+    assert cpu_simd_level(set()) == 0
+    assert cpu_simd_level({"avx2", "fma"}) == 1
+    assert cpu_simd_level({"avx2", "fma", "avx512f", "avx512bw", "avx512vl"}) == 2
+    assert cpu_simd_level({"avx512f", "avx512bw", "avx512vl"}) == 0  # the build needs AVX2+FMA first
+    monkeypatch.setenv("K3_NATIVE_SIMD", "scalar")
+    assert simd_level() == 0
+    monkeypatch.setenv("K3_NATIVE_SIMD", "avx9")
+    with pytest.raises(ValueError, match="K3_NATIVE_SIMD"):
+        simd_level()
+
+
+def test_moe_token_equals_the_expert_loop_bit_for_bit(kernels, level):
+    """The one-call MoE step computes what the per-expert loop computes, in the same order."""
+    from k3.layers.experts import ExpertBank, PackedExperts
+
+    g = torch.Generator().manual_seed(5)
+    bank = PackedExperts(6, 64, 96, 32, "situ", 4.0, 25.0)
+    for name, buf in bank.named_buffers():
+        rows = buf.shape[1]
+        cols = buf.shape[2] * (2 if name.endswith("packed") else 32)
+        p, sc = quantize(torch.randn(6 * rows, cols, generator=g) * 0.2)
+        buf.copy_((p if name.endswith("packed") else sc).view(buf.shape))
+    z = torch.randn(1, 64, generator=g)
+    experts, weights = [0, 2, 5], [0.7, 0.2, 0.1]
+    fused = bank.weighted_sum(z, experts, weights, torch.zeros(1, 64))
+    loop = ExpertBank.weighted_sum(bank, z, experts, weights, torch.zeros(1, 64))
+    assert torch.equal(fused, loop)
+    with pytest.raises(RuntimeError, match="out of range"):
+        bank.weighted_sum(z, [6], [1.0], torch.zeros(1, 64))
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_head_linear_matches_einsum(kernels, level, transpose):
+    from k3.ops.linear import head_linear
+
+    w = torch.randn(3, 2 * 11, 13).bfloat16()[:, 5:16]  # [3, 11, 13], strided heads, contiguous rows
+    x = torch.randn(2, 1, 3, 11 if transpose else 13)
+    ref = torch.einsum("bthr,hrc->bthc" if transpose else "bthc,hrc->bthr", x, w.float())
+    assert_close(f"head_linear transpose={transpose}", head_linear(x, w, transpose), ref, 2e-6)
+    with torch.enable_grad():  # autograd keeps the einsum path
+        xg = x.clone().requires_grad_()
+        assert_close("head_linear autograd", head_linear(xg, w, transpose), ref, 2e-6)

@@ -50,14 +50,43 @@ class ForwardBatch:
         """[num_seqs] packed index of each sequence's last new token."""
         return torch.tensor([s + n - 1 for s, n in zip(self.starts, self.seq_lens)], dtype=torch.long)
 
-    def groups(self, by_context: bool) -> list[tuple[list[int], torch.Tensor]]:
-        """Sequences whose segments have equal length (and, with by_context, equal cached length):
-        [(sequence indices, packed token index [b, T])]."""
+    def groups(self, by_context: bool) -> list["TokenGroup"]:
+        """Sequences whose segments have equal length (and, with by_context, equal cached length).
+        Built once per batch and flag: every layer of a step asks for the same groups."""
+        cache = self.__dict__.setdefault("_groups", {})
+        if by_context not in cache:
+            cache[by_context] = self._make_groups(by_context)
+        return cache[by_context]
+
+    def _make_groups(self, by_context: bool) -> list["TokenGroup"]:
         keyed: dict[tuple[int, int], list[int]] = {}
         for s, (n, c) in enumerate(zip(self.seq_lens, self.context_lens)):
             keyed.setdefault((n, c if by_context else 0), []).append(s)
         out = []
         for (n, _), seqs in keyed.items():
             starts = torch.tensor([self.starts[s] for s in seqs], dtype=torch.long)
-            out.append((seqs, starts.unsqueeze(1) + torch.arange(n).unsqueeze(0)))
+            whole = len(keyed) == 1  # one group holds every sequence, in order: packed order is [b, T]
+            out.append(TokenGroup(seqs, starts.unsqueeze(1) + torch.arange(n).unsqueeze(0), whole))
         return out
+
+
+@dataclass(frozen=True)
+class TokenGroup:
+    """Sequences `seqs` whose new tokens sit at packed positions `index` [b, T]."""
+    seqs: list[int]
+    index: torch.Tensor
+    whole: bool  # the group is every packed token in order (index == arange(N).view(b, T)): views suffice
+
+    def __iter__(self):  # `for seqs, index in batch.groups(...)`
+        return iter((self.seqs, self.index))
+
+    def take(self, t: torch.Tensor) -> torch.Tensor:
+        """t [N, ...] packed -> [b, T, ...] for this group."""
+        return t.view(*self.index.shape, *t.shape[1:]) if self.whole else t[self.index]
+
+    def put(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        """dst [N, ...][this group's tokens] = src [b, T, ...]."""
+        if self.whole:
+            dst.copy_(src.reshape(dst.shape))
+        else:
+            dst[self.index] = src

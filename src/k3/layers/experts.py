@@ -31,7 +31,7 @@ def packed_expert(z: torch.Tensor, w: dict[str, torch.Tensor], group_size: int, 
     """One MXFP4 expert: z [N, dim] -> [N, dim]; w holds w{1,3,2}_packed / _scale (uint8).
     Few fp32 rows on the CPU run as one fused native call (both projections, activation, down)."""
     if use_fused_expert(z, group_size, act):
-        return native().mxfp4_glu_expert(z.contiguous(), *(w[f"{m}_{k}"] for m in MATS for k in ("packed", "scale")),
+        return native().mxfp4_glu_expert(z.contiguous(), [w[f"{m}_{k}"] for m in MATS for k in ("packed", "scale")],
                                          0 if act == "situ" else 1, beta, linear_beta or 0.0)
 
     def mat(m: str, x: torch.Tensor) -> torch.Tensor:
@@ -46,6 +46,13 @@ class ExpertBank(nn.Module):
         for e in experts:
             yield e, functools.partial(self.forward, e)
 
+    def weighted_sum(self, z: torch.Tensor, experts: list[int], weights: list[float], acc: torch.Tensor) -> torch.Tensor:
+        """One token: acc [1, dim] (fp32) += weights[i] * expert_i(z), in the order given, each product
+        rounded to acc.dtype before it is added. Returns acc."""
+        for (_, run_expert), w in zip(self.iterate(experts), weights):
+            acc.add_(run_expert(z).to(acc.dtype) * torch.tensor(w, dtype=acc.dtype))
+        return acc
+
 
 class PackedExperts(ExpertBank):
     """Buffers w{1,3,2}_packed [E, out, in/2] and w{1,3,2}_scale [E, out, in/g], uint8."""
@@ -58,6 +65,14 @@ class PackedExperts(ExpertBank):
         for mat, (out, inp) in (("w1", (inter, dim)), ("w3", (inter, dim)), ("w2", (dim, inter))):
             self.register_buffer(f"{mat}_packed", torch.empty(num_experts, out, inp // 2, dtype=torch.uint8))
             self.register_buffer(f"{mat}_scale", torch.empty(num_experts, out, inp // group_size, dtype=torch.uint8))
+
+    def weighted_sum(self, z, experts, weights, acc):
+        if z.shape[0] == 1 and acc.dtype == torch.float32 and use_fused_expert(z, self.group_size, self.act):
+            # One native call for all of the token's experts: same products, same order, no Python per expert.
+            bank = [getattr(self, f"{m}_{k}") for m in MATS for k in ("packed", "scale")]
+            return acc.add_(native().mxfp4_moe_token(z.contiguous(), bank, experts, weights, 0 if self.act == "situ" else 1,
+                                                     self.beta, self.linear_beta or 0.0))
+        return super().weighted_sum(z, experts, weights, acc)
 
     def forward(self, e: int, z: torch.Tensor) -> torch.Tensor:
         """z [N, dim] -> [N, dim] in z.dtype."""

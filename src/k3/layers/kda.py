@@ -14,7 +14,7 @@ from k3.layers.basic import Linear, WeightOnly, frozen
 from k3.layers.state import KDAStateView
 from k3.layers.batch import ForwardBatch
 from k3.ops.conv import short_conv_silu
-from k3.ops.kda import chunk_kda, kda_gate, recurrent_kda
+from k3.ops.kda import chunk_kda, kda_gate, native_kda_step, recurrent_kda, use_native_kda_step
 from k3.ops.precision import wide
 from k3.ops.norm import gated_rms_norm, l2_norm
 
@@ -52,9 +52,12 @@ class KimiDeltaAttention(nn.Module):
         -> (o [b, T, H, D] fp32, final recurrent state, new conv tails)."""
         b, T, _ = q.shape
         H, D = self.num_heads, self.head_dim
-        tails = tails or (None, None, None)
         convs = (self.q_conv1d, self.k_conv1d, self.v_conv1d)
-        (q, tq), (k, tk), (v, tv) = (short_conv_silu(x, c.weight[:, 0, :], t) for x, c, t in zip((q, k, v), convs, tails))
+        weights = [c.weight[:, 0, :] for c in convs]
+        if T == 1 and use_native_kda_step(q, k, v, g, beta, *weights):
+            return native_kda_step(q, k, v, g, beta, tails, initial, weights, D ** -0.5)
+        tails = tails or (None, None, None)
+        (q, tq), (k, tk), (v, tv) = (short_conv_silu(x, w, t) for x, w, t in zip((q, k, v), weights, tails))
         q, k = l2_norm(q.view(b, T, H, D)), l2_norm(k.view(b, T, H, D))
         core = chunk_kda if T > CHUNK_MIN_TOKENS else recurrent_kda
         o, final = core(q, k, v.view(b, T, H, D), g, beta, D ** -0.5, initial)
@@ -68,11 +71,11 @@ class KimiDeltaAttention(nn.Module):
         beta = torch.sigmoid(wide(self.b_proj(x)))
         g = kda_gate(self.f_b_proj(self.f_a_proj(x)).view(N, H, D), self.A_log, self.dt_bias, self.lower_bound)
         o = torch.empty((N, H, D), dtype=g.dtype, device=x.device)
-        for seqs, idx in batch.groups(by_context=False):
-            initial, tails = state.gather(seqs) if state is not None else (None, None)
-            o_g, final, new_tails = self._core(q[idx], k[idx], v[idx], g[idx], beta[idx], tails, initial)
-            o[idx] = o_g
+        for group in batch.groups(by_context=False):
+            initial, tails = state.gather(group.seqs) if state is not None else (None, None)
+            o_g, final, new_tails = self._core(*(group.take(t) for t in (q, k, v, g, beta)), tails, initial)
+            group.put(o, o_g)
             if state is not None:
-                state.scatter(seqs, final, new_tails)
+                state.scatter(group.seqs, final, new_tails)
         o = gated_rms_norm(o, self._output_gate(x).view(N, H, D), self.o_norm.weight, self.eps)
         return self.o_proj(o.reshape(N, H * D))

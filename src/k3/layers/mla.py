@@ -51,14 +51,14 @@ class GatedMLA(nn.Module):
         w_kv = self.kv_b_proj.weight.view(H, self.nope + self.v_dim, self.kv_rank)
         w_uk, w_uv = w_kv[:, :self.nope], w_kv[:, self.nope:]
         o = torch.empty((N, H, self.v_dim), dtype=x.dtype, device=x.device)
-        for seqs, idx in batch.groups(by_context=True):
-            c_all, kx_all, offset = c_kv[idx], k_x[idx], 0
+        for group in batch.groups(by_context=True):
+            c_all, kx_all, offset = group.take(c_kv), group.take(k_x), 0
             if cache is not None:
-                c_all, kx_all, offset = cache.extend(seqs, c_all, kx_all)
+                c_all, kx_all, offset = cache.extend(group.seqs, c_all, kx_all)
             # A single new token attends in the latent space; a longer segment expands K/V once.
-            core = mla_absorbed if idx.shape[1] == 1 else mla_naive
-            q_g = q[idx]
-            o[idx] = core(q_g[..., :self.nope], q_g[..., self.nope:], c_all, kx_all, w_uk, w_uv, self.scale, offset)
+            core = mla_absorbed if group.index.shape[1] == 1 else mla_naive
+            q_g = group.take(q)
+            group.put(o, core(q_g[..., :self.nope], q_g[..., self.nope:], c_all, kx_all, w_uk, w_uv, self.scale, offset))
         o = o.reshape(N, H * self.v_dim)
         if hasattr(self, "g_proj"):
             o = o * torch.sigmoid(self.g_proj(x))

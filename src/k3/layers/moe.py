@@ -65,9 +65,7 @@ class LatentMoE(nn.Module):
         acc = torch.zeros(z.shape, dtype=torch.promote_types(z.dtype, torch.float32), device=z.device)
         if z.shape[0] == 1:  # decode: no gather/scatter, same sums in the same (ascending expert) order
             order = sorted(zip(ids[0].tolist(), weights[0].tolist()))
-            for (e, run_expert), (_, w) in zip(self.experts.iterate([e for e, _ in order]), order):
-                acc.add_(run_expert(z).to(acc.dtype) * torch.tensor(w, dtype=weights.dtype).to(acc.dtype))
-            return acc.to(z.dtype)
+            return self.experts.weighted_sum(z, [e for e, _ in order], [w for _, w in order], acc).to(z.dtype)
         for e, run_expert in self.experts.iterate(torch.unique(ids).tolist()):
             tok, slot = (ids == e).nonzero(as_tuple=True)
             y = run_expert(z[tok])

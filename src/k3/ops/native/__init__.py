@@ -1,10 +1,12 @@
-"""Native CPU kernels for decode-sized products (few rows against a large compact weight): bf16
-weights x fp32 activations and packed MXFP4 x fp32, reading each weight byte once.
+"""Native CPU kernels for decode-sized work: compact weights (bf16, packed MXFP4) times a few fp32 rows,
+reading each weight byte once, and KDA's whole one-token step after the projections.
 
-Built from `kernels.cpp` with torch's cpp_extension on first use (about a minute once, then cached
-in torch's extension directory), with AVX2+FMA when this CPU has them (read from /proc/cpuinfo, not
-assumed). Without a compiler, or with K3_NATIVE=0, `native()` is None and callers use the PyTorch
-reference paths. Results equal the references up to fp32 summation order.
+Built from the `.cpp` files here with torch's cpp_extension on first use (about a minute once, then
+cached in torch's extension directory), with AVX2+FMA when this CPU has them; the MXFP4 product also
+has an AVX-512 form, used when the CPU lists avx512f/bw/vl. Features are read from /proc/cpuinfo,
+never assumed. Without a compiler, or with K3_NATIVE=0, `native()` is None and callers use the
+PyTorch reference paths. K3_NATIVE_SIMD=scalar|avx2|avx512 caps the instruction set. Results equal
+the references up to fp32 summation order.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ import os
 import warnings
 from pathlib import Path
 
-SOURCE = Path(__file__).with_name("kernels.cpp")
+SOURCES = ("common.cpp", "bf16.cpp", "mxfp4.cpp", "kda.cpp")  # joined in this order
+FUNCTIONS = ["set_simd", "bf16_linear", "bf16_head_linear", "mxfp4_linear", "mxfp4_glu_expert", "mxfp4_moe_token",
+             "kda_decode"]
 MAX_ROWS = 32  # measured: above ~32-48 rows, dequantise-then-GEMM (compute bound) wins
+SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}
 
 
 def cpu_flags() -> set[str]:
@@ -29,6 +34,24 @@ def cpu_flags() -> set[str]:
     return set()
 
 
+def cpu_simd_level(flags: set[str]) -> int:
+    """The widest instruction set the kernels have and this CPU supports (see SIMD_LEVELS)."""
+    if not {"avx2", "fma"} <= flags:
+        return 0
+    return 2 if {"avx512f", "avx512bw", "avx512vl"} <= flags else 1
+
+
+def simd_level() -> int:
+    """What the kernels run with: the CPU's level, capped by K3_NATIVE_SIMD when set."""
+    level = cpu_simd_level(cpu_flags())
+    cap = os.environ.get("K3_NATIVE_SIMD")
+    if cap:
+        if cap not in SIMD_LEVELS:
+            raise ValueError(f"K3_NATIVE_SIMD={cap!r}: expected one of {', '.join(SIMD_LEVELS)}")
+        level = min(level, SIMD_LEVELS[cap])
+    return level
+
+
 @functools.lru_cache(maxsize=1)
 def native():
     """The compiled module, or None (disabled, or the build failed: a warning says why)."""
@@ -37,11 +60,14 @@ def native():
     try:
         from torch.utils.cpp_extension import load_inline
 
-        simd = ["-mavx2", "-mfma"] if {"avx2", "fma"} <= cpu_flags() else []
-        source = SOURCE.read_text()
+        level = simd_level()
+        simd = ["-mavx2", "-mfma"] if level >= 1 else []
+        source = "\n".join((Path(__file__).with_name(name)).read_text() for name in SOURCES)
         tag = hashlib.sha256((source + " ".join(simd)).encode()).hexdigest()[:12]
-        return load_inline(name=f"k3_native_{tag}", cpp_sources=[source], functions=["bf16_linear", "mxfp4_linear", "mxfp4_glu_expert"],
-                           extra_cflags=["-O3", "-fopenmp", *simd], extra_ldflags=["-fopenmp"], verbose=False)
+        module = load_inline(name=f"k3_native_{tag}", cpp_sources=[source], functions=FUNCTIONS,
+                             extra_cflags=["-O3", "-ffp-contract=off", "-fopenmp", *simd], extra_ldflags=["-fopenmp"], verbose=False)
+        module.set_simd(level)
+        return module
     except Exception as e:  # no compiler, no ninja, ...: fall back, loudly
         warnings.warn(f"k3 native CPU kernels unavailable ({type(e).__name__}: {e}); using PyTorch paths",
                       stacklevel=2)

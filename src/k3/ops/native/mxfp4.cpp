@@ -1,0 +1,218 @@
+// mxfp4_linear:     y[n, o] = sum_k x[n, k] W[o, k],  W = E2M1(code) * 2^(scale - 127), packed [O, K/2]
+//                   (column 2j in the low nibble), scale [O, K/32] (E8M0)
+// mxfp4_glu_expert: one routed expert, h = act(x W1^T, x W3^T), y = h W2^T, all MXFP4.
+//
+// AVX2: a 16-byte shuffle turns codes into E2M1 x 2 (exact int8), widened to fp32 -- bound by the
+// shuffle port (about ten shuffles per 32 weights). AVX-512: codes are zero-extended into 32-bit
+// lanes and looked up in a 16-entry fp32 table with one permute per 16 weights (the permute reads the
+// low four bits, so the high nibble needs only a shift); the activations are split once per call into
+// even and odd columns of each group to match. Both equal the dequantised product up to fp32
+// summation order: the scale is a power of two, applied exactly to each group's partial sum.
+
+namespace {
+
+const int8_t kE2M1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+const float kE2M1[16] = {0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
+
+struct Pow2Tables {
+  float full[256], half[256];  // 2^(s - 127) and 2^(s - 128); byte 255 is NaN
+  Pow2Tables() {
+    for (int s = 0; s < 256; ++s) {
+      full[s] = s == 255 ? NAN : std::ldexp(1.0f, s - 127);
+      half[s] = s == 255 ? NAN : std::ldexp(1.0f, s - 128);
+    }
+  }
+};
+const Pow2Tables kPow2;
+
+float dot_mxfp4_avx2(const uint8_t* packed, const uint8_t* scale, const float* x, int64_t K) {
+  const int64_t groups = K / 32;
+  float s = 0.f;
+  int64_t g = 0;
+#ifdef __AVX2__
+  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kE2M1x2));
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  for (; g < groups && g_simd >= 1; ++g) {
+    __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + g * 16));
+    __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(bytes, low4));
+    __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
+    __m128i c0 = _mm_unpacklo_epi8(lo, hi);  // columns 0..15 of the group
+    __m128i c1 = _mm_unpackhi_epi8(lo, hi);  // columns 16..31
+    const float* xg = x + g * 32;
+    __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c0));
+    __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c0, 8)));
+    __m256 w2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c1));
+    __m256 w3 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c1, 8)));
+    __m256 part = _mm256_mul_ps(w0, _mm256_loadu_ps(xg));
+    part = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xg + 8), part);
+    part = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xg + 16), part);
+    part = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xg + 24), part);
+    acc = _mm256_fmadd_ps(part, _mm256_set1_ps(kPow2.half[scale[g]]), acc);
+  }
+  s = hsum(acc);
+#endif
+  for (; g < groups; ++g) {
+    float part = 0.f;
+    for (int j = 0; j < 16; ++j) {
+      uint8_t b = packed[g * 16 + j];
+      part += kE2M1x2[b & 0xF] * x[g * 32 + 2 * j] + kE2M1x2[b >> 4] * x[g * 32 + 2 * j + 1];
+    }
+    s += part * kPow2.half[scale[g]];
+  }
+  return s;
+}
+
+#define K3_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
+
+// acc + one group of 32 weights times the matching split activations, scaled: [16] partial sums.
+K3_AVX512 inline __m512 group_avx512(const uint8_t* packed, uint8_t scale, const float* x_split, __m512 lut, __m512 acc) {
+  __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed)));
+  __m512 part = _mm512_mul_ps(_mm512_permutexvar_ps(b, lut), _mm512_loadu_ps(x_split));
+  part = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut), _mm512_loadu_ps(x_split + 16), part);
+  return _mm512_fmadd_ps(part, _mm512_set1_ps(kPow2.full[scale]), acc);
+}
+
+// x_split: per group of 32 columns, the 16 even columns then the 16 odd ones.
+K3_AVX512 float dot_mxfp4_avx512(const uint8_t* packed, const uint8_t* scale, const float* x_split, int64_t K) {
+  const __m512 lut = _mm512_loadu_ps(kE2M1);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  const int64_t groups = K / 32;
+  int64_t g = 0;
+  for (; g + 2 <= groups; g += 2) {
+    acc0 = group_avx512(packed + g * 16, scale[g], x_split + g * 32, lut, acc0);
+    acc1 = group_avx512(packed + g * 16 + 16, scale[g + 1], x_split + g * 32 + 32, lut, acc1);
+  }
+  if (g < groups) acc0 = group_avx512(packed + g * 16, scale[g], x_split + g * 32, lut, acc0);
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+// Activations [N, K] in the layout the selected dot expects.
+struct MxActivations {
+  const float* base;
+  std::vector<float> split;
+  MxActivations(const float* x, int64_t N, int64_t K) : base(x) {
+    if (g_simd < 2) return;
+    split.resize(N * K);
+    for (int64_t i = 0; i < N * K; i += 32)
+      for (int j = 0; j < 16; ++j) {
+        split[i + j] = x[i + 2 * j];
+        split[i + 16 + j] = x[i + 2 * j + 1];
+      }
+    base = split.data();
+  }
+};
+
+inline float dot_mxfp4(const uint8_t* packed, const uint8_t* scale, const float* x, int64_t K) {
+  return g_simd >= 2 ? dot_mxfp4_avx512(packed, scale, x, K) : dot_mxfp4_avx2(packed, scale, x, K);
+}
+
+void check_packed(const torch::Tensor& packed, const torch::Tensor& scale) {
+  TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == torch::kUInt8 && packed.is_contiguous(), "packed must be contiguous uint8 [O, K/2]");
+  TORCH_CHECK(scale.dim() == 2 && scale.scalar_type() == torch::kUInt8 && scale.is_contiguous(), "scale must be contiguous uint8 [O, K/32]");
+  TORCH_CHECK(packed.size(1) % 16 == 0 && scale.size(0) == packed.size(0) && scale.size(1) * 16 == packed.size(1),
+              "packed/scale shapes do not match group size 32");
+}
+
+// y [N, O] = x [N, K] W^T, rows of W split over threads.
+void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* pp, const uint8_t* sp, float* y) {
+  MxActivations acts(x, N, K);
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t n = 0; n < N; ++n) y[n * O + o] = dot_mxfp4(pp + o * (K / 2), sp + o * (K / 32), acts.base + n * K, K);
+}
+
+}  // namespace
+
+torch::Tensor mxfp4_linear(torch::Tensor x, torch::Tensor packed, torch::Tensor scale) {
+  check_packed(packed, scale);
+  const int64_t K = packed.size(1) * 2;
+  check_x(x, K);
+  auto y = torch::empty({x.size(0), packed.size(0)}, x.options());
+  mxfp4_rows(x.data_ptr<float>(), x.size(0), K, packed.size(0), packed.data_ptr<uint8_t>(), scale.data_ptr<uint8_t>(),
+             y.data_ptr<float>());
+  return y;
+}
+
+namespace {
+
+struct ExpertWeights {  // one expert's three MXFP4 matrices as [out, in/2] codes and [out, in/32] scales
+  const uint8_t *w1p, *w1s, *w3p, *w3s, *w2p, *w2s;
+};
+
+// act 0: SiTU, beta*tanh(g/beta)*sigmoid(g) * [linear_beta*tanh(u/linear_beta) if linear_beta > 0 else u];
+// act 1: silu(g) * u.
+void glu_expert(const float* x, int64_t N, int64_t D, int64_t I, const ExpertWeights& w, int64_t act, float b,
+                float lb, float* y) {
+  std::vector<float> g(N * I), u(N * I);
+  mxfp4_rows(x, N, D, I, w.w1p, w.w1s, g.data());
+  mxfp4_rows(x, N, D, I, w.w3p, w.w3s, u.data());
+  for (int64_t i = 0; i < N * I; ++i) {
+    float sig = 1.0f / (1.0f + std::exp(-g[i]));
+    float a = act == 0 ? b * std::tanh(g[i] / b) * sig : g[i] * sig;
+    float up = (act == 0 && lb > 0) ? lb * std::tanh(u[i] / lb) : u[i];
+    g[i] = a * up;
+  }
+  mxfp4_rows(g.data(), N, I, D, w.w2p, w.w2s, y);
+}
+
+void check_bank(const std::vector<torch::Tensor>& w, int64_t D) {
+  TORCH_CHECK(w.size() == 6, "expected w1/w3/w2 packed and scale tensors");
+  for (int m = 0; m < 3; ++m) check_packed(w[2 * m], w[2 * m + 1]);
+  const int64_t I = w[0].size(-2);
+  TORCH_CHECK(w[0].size(-1) * 2 == D && w[2].size(-2) == I && w[2].size(-1) * 2 == D && w[4].size(-2) == D &&
+              w[4].size(-1) * 2 == I, "expert shapes do not match");
+}
+
+}  // namespace
+
+// One routed expert: h = act(x W1^T, x W3^T), y = h W2^T. x [N, D]; w = (w1p, w1s, w3p, w3s, w2p, w2s).
+torch::Tensor mxfp4_glu_expert(torch::Tensor x, std::vector<torch::Tensor> w, int64_t act, double beta, double linear_beta) {
+  check_x(x, x.size(1));
+  check_bank(w, x.size(1));
+  auto y = torch::empty({x.size(0), x.size(1)}, x.options());
+  ExpertWeights e{w[0].data_ptr<uint8_t>(), w[1].data_ptr<uint8_t>(), w[2].data_ptr<uint8_t>(), w[3].data_ptr<uint8_t>(),
+                  w[4].data_ptr<uint8_t>(), w[5].data_ptr<uint8_t>()};
+  glu_expert(x.data_ptr<float>(), x.size(0), x.size(1), w[0].size(0), e, act, beta, linear_beta, y.data_ptr<float>());
+  return y;
+}
+
+// One token through several experts of a bank [E, ...]: acc = sum_i weights[i] * expert_{ids[i]}(x), in
+// the order given, each product rounded to fp32 and then added (as the MoE layer's Python loop does).
+torch::Tensor mxfp4_moe_token(torch::Tensor x, std::vector<torch::Tensor> bank, std::vector<int64_t> ids,
+                              std::vector<double> weights, int64_t act, double beta, double linear_beta) {
+  const int64_t D = x.size(1);
+  check_x(x, D);
+  TORCH_CHECK(x.size(0) == 1 && ids.size() == weights.size(), "one token and one weight per expert");
+  std::vector<torch::Tensor> first;  // expert 0 of each tensor: the per-expert shapes to check
+  for (const auto& t : bank) {
+    TORCH_CHECK(t.dim() == 3 && t.is_contiguous() && t.size(0) == bank[0].size(0), "bank tensors must be contiguous [E, out, in]");
+    first.push_back(t.select(0, 0));
+  }
+  check_bank(first, D);
+  const int64_t E = bank[0].size(0), I = bank[0].size(1);
+  for (int64_t e : ids) TORCH_CHECK(e >= 0 && e < E, "expert id ", e, " out of range [0, ", E, ")");
+  // Experts run in parallel, one per thread (their inner products then run single-threaded): one
+  // fork/join per token and layer instead of three per expert. The sum stays in the order given.
+  const int64_t n = static_cast<int64_t>(ids.size());
+  std::vector<float> ys(n * D);
+  std::vector<const uint8_t*> base;
+  std::vector<int64_t> stride;
+  for (const auto& t : bank) {
+    base.push_back(t.data_ptr<uint8_t>());
+    stride.push_back(t.stride(0));
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    auto at = [&](int m) { return base[m] + ids[i] * stride[m]; };
+    glu_expert(x.data_ptr<float>(), 1, D, I, ExpertWeights{at(0), at(1), at(2), at(3), at(4), at(5)}, act, beta,
+               linear_beta, ys.data() + i * D);
+  }
+  auto acc = torch::zeros({1, D}, x.options());
+  float* a = acc.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float wi = static_cast<float>(weights[i]);
+    for (int64_t d = 0; d < D; ++d) a[d] += ys[i * D + d] * wi;
+  }
+  return acc;
+}
