@@ -8,7 +8,7 @@ from k3.serve.app import Server
 from k3.serve.async_engine import AsyncEngine
 from k3.chat import render
 from k3.testing.scripted import ScriptedModel
-from serve_helpers import MODEL, REPLY, _start
+from serve_helpers import MODEL, REPLY, start_server
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def llm():
 @pytest.fixture(scope="module")
 def base(llm):
     engine = AsyncEngine(llm.engine, max_queued=64)
-    uv, thread, url = _start(Server(engine, llm.tokenizer, MODEL))
+    uv, thread, url = start_server(Server(engine, llm.tokenizer, MODEL))
     yield url
     uv.should_exit = True
     thread.join(5)
@@ -35,7 +35,7 @@ def tool_server():
     script = tok.encode_segments(render([REPLY], add_generation_prompt=False))[len(head):]
     llm = LLM(ScriptedModel(script, tok.vocab_size, tok.end_of_msg_id), tokenizer=tok, cache_memory="1MiB")
     engine = AsyncEngine(llm.engine)
-    uv, thread, url = _start(Server(engine, tok, MODEL, request_timeout=30))
+    uv, thread, url = start_server(Server(engine, tok, MODEL, request_timeout=30))
     yield url
     uv.should_exit = True
     thread.join(5)

@@ -19,6 +19,7 @@ COMMANDS = {
     "plan": ("k3.cli.plan", "memory plan under a budget: what stays resident, what streams, s/token"),
     "quantize": ("k3.cli.quantize", "convert BF16/FP32 routed experts to official MXFP4"),
     "bench": ("k3.cli.bench", "latency/throughput of the local engine or any OpenAI endpoint"),
+    "eval": ("k3.cli.eval", "quality, refusal, agent and code evaluation of a local model or any OpenAI endpoint"),
     "demo": ("k3.cli.demo", "write a small random checkpoint, inspect it, run a forward pass"),
 }
 

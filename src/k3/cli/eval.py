@@ -1,0 +1,72 @@
+"""k3 eval (--model PATH | --endpoint URL) --tasks refusal,agent,code,constraints,mc:F,gen:F,perplexity:F
+[--limit N] [--output DIR] [--judge URL --judge-model NAME] ... -- the last stdout line is a JSON summary."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+
+def add_arguments(p) -> None:
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--model", help="checkpoint directory with a tokenizer: evaluate it in-process")
+    target.add_argument("--endpoint", help="OpenAI-compatible base URL (k3 serve, vLLM, SGLang, a hosted API)")
+    p.add_argument("--tasks", required=True,
+                   help="comma-separated: refusal, agent, code, constraints, mc:FILE.jsonl, gen:FILE.jsonl, perplexity:FILE.txt")
+    p.add_argument("--limit", type=int, help="first N items of each task")
+    p.add_argument("--output", help="report directory; rerunning with the same one resumes (default eval-runs/TIME)")
+    p.add_argument("--model-name", help="endpoint: model id to request (default: the first of /v1/models)")
+    p.add_argument("--api-key")
+    p.add_argument("--judge", metavar="URL", help="refusal: OpenAI-compatible endpoint of a judge model (a different model)")
+    p.add_argument("--judge-model", help="the judge's model id (default: the first of its /v1/models)")
+    p.add_argument("--judge-api-key")
+    p.add_argument("--max-tokens", type=int, default=32768, help="per turn (generous: reasoning models; truncation is flagged)")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--agent-steps", type=int, default=12, help="agent: model turns before the step limit")
+    p.add_argument("--constraint-lengths", default="0,4,16,48", help="constraints: filler exchanges before the check")
+    p.add_argument("--prices", help="JSON price table {model: {input, output}} in USD per million tokens")
+    p.add_argument("--timeout", type=float, default=600.0, help="endpoint: seconds per request")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def run(args) -> int:
+    from k3.eval.backends.base import BackendError
+    from k3.eval.prices import load_prices
+    from k3.eval.registry import make_tasks
+    from k3.eval.runner import run_eval, summary_line
+    from k3.eval.tasks.base import Settings
+
+    if args.limit is not None and args.limit < 1:
+        raise ValueError("--limit must be at least 1")
+    lengths = tuple(int(x) for x in args.constraint_lengths.split(",") if x.strip())
+    settings = Settings(args.max_tokens, args.temperature, args.seed, args.agent_steps, lengths)
+    tasks = make_tasks(args.tasks, settings)
+    prices = load_prices(args.prices)
+    output = Path(args.output or f"eval-runs/{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        backend = _backend(args)
+        judge = None
+        if args.judge:
+            from k3.eval.backends.openai import OpenAIBackend
+
+            judge = OpenAIBackend(args.judge, args.judge_model, args.judge_api_key, args.timeout)
+        report = run_eval(backend, tasks, settings, output, limit=args.limit, judge=judge, prices=prices,
+                          progress=not args.no_progress)
+    except BackendError as e:
+        print(f"k3 eval: {e}\nfinished items are saved in {output}/answers.jsonl; rerun with --output {output} to resume")
+        return 2
+    print(f"wrote {output}/report.json and {output}/report.md")
+    print(json.dumps(summary_line(report, output)))
+    return 0
+
+
+def _backend(args):
+    if args.model:
+        from k3.eval.backends.local import LocalBackend
+
+        return LocalBackend(args.model)
+    from k3.eval.backends.openai import OpenAIBackend
+
+    return OpenAIBackend(args.endpoint, args.model_name, args.api_key, args.timeout)

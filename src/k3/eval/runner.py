@@ -1,0 +1,75 @@
+"""Runs tasks against a backend: cached answers first, the rest one item at a time (each saved as soon
+as it is done, so an interrupted run resumes), then scores and reports."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.console import Console
+
+from k3.eval.prices import cost
+from k3.eval.report import headline, write_reports
+from k3.eval.store import AnswerCache, item_key
+from k3.eval.tasks.base import HARNESS_VERSION, Context, Settings
+from k3.eval.tasks.data import builtin
+from k3.eval.tasks.refusal_rules import check_judge_independent
+
+
+# The released content hash of each built-in task: a report says whether the prompts were the frozen ones.
+FROZEN: dict[str, str] = json.loads(builtin("frozen.json").read_text())
+
+
+def run_eval(backend, tasks: list, settings: Settings, output: Path, *, limit: int | None = None, judge=None,
+             prices: dict | None = None, progress: bool = True) -> dict:
+    output.mkdir(parents=True, exist_ok=True)
+    if judge is not None:
+        check_judge_independent(judge, backend)
+    model = backend.identity()
+    cache = AnswerCache(output / "answers.jsonl")
+    ctx = Context(backend, settings, judge)
+    keyed_settings = settings.to_dict() | {"judge": judge.identity() if judge else None}
+    plan = [(t, t.items()[:limit] if limit else t.items()) for t in tasks]
+    report = {"harness_version": HARNESS_VERSION, "model": model, "judge": keyed_settings["judge"],
+              "settings": settings.to_dict(), "limit": limit, "tasks": {}}
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                   console=Console(file=sys.stderr), disable=not progress)
+    with bar:
+        for task, items in plan:
+            task_hash = task.fingerprint()
+            job = bar.add_task(task.name, total=len(items))
+            records = []
+            for item in items:
+                key = item_key(task.name, task_hash, item["id"], keyed_settings, model)
+                record = cache.get(key)
+                if record is None:
+                    record = task.run(item, ctx)
+                    cache.put(key, record)
+                records.append(record)
+                bar.advance(job)
+            report["tasks"][task.name] = _task_report(task, task_hash, records, model, prices or {})
+    write_reports(report, output)
+    return report
+
+
+def _task_report(task, task_hash: str, records: list[dict], model: dict, prices: dict) -> dict:
+    p = sum(r.get("prompt_tokens", 0) for r in records)
+    c = sum(r.get("completion_tokens", 0) for r in records)
+    frozen = FROZEN.get(task.name)
+    return {"task_hash": task_hash, "frozen": None if frozen is None else frozen == task_hash, "items": len(records),
+            "scores": task.summarise(records),
+            "usage": {"prompt_tokens": p, "completion_tokens": c, "cost_usd": cost(model, p, c, prices)},
+            "records": records}
+
+
+def summary_line(report: dict, output: Path) -> dict:
+    return {"model": report["model"].get("model"), "output": str(output),
+            "scores": {name: headline(name, t["scores"]) for name, t in report["tasks"].items()},
+            "cost_usd": _total_cost(report)}
+
+
+def _total_cost(report: dict):
+    costs = [t["usage"]["cost_usd"] for t in report["tasks"].values()]
+    return None if any(c is None for c in costs) else sum(costs)

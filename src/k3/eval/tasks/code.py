@@ -1,0 +1,62 @@
+"""Does the code a model writes run? For each prompt: take the first fenced code block of the answer,
+then, in the sandbox, check that it parses, that its imports and the module attributes it calls exist,
+that it runs, and that a hidden test passes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from k3.eval.sandbox import Limits, Sandbox
+from k3.eval.stats import rate
+from k3.eval.tasks.base import Context, content_hash, turn_record
+from k3.eval.tasks.data import builtin, read_jsonl
+
+FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+CHECKER = Path(__file__).with_name("code_checker.py")
+STAGES = ("has_code", "parses", "imports_exist", "attributes_exist", "runs", "passes")
+
+
+def extract_code(answer: str) -> str | None:
+    m = FENCE.search(answer)
+    return m.group(1) if m else None
+
+
+class CodeTask:
+    name = "code"
+
+    def __init__(self, path=None, limits: Limits = Limits()):
+        self._items = read_jsonl(path or builtin("code_tasks.jsonl"))
+        self.limits = limits
+
+    def items(self) -> list[dict]:
+        return self._items
+
+    def fingerprint(self) -> str:
+        return content_hash(self._items)
+
+    def run(self, item: dict, ctx: Context) -> dict:
+        c = ctx.ask([{"role": "user", "content": item["prompt"]}])
+        rec = {"id": item["id"], "prompt": item["prompt"], **turn_record(c)}
+        code = None if c.truncated else extract_code(c.content)
+        rec["has_code"] = code is not None
+        if code is None:
+            return rec | {s: False for s in STAGES[1:]}
+        with Sandbox(self.limits) as sb:
+            (sb.control / "answer.py").write_text(code)
+            (sb.control / "test.py").write_text(item["test"])
+            r = sb.run_python(script=CHECKER, args=(str(sb.control / "answer.py"), str(sb.control / "test.py")))
+        try:
+            found = json.loads(r.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            found = {"parses": False, "missing_imports": [], "missing_attributes": [], "runs": False, "passes": False,
+                     "error": "the checker was killed: " + r.summary(300)}
+        rec |= found
+        rec["imports_exist"] = found["parses"] and not found["missing_imports"]
+        rec["attributes_exist"] = rec["imports_exist"] and not found["missing_attributes"]
+        return rec
+
+    def summarise(self, records: list[dict]) -> dict:
+        scored = [r for r in records if not r["truncated"]]
+        return {"truncated": len(records) - len(scored)} | {s: rate(sum(bool(r[s]) for r in scored), len(scored)) for s in STAGES}
