@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from k3.ops.mla import mla_absorbed, mla_naive
+from k3.ops.mla import mla_absorbed, mla_naive, mla_sdpa
 from k3.testing import assert_close
 
 
@@ -18,6 +18,19 @@ def test_absorbed_equals_naive(T, S):
     assert_close("fp64", mla_absorbed(*args, 12 ** -0.5, offset), mla_naive(*args, 12 ** -0.5, offset), 1e-12)
     args32 = tuple(a.float() for a in args)
     assert_close("fp32", mla_absorbed(*args32, 12 ** -0.5, offset), mla_naive(*args32, 12 ** -0.5, offset), 1e-5)
+
+
+@pytest.mark.parametrize("T,S", [(1, 1), (7, 7), (4, 13), (64, 64), (33, 90)], ids=lambda x: str(x))
+def test_sdpa_equals_naive(T, S):
+    """Prefill from an empty cache (SDPA's own causal mask) and a chunk continuing a cache (offset mask)."""
+    args = _inputs(2, T, S)
+    offset = S - T
+    assert_close("fp64", mla_sdpa(*args, 12 ** -0.5, offset), mla_naive(*args, 12 ** -0.5, offset), 1e-12)
+    args32 = tuple(a.float() for a in args)
+    assert_close("fp32", mla_sdpa(*args32, 12 ** -0.5, offset), mla_naive(*args32, 12 ** -0.5, offset), 1e-5)
+    w16 = (*args32[:4], args32[4].bfloat16(), args32[5].bfloat16())  # weights stored compact, widened at use
+    ref16 = mla_naive(*args32[:4], args32[4].bfloat16().float(), args32[5].bfloat16().float(), 12 ** -0.5, offset)
+    assert_close("bf16 weights", mla_sdpa(*w16, 12 ** -0.5, offset), ref16, 1e-5)
 
 
 def test_naive_is_causal_and_uses_extra_key():

@@ -137,3 +137,38 @@ def test_head_linear_matches_einsum(kernels, level, transpose):
     with torch.enable_grad():  # autograd keeps the einsum path
         xg = x.clone().requires_grad_()
         assert_close("head_linear autograd", head_linear(xg, w, transpose), ref, 2e-6)
+
+
+@pytest.mark.parametrize("rows,J", [(1, 1), (1, 5), (3, 4)])
+def test_attn_res_mix_matches_the_reference(kernels, level, rows, J):
+    from k3.ops import attnres
+
+    g = torch.Generator().manual_seed(J)
+    cands = [torch.randn(rows, 37, generator=g) * (j + 1) for j in range(J)]
+    query = torch.randn(37, generator=g)
+    got = kernels.attn_res_mix(cands, query, 1e-6)
+    with torch.enable_grad():  # the reference path (autograd sees only it)
+        ref = attnres.attn_res_mix([c.clone().requires_grad_() for c in cands], query, 1e-6)
+    assert_close("attn_res_mix", got, ref.detach(), 2e-6)
+    assert_close("attn_res_mix dispatch", attnres.attn_res_mix(cands, query, 1e-6), ref.detach(), 2e-6)
+
+
+def test_situ_in_place_equals_the_autograd_form():
+    from k3.ops.activation import situ_glu
+
+    g, u = torch.randn(5, 33) * 6, torch.randn(5, 33) * 40
+    fast = situ_glu(g, u, 4.0, 25.0)
+    with torch.enable_grad():
+        slow = situ_glu(g.clone().requires_grad_(), u.clone().requires_grad_(), 4.0, 25.0)
+    assert torch.equal(fast, slow.detach())
+    assert torch.equal(situ_glu(g, u, 1.0, None), g.tanh() * torch.sigmoid(g) * u)
+
+
+def test_native_dequantize_is_exact(kernels):
+    from k3.ops.mxfp4.linear import decode_rows
+
+    g = torch.Generator().manual_seed(11)
+    packed = torch.randint(0, 256, (7, 48), dtype=torch.uint8, generator=g)
+    scale = torch.randint(0, 255, (7, 3), dtype=torch.uint8, generator=g)
+    assert torch.equal(kernels.mxfp4_dequantize(packed, scale), dequantize(packed, scale))
+    assert torch.equal(decode_rows(packed, scale, 32, torch.float32), dequantize(packed, scale))

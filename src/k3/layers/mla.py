@@ -1,6 +1,6 @@
 """Gated NoPE MLA layer (spec section 4.4). Caches only the normalised latent c_kv and the shared k_x.
 
-Single-token steps use the absorbed (latent-space) core; longer steps expand K/V once.
+Single-token steps use the absorbed (latent-space) core; longer steps expand K/V once and run SDPA.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm
 from k3.layers.batch import ForwardBatch
 from k3.layers.state import MLACacheView
-from k3.ops.mla import mla_absorbed, mla_naive
+from k3.ops.mla import mla_absorbed, mla_sdpa
 
 
 class GatedMLA(nn.Module):
@@ -56,7 +56,7 @@ class GatedMLA(nn.Module):
             if cache is not None:
                 c_all, kx_all, offset = cache.extend(group.seqs, c_all, kx_all)
             # A single new token attends in the latent space; a longer segment expands K/V once.
-            core = mla_absorbed if group.index.shape[1] == 1 else mla_naive
+            core = mla_absorbed if group.index.shape[1] == 1 else mla_sdpa
             q_g = group.take(q)
             group.put(o, core(q_g[..., :self.nope], q_g[..., self.nope:], c_all, kx_all, w_uk, w_uv, self.scale, offset))
         o = o.reshape(N, H * self.v_dim)

@@ -15,10 +15,16 @@ def situ_glu(gate: torch.Tensor, up: torch.Tensor, beta: float, linear_beta: flo
     """
     g = wide(gate)
     u = wide(up)
-    a = beta * torch.tanh(g / beta) * torch.sigmoid(g)
+    if torch.is_grad_enabled() and (g.requires_grad or u.requires_grad):
+        a = beta * torch.tanh(g / beta) * torch.sigmoid(g)
+        if linear_beta is not None:
+            u = linear_beta * torch.tanh(u / linear_beta)
+        return (a * u).to(up.dtype)
+    # Inference: the same operations in the same order (so the same bits), in place on three buffers.
+    a = torch.div(g, beta).tanh_().mul_(beta).mul_(torch.sigmoid(g))
     if linear_beta is not None:
-        u = linear_beta * torch.tanh(u / linear_beta)
-    return (a * u).to(up.dtype)
+        u = torch.div(u, linear_beta).tanh_().mul_(linear_beta)
+    return a.mul_(u).to(up.dtype)
 
 
 def silu_glu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from k3.ops.native import MAX_ROWS, native
 from k3.ops.precision import wide
 
 
@@ -19,9 +20,20 @@ def attn_res_mix(candidates: list[torch.Tensor], query: torch.Tensor, eps: float
     RAW candidates. All in fp32 (or wider), cast to the candidates' dtype.
     """
     dtype = candidates[-1].dtype
+    if _use_native(candidates, query):  # decode: one pass per candidate instead of stack + eight passes
+        rows = [c.reshape(-1, c.shape[-1]).contiguous() for c in candidates]
+        return native().attn_res_mix(rows, query.contiguous(), eps).reshape(candidates[-1].shape)
     cdt = torch.promote_types(dtype, torch.float32)
     v = torch.stack([c.to(cdt) for c in candidates])
     inv_rms = torch.rsqrt(v.pow(2).mean(-1) + eps)
     scores = (v @ query.to(cdt)) * inv_rms
     alpha = torch.softmax(scores, dim=0)
     return (alpha.unsqueeze(-1) * v).sum(0).to(dtype)
+
+
+def _use_native(candidates: list[torch.Tensor], query: torch.Tensor) -> bool:
+    c = candidates[-1]
+    return (c.device.type == "cpu" and query.dtype == torch.float32 and c.numel() // max(1, c.shape[-1]) <= MAX_ROWS
+            and all(x.dtype == torch.float32 and x.shape == c.shape for x in candidates)
+            and not (torch.is_grad_enabled() and (query.requires_grad or any(x.requires_grad for x in candidates)))
+            and native() is not None)

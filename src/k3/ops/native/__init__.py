@@ -1,5 +1,5 @@
 """Native CPU kernels for decode-sized work: compact weights (bf16, packed MXFP4) times a few fp32 rows,
-reading each weight byte once, and KDA's whole one-token step after the projections.
+reading each weight byte once, KDA's whole one-token step after the projections, and AttnRes mixes.
 
 Built from the `.cpp` files here with torch's cpp_extension on first use (about a minute once, then
 cached in torch's extension directory), with AVX2+FMA when this CPU has them; the MXFP4 product also
@@ -17,9 +17,10 @@ import os
 import warnings
 from pathlib import Path
 
-SOURCES = ("common.cpp", "bf16.cpp", "mxfp4.cpp", "kda.cpp")  # joined in this order
+SOURCES = ("common.cpp", "bf16.cpp", "mxfp4.cpp", "kda.cpp", "attnres.cpp")  # joined in this order
 FUNCTIONS = ["set_simd", "bf16_linear", "bf16_head_linear", "mxfp4_linear", "mxfp4_glu_expert", "mxfp4_moe_token",
-             "kda_decode"]
+             "mxfp4_dequantize",
+             "kda_decode", "attn_res_mix"]
 MAX_ROWS = 32  # measured: above ~32-48 rows, dequantise-then-GEMM (compute bound) wins
 SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}
 

@@ -216,3 +216,26 @@ torch::Tensor mxfp4_moe_token(torch::Tensor x, std::vector<torch::Tensor> bank, 
   }
   return acc;
 }
+
+// Dequantise packed MXFP4 [O, K/2] + scales [O, K/32] to fp32 [O, K] (exact: every value is a 2-bit
+// mantissa times a power of two). Prefill decodes expert tiles with this before an fp32 GEMM.
+torch::Tensor mxfp4_dequantize(torch::Tensor packed, torch::Tensor scale) {
+  check_packed(packed, scale);
+  const int64_t O = packed.size(0), K = packed.size(1) * 2, G = K / 32;
+  auto w = torch::empty({O, K}, torch::dtype(torch::kFloat32));
+  const uint8_t* pp = packed.data_ptr<uint8_t>();
+  const uint8_t* sp = scale.data_ptr<uint8_t>();
+  float* wp = w.data_ptr<float>();
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t g = 0; g < G; ++g) {
+      const uint8_t* b = pp + o * (K / 2) + g * 16;
+      const float s = kPow2.full[sp[o * G + g]];
+      float* out = wp + o * K + g * 32;
+      for (int j = 0; j < 16; ++j) {
+        out[2 * j] = kE2M1[b[j] & 0xF] * s;
+        out[2 * j + 1] = kE2M1[b[j] >> 4] * s;
+      }
+    }
+  return w;
+}

@@ -1,0 +1,61 @@
+// attn_res_mix: Block AttnRes for a few rows in one pass per candidate:
+//   score_j[n] = (V_j[n] . q) / sqrt(mean(V_j[n]^2) + eps);  alpha[n] = softmax_j(score[n]);
+//   out[n] = sum_j alpha_j[n] V_j[n]
+// candidates: J tensors fp32 [N, D] (the depth bank, then the current partial sum); query fp32 [D].
+// The reference (k3.ops.attnres.attn_res_mix) stacks the candidates and makes about eight passes.
+
+namespace {
+
+// (sum x^2, sum x q) over D values.
+std::pair<float, float> square_and_dot(const float* x, const float* q, int64_t D) {
+  int64_t d = 0;
+  float ss = 0.f, dot = 0.f;
+#ifdef __AVX2__
+  if (g_simd >= 1) {
+    __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+    for (; d + 8 <= D; d += 8) {
+      __m256 v = _mm256_loadu_ps(x + d);
+      a = _mm256_fmadd_ps(v, v, a);
+      b = _mm256_fmadd_ps(v, _mm256_loadu_ps(q + d), b);
+    }
+    ss = hsum(a);
+    dot = hsum(b);
+  }
+#endif
+  for (; d < D; ++d) {
+    ss += x[d] * x[d];
+    dot += x[d] * q[d];
+  }
+  return {ss, dot};
+}
+
+}  // namespace
+
+torch::Tensor attn_res_mix(std::vector<torch::Tensor> cands, torch::Tensor query, double eps) {
+  TORCH_CHECK(!cands.empty(), "attn_res_mix needs at least one candidate");
+  const int64_t J = static_cast<int64_t>(cands.size()), N = cands[0].size(0), D = cands[0].size(1);
+  for (const auto& c : cands)
+    TORCH_CHECK(c.dim() == 2 && c.scalar_type() == torch::kFloat32 && c.is_contiguous() && c.size(0) == N && c.size(1) == D,
+                "candidates must be contiguous fp32 [N, D] of one shape");
+  TORCH_CHECK(query.scalar_type() == torch::kFloat32 && query.is_contiguous() && query.numel() == D, "query must be fp32 [D]");
+  auto out = torch::zeros({N, D}, cands[0].options());
+  const float* q = query.data_ptr<float>();
+  std::vector<float> alpha(J);
+  for (int64_t n = 0; n < N; ++n) {
+    float top = -INFINITY;
+    for (int64_t j = 0; j < J; ++j) {
+      auto [ss, dot] = square_and_dot(cands[j].data_ptr<float>() + n * D, q, D);
+      alpha[j] = dot / std::sqrt(ss / static_cast<float>(D) + static_cast<float>(eps));
+      top = std::max(top, alpha[j]);
+    }
+    float total = 0.f;
+    for (int64_t j = 0; j < J; ++j) total += (alpha[j] = std::exp(alpha[j] - top));
+    float* o = out.data_ptr<float>() + n * D;
+    for (int64_t j = 0; j < J; ++j) {
+      const float a = alpha[j] / total;
+      const float* v = cands[j].data_ptr<float>() + n * D;
+      for (int64_t d = 0; d < D; ++d) o[d] += a * v[d];
+    }
+  }
+  return out;
+}
