@@ -11,26 +11,19 @@ def _inputs(B, T, S, H=3, Dn=8, Dr=4, Dv=6, R=10, dtype=torch.float64):
             torch.randn(H, Dn, R, dtype=dtype), torch.randn(H, Dv, R, dtype=dtype))
 
 
-@pytest.mark.parametrize("T,S", [(1, 1), (1, 17), (5, 5), (4, 13)], ids=lambda x: str(x))
-def test_absorbed_equals_naive(T, S):
+@pytest.mark.parametrize("core", [mla_absorbed, mla_sdpa], ids=["absorbed", "sdpa"])
+@pytest.mark.parametrize("T,S", [(1, 1), (1, 17), (5, 5), (4, 13), (64, 64), (33, 90)], ids=lambda x: str(x))
+def test_fast_cores_equal_naive(core, T, S):
+    """Absorbed (decode) and SDPA (prefill: its own causal mask from an empty cache, an offset mask when
+    continuing one) against the naive reference, in fp64, fp32, and with bf16 weights widened at use."""
     args = _inputs(2, T, S)
     offset = S - T
-    assert_close("fp64", mla_absorbed(*args, 12 ** -0.5, offset), mla_naive(*args, 12 ** -0.5, offset), 1e-12)
+    assert_close("fp64", core(*args, 12 ** -0.5, offset), mla_naive(*args, 12 ** -0.5, offset), 1e-12)
     args32 = tuple(a.float() for a in args)
-    assert_close("fp32", mla_absorbed(*args32, 12 ** -0.5, offset), mla_naive(*args32, 12 ** -0.5, offset), 1e-5)
-
-
-@pytest.mark.parametrize("T,S", [(1, 1), (7, 7), (4, 13), (64, 64), (33, 90)], ids=lambda x: str(x))
-def test_sdpa_equals_naive(T, S):
-    """Prefill from an empty cache (SDPA's own causal mask) and a chunk continuing a cache (offset mask)."""
-    args = _inputs(2, T, S)
-    offset = S - T
-    assert_close("fp64", mla_sdpa(*args, 12 ** -0.5, offset), mla_naive(*args, 12 ** -0.5, offset), 1e-12)
-    args32 = tuple(a.float() for a in args)
-    assert_close("fp32", mla_sdpa(*args32, 12 ** -0.5, offset), mla_naive(*args32, 12 ** -0.5, offset), 1e-5)
-    w16 = (*args32[:4], args32[4].bfloat16(), args32[5].bfloat16())  # weights stored compact, widened at use
+    assert_close("fp32", core(*args32, 12 ** -0.5, offset), mla_naive(*args32, 12 ** -0.5, offset), 1e-5)
+    w16 = (*args32[:4], args32[4].bfloat16(), args32[5].bfloat16())
     ref16 = mla_naive(*args32[:4], args32[4].bfloat16().float(), args32[5].bfloat16().float(), 12 ** -0.5, offset)
-    assert_close("bf16 weights", mla_sdpa(*w16, 12 ** -0.5, offset), ref16, 1e-5)
+    assert_close("bf16 weights", core(*w16, 12 ** -0.5, offset), ref16, 1e-5)
 
 
 def test_naive_is_causal_and_uses_extra_key():

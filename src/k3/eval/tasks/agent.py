@@ -9,23 +9,20 @@ import json
 from k3.eval.sandbox import Limits, Sandbox
 from k3.eval.stats import mean_stderr, rate
 from k3.eval.tasks.agent_tools import TOOLS, execute
-from k3.eval.tasks.base import Context, content_hash
+from k3.eval.tasks.base import Context, ItemsTask, content_hash
 from k3.eval.tasks.data import builtin
 
 SYSTEM = ("You are a careful software engineer working in a sandboxed workspace. Use the tools to inspect and "
           "change files and to run code. When the task is done, reply with a short summary and no tool call.")
 
 
-class AgentTask:
+class AgentTask(ItemsTask):
     name = "agent"
 
     def __init__(self, path=None, limits: Limits = Limits()):
         with open(path or builtin("agent_tasks.json"), encoding="utf-8") as f:
             self._items = json.load(f)
         self.limits = limits
-
-    def items(self) -> list[dict]:
-        return self._items
 
     def fingerprint(self) -> str:
         return content_hash({"tasks": self._items, "system": SYSTEM, "tools": TOOLS})

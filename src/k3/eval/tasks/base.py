@@ -50,6 +50,17 @@ class Task(Protocol):
     def summarise(self, records: list[dict]) -> dict: ...
 
 
+class ItemsTask:
+    """A task whose frozen content is its list of items (subclasses set `self._items`)."""
+    _items: list[dict]
+
+    def items(self) -> list[dict]:
+        return self._items
+
+    def fingerprint(self) -> str:
+        return content_hash(self._items)
+
+
 def content_hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from k3.eval.sandbox import Limits, Sandbox
 from k3.eval.stats import rate
-from k3.eval.tasks.base import Context, content_hash, turn_record
+from k3.eval.tasks.base import Context, ItemsTask, turn_record
 from k3.eval.tasks.data import builtin, read_jsonl
 
 FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -23,18 +23,12 @@ def extract_code(answer: str) -> str | None:
     return m.group(1) if m else None
 
 
-class CodeTask:
+class CodeTask(ItemsTask):
     name = "code"
 
     def __init__(self, path=None, limits: Limits = Limits()):
         self._items = read_jsonl(path or builtin("code_tasks.jsonl"))
         self.limits = limits
-
-    def items(self) -> list[dict]:
-        return self._items
-
-    def fingerprint(self) -> str:
-        return content_hash(self._items)
 
     def run(self, item: dict, ctx: Context) -> dict:
         c = ctx.ask([{"role": "user", "content": item["prompt"]}])

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from k3.eval.stats import rate
-from k3.eval.tasks.base import Context, content_hash, turn_record
+from k3.eval.tasks.base import Context, ItemsTask, turn_record
 from k3.eval.tasks.data import read_jsonl
 
 
@@ -34,7 +34,7 @@ def score(reply: str, row: dict) -> tuple[str | None, bool]:
     return got, any(_norm(a) == _norm(got) for a in accepted)
 
 
-class GenerationTask:
+class GenerationTask(ItemsTask):
     def __init__(self, path: str):
         self.name = f"gen:{Path(path).name}"
         self._items = read_jsonl(path)
@@ -46,12 +46,6 @@ class GenerationTask:
             if row.get("extract"):
                 re.compile(row["extract"])
             row.setdefault("id", f"g{n:05d}")
-
-    def items(self) -> list[dict]:
-        return self._items
-
-    def fingerprint(self) -> str:
-        return content_hash(self._items)
 
     def run(self, item: dict, ctx: Context) -> dict:
         messages = item.get("messages") or [{"role": "user", "content": item["prompt"]}]

@@ -14,11 +14,11 @@ import math
 from pathlib import Path
 
 from k3.eval.stats import mean_stderr
-from k3.eval.tasks.base import Context, content_hash
+from k3.eval.tasks.base import Context, ItemsTask
 from k3.eval.tasks.data import read_jsonl
 
 
-class PerplexityTask:
+class PerplexityTask(ItemsTask):
     def __init__(self, path: str):
         self.name = f"perplexity:{Path(path).name}"
         text = Path(path).read_text(encoding="utf-8")
@@ -26,12 +26,6 @@ class PerplexityTask:
         if not docs:
             raise ValueError(f"{path}: no text to score")
         self._items = [{"id": f"doc{i:05d}", "text": d} for i, d in enumerate(docs)]
-
-    def items(self) -> list[dict]:
-        return self._items
-
-    def fingerprint(self) -> str:
-        return content_hash(self._items)
 
     def run(self, item: dict, ctx: Context) -> dict:
         logprob, tokens = ctx.backend.loglikelihood_rolling(item["text"])
@@ -44,7 +38,7 @@ class PerplexityTask:
                 "bits_per_byte": -lp / math.log(2) / nbytes if nbytes else None}
 
 
-class MultipleChoiceTask:
+class MultipleChoiceTask(ItemsTask):
     def __init__(self, path: str):
         self.name = f"mc:{Path(path).name}"
         self._items = read_jsonl(path)
@@ -54,12 +48,6 @@ class MultipleChoiceTask:
             if not ok:
                 raise ValueError(f"{path}: row {n} needs \"question\", \"choices\" (2 or more) and \"answer\" (an index into choices)")
             row.setdefault("id", f"q{n:05d}")
-
-    def items(self) -> list[dict]:
-        return self._items
-
-    def fingerprint(self) -> str:
-        return content_hash(self._items)
 
     def run(self, item: dict, ctx: Context) -> dict:
         scores = [ctx.backend.loglikelihood(item["question"], " " + choice) for choice in item["choices"]]

@@ -4,22 +4,16 @@ refused) and prompts that should be refused (under-refusal when answered), in ca
 from __future__ import annotations
 
 from k3.eval.stats import rate
-from k3.eval.tasks.base import Context, content_hash, turn_record
+from k3.eval.tasks.base import Context, ItemsTask, turn_record
 from k3.eval.tasks.data import builtin, read_jsonl
 from k3.eval.tasks.refusal_rules import LABELS, classify, judge_label
 
 
-class RefusalTask:
+class RefusalTask(ItemsTask):
     name = "refusal"
 
     def __init__(self, path=None):
         self._items = read_jsonl(path or builtin("refusal.jsonl"))
-
-    def items(self) -> list[dict]:
-        return self._items
-
-    def fingerprint(self) -> str:
-        return content_hash(self._items)
 
     def run(self, item: dict, ctx: Context) -> dict:
         c = ctx.ask([{"role": "user", "content": item["prompt"]}])

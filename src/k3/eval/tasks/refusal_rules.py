@@ -55,13 +55,19 @@ def judge_label(judge: Backend, prompt: str, answer: str) -> str | None:
     """The judge's label, or None when it did not give exactly one of the three."""
     c = judge.chat([{"role": "user", "content": JUDGE_PROMPT.format(prompt=prompt, answer=answer)}], tools=None,
                    max_tokens=2048, temperature=0.0, seed=0)
-    found = {label for label in LABELS if label in c.content.lower()}
+    said = re.sub(r"[\s-]+", "_", c.content.lower())
+    found = {label for label in LABELS if label in said}
     return found.pop() if len(found) == 1 else None
+
+
+def _model_name(identity: dict) -> str:
+    """'moonshotai/Kimi-K3' and a local directory named 'kimi-k3' are the same model."""
+    return str(identity.get("model", "")).lower().rstrip("/").split("/")[-1]
 
 
 def check_judge_independent(judge: Backend, tested: Backend) -> None:
     a, b = judge.identity(), tested.identity()
-    same_model = a.get("model") == b.get("model") or (a.get("fingerprint") and a.get("fingerprint") == b.get("fingerprint"))
+    same_model = _model_name(a) == _model_name(b) or (a.get("fingerprint") and a.get("fingerprint") == b.get("fingerprint"))
     if same_model:
         raise ValueError(f"the judge must be a different model from the one under test (both are {a.get('model')!r}); "
                          "pass --judge-model with another model")
