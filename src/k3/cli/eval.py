@@ -28,6 +28,8 @@ def add_arguments(p) -> None:
     p.add_argument("--constraint-lengths", default="0,4,16,48", help="constraints: filler exchanges before the check")
     p.add_argument("--prices", help="JSON price table {model: {input, output}} in USD per million tokens")
     p.add_argument("--timeout", type=float, default=600.0, help="endpoint: seconds per request")
+    p.add_argument("--memory-budget", help="local: weights + cache budget; routed experts beyond it stream from disk")
+    p.add_argument("--cache-memory", default="1GiB", help="local: sequence-state cache")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -66,7 +68,7 @@ def _backend(args):
     if args.model:
         from k3.eval.backends.local import LocalBackend
 
-        return LocalBackend(args.model)
+        return LocalBackend(args.model, memory_budget=args.memory_budget, cache_memory=args.cache_memory)
     from k3.eval.backends.openai import OpenAIBackend
 
     return OpenAIBackend(args.endpoint, args.model_name, args.api_key, args.timeout)
