@@ -59,11 +59,13 @@ class BrokenToolCalls(ScriptedBackend):
 
 
 class CodeThatDoesNotRun(ScriptedBackend):
-    """Code answers that parse but import a module that does not exist and call a missing function."""
+    """Code answers that parse but import a module that does not exist, use a missing module function
+    and call a function nobody wrote."""
     model = "bad-code"
 
     def reply(self, messages, tools):
-        code = "import numpyy\nimport math\n\ndef f(x):\n    return math.squareroot(x)\n\nraise RuntimeError('boom')\n"
+        code = ("import numpyy\nimport math\n\ndef f(x):\n    return math.squareroot(x) + helper(x)\n\n"
+                "for i in range(3):\n    print(f)\nraise RuntimeError('boom')\n")
         return Completion(f"Here you go:\n```python\n{code}```\n", prompt_tokens=8, completion_tokens=30)
 
 

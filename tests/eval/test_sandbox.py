@@ -130,3 +130,13 @@ def test_workspace_is_removed_on_close():
     assert (sb.workspace / "a.py").is_file()
     sb.close()
     assert not root.exists()
+
+
+def test_closing_the_pipes_does_not_end_the_watch():
+    """A child that closes stdout/stderr and keeps working is waited for, then killed at the wall limit."""
+    with Sandbox(Limits(wall_s=1.5)) as sb:
+        (sb.workspace / "done").unlink(missing_ok=True)
+        r = sb.run_python("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(0.5)\nopen('done', 'w').write('1')\n")
+        assert r.exit_code == 0 and (sb.workspace / "done").exists(), r.summary()
+        r = sb.run_python("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(60)\n")
+        assert r.timed_out

@@ -120,9 +120,11 @@ def test_code_that_does_not_run_is_caught_at_each_stage(tmp_path):
     t = scores(CodeThatDoesNotRun(), "code", tmp_path, limit=3)["code"]
     s = t["scores"]
     assert s["has_code"]["k"] == s["parses"]["k"] == 3
-    assert s["imports_exist"]["k"] == s["attributes_exist"]["k"] == s["runs"]["k"] == s["passes"]["k"] == 0
+    assert s["imports_exist"]["k"] == s["attributes_exist"]["k"] == s["calls_defined"]["k"] == 0
+    assert s["runs"]["k"] == s["passes"]["k"] == 0
     rec = t["records"][0]
     assert rec["missing_imports"] == ["numpyy"] and rec["missing_attributes"] == ["math.squareroot"]
+    assert rec["undefined_calls"] == ["helper"]  # range, print: builtins; f: defined
 
 
 class WritesGoodCode(ScriptedBackend):
@@ -138,6 +140,7 @@ class WritesGoodCode(ScriptedBackend):
 def test_code_that_works_passes(tmp_path):
     recs = {r["id"]: r for r in scores(WritesGoodCode(), "code", tmp_path, limit=3)["code"]["records"]}
     assert recs["median"]["passes"] and recs["vowels"]["passes"]
+    assert recs["median"]["calls_defined"] and recs["median"]["undefined_calls"] == []
     assert not recs["add-days"]["parses"] and recs["add-days"]["error"].startswith("SyntaxError")
 
 

@@ -149,6 +149,10 @@ class Sandbox:
                 total += len(chunk)
                 if total > self.limits.output_bytes:
                     return [bytes(b) for b in bufs], False, True
+        try:  # both pipes closed: the child may still be running (it can close them itself)
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return [bytes(b) for b in bufs], True, False
         return [bytes(b) for b in bufs], False, False
 
 

@@ -1,6 +1,7 @@
 """Does the code a model writes run? For each prompt: take the first fenced code block of the answer,
-then, in the sandbox, check that it parses, that its imports and the module attributes it calls exist,
-that it runs, and that a hidden test passes."""
+then, in the sandbox, check that it parses, that its imports and the module attributes it uses exist,
+that every function it calls by name is defined, imported or built in, that it runs, and that a
+hidden test passes."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from k3.eval.tasks.data import builtin, read_jsonl
 
 FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
 CHECKER = Path(__file__).with_name("code_checker.py")
-STAGES = ("has_code", "parses", "imports_exist", "attributes_exist", "runs", "passes")
+STAGES = ("has_code", "parses", "imports_exist", "attributes_exist", "calls_defined", "runs", "passes")
 
 
 def extract_code(answer: str) -> str | None:
@@ -44,11 +45,12 @@ class CodeTask(ItemsTask):
         try:
             found = json.loads(r.stdout.strip().splitlines()[-1])
         except (IndexError, ValueError):
-            found = {"parses": False, "missing_imports": [], "missing_attributes": [], "runs": False, "passes": False,
-                     "error": "the checker was killed: " + r.summary(300)}
+            found = {"parses": False, "missing_imports": [], "missing_attributes": [], "undefined_calls": [], "runs": False,
+                     "passes": False, "error": "the checker was killed: " + r.summary(300)}
         rec |= found
         rec["imports_exist"] = found["parses"] and not found["missing_imports"]
         rec["attributes_exist"] = rec["imports_exist"] and not found["missing_attributes"]
+        rec["calls_defined"] = found["parses"] and not found["undefined_calls"]
         return rec
 
     def summarise(self, records: list[dict]) -> dict:

@@ -1,6 +1,6 @@
 """Runs inside the sandbox: `code_checker.py CODE_FILE TEST_FILE` prints one JSON line saying whether
-the code parses, whether its imports exist, whether the module attributes it uses exist, whether it
-runs, and whether the task's test passes. Standard library only (it runs under `python -I`)."""
+the code parses, whether its imports exist, whether the module attributes it uses and the functions
+it calls exist, whether it runs, and whether the task's test passes. Standard library only (it runs under `python -I`)."""
 
 import ast
 import importlib
@@ -21,6 +21,27 @@ def _imports(tree):
     return aliases, froms
 
 
+def _undefined_calls(tree, aliases):
+    """Plain-name calls (f(...)) to names that nothing in the code defines, imports or binds, and that
+    are not builtins: a function the model assumed but never wrote."""
+    import builtins
+
+    bound = set(aliases) | set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ImportFrom):
+            bound.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    return sorted(called - bound)
+
+
 def _module(name):
     try:
         return importlib.import_module(name)
@@ -29,7 +50,8 @@ def _module(name):
 
 
 def check(src, test):
-    out = {"parses": False, "missing_imports": [], "missing_attributes": [], "runs": False, "passes": False, "error": ""}
+    out = {"parses": False, "missing_imports": [], "missing_attributes": [], "undefined_calls": [], "runs": False,
+           "passes": False, "error": ""}
     try:
         tree = ast.parse(src)
     except SyntaxError as e:
@@ -48,6 +70,7 @@ def check(src, test):
             mod = _module(aliases[node.value.id])
             if mod is not None and not hasattr(mod, node.attr):
                 out["missing_attributes"].append(f"{aliases[node.value.id]}.{node.attr}")
+    out["undefined_calls"] = _undefined_calls(tree, aliases)
     namespace = {"__name__": "__k3_checked__"}
     try:
         exec(compile(tree, "<answer>", "exec"), namespace)
