@@ -145,3 +145,21 @@ def test_bad_prompts_are_value_errors(model):
         llm.generate([[1], [2]], [GREEDY])
     with pytest.raises(ValueError, match="cache_memory"):
         LLM(model, cache_memory="lots")
+
+
+@pytest.mark.parametrize("budget", [4, 512])
+def test_prompt_logprobs_equal_the_full_forward(model, budget):
+    """Every prompt token is scored by the logits before it, across chunked prefill and batchmates."""
+    llm = LLM(model, cache_memory=CACHE, max_num_batched_tokens=budget)
+    prompt = _prompt(11, 3)
+    outs = llm.generate([prompt, _prompt(7, 4)], [SamplingParams(max_tokens=2, temperature=0, prompt_logprobs=2),
+                                                   SamplingParams(max_tokens=2, temperature=0)])
+    scored = outs[0].prompt_logprobs
+    assert outs[1].prompt_logprobs is None and scored[0] is None and len(scored) == len(prompt)
+    with torch.no_grad():
+        ref = torch.log_softmax(llm.model(torch.tensor([prompt])).float()[0], -1)
+    for pos in range(1, len(prompt)):
+        assert scored[pos].token_id == prompt[pos] and len(scored[pos].top) == 2
+        assert scored[pos].logprob == pytest.approx(float(ref[pos - 1, prompt[pos]]), rel=1e-5, abs=1e-6)
+    with pytest.raises(ValueError, match="prompt_logprobs"):
+        SamplingParams(prompt_logprobs=-1)

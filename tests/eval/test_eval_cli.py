@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 import torch
 
@@ -42,13 +43,36 @@ def test_endpoint_run_writes_reports_and_resumes(server_url, tmp_path, capsys):
     assert json.loads((tmp_path / "report.json").read_text()) == report
 
 
-def test_endpoint_without_prompt_logprobs_fails_clearly(server_url, tmp_path, capsys):
+def test_endpoint_likelihoods_equal_the_local_model(server_url, tmp_path, capsys):
+    """k3 serve scores prompts (completions with echo + logprobs); the same text scored through the
+    endpoint and in-process gives the same numbers."""
+    text = tmp_path / "t.txt"
+    text.write_text("The cat sat on the mat.\n\nA second short document, a little longer than the first one.\n")
     mc = tmp_path / "mc.jsonl"
-    mc.write_text('{"question": "2+2=", "choices": ["4", "5"], "answer": 0}\n')
-    assert main(["eval", "--endpoint", server_url, "--tasks", f"mc:{mc}", "--output", str(tmp_path / "o"),
-                 "--no-progress"]) == 2
-    out = capsys.readouterr().out
-    assert "prompt logprobs" in out and "--model PATH" in out
+    mc.write_text('{"question": "The cat sat on the", "choices": ["mat.", "moon and the stars"], "answer": 0}\n')
+    spec = f"perplexity:{text},mc:{mc}"
+    assert main(["eval", "--endpoint", server_url, "--tasks", spec, "--output", str(tmp_path / "e"), "--no-progress"]) == 0
+    remote = json.loads((tmp_path / "e" / "report.json").read_text())["tasks"]
+    assert main(["eval", "--model", str(default_model()), "--tasks", spec, "--output", str(tmp_path / "l"),
+                 "--no-progress"]) == 0
+    local = json.loads((tmp_path / "l" / "report.json").read_text())["tasks"]
+    capsys.readouterr()
+    r, l_ = remote["perplexity:t.txt"]["scores"], local["perplexity:t.txt"]["scores"]
+    assert r["tokens"] == l_["tokens"] and r["perplexity"] == pytest.approx(l_["perplexity"], rel=1e-4)
+    r_ll = remote["mc:mc.jsonl"]["records"][0]["loglikelihoods"]
+    assert r_ll == pytest.approx(local["mc:mc.jsonl"]["records"][0]["loglikelihoods"], rel=1e-4)
+
+
+def test_endpoint_without_prompt_logprobs_fails_clearly(tmp_path):
+    from k3.eval.backends.base import LoglikUnsupported
+    from k3.eval.backends.openai import OpenAIBackend
+
+    def handler(request: httpx.Request) -> httpx.Response:  # a server that ignores echo/logprobs
+        return httpx.Response(200, json={"choices": [{"text": "x", "finish_reason": "length"}]})
+
+    backend = OpenAIBackend("http://fake", model="m", transport=httpx.MockTransport(handler))
+    with pytest.raises(LoglikUnsupported, match="prompt logprobs.*--model PATH"):
+        backend.loglikelihood("2+2=", " 4")
 
 
 def test_judge_must_be_another_model(server_url, tmp_path, capsys):

@@ -42,8 +42,14 @@ def test_completions_with_echo_and_logprobs(base):
     out = _client(base).completions.create(model=MODEL, prompt="It is a truth", max_tokens=6, temperature=0,
                                            echo=True, logprobs=2)
     choice = out.choices[0]
-    assert choice.text.startswith("It is a truth") and len(choice.logprobs.tokens) == 6
-    assert all(len(t) == 2 for t in choice.logprobs.top_logprobs)
+    lp = choice.logprobs
+    n_prompt = out.usage.prompt_tokens
+    assert choice.text.startswith("It is a truth") and len(lp.tokens) == n_prompt + 6
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None  # nothing predicts the first token
+    assert all(v is not None and v <= 0 for v in lp.token_logprobs[1:])
+    assert all(len(t) == 2 for t in lp.top_logprobs[1:])
+    assert "".join(lp.tokens[:n_prompt]) == "It is a truth"
+    assert lp.text_offset == [len("".join(lp.tokens[:i])) for i in range(len(lp.tokens))]
 
 
 def _text(message_or_delta) -> str:

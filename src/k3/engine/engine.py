@@ -77,6 +77,8 @@ class LLMEngine:
                       initial_state=resume_state, save_state_path=save_state_path)
         if self.tokenizer is not None:
             req.detok = OutputText(self.tokenizer, params.stop, params.skip_special_tokens)
+        if params.prompt_logprobs is not None:
+            req.prompt_logprobs = [None] * len(prompt)
         self._arrivals += 1
         self.requests[request_id] = req
         self.scheduler.add(req)
@@ -131,10 +133,14 @@ class LLMEngine:
         views = self.cache.layer_views([c.request.request_id for c in chunks], batch.context_lens,
                                        self.model.config.num_hidden_layers)
         rows = [i for i, c in enumerate(chunks) if c.request.num_computed + c.num_tokens == c.request.num_tokens]
+        scored = _prompt_positions(chunks, batch)
+        index = torch.cat((batch.last_token_index[rows], torch.tensor([i for i, _, _ in scored], dtype=torch.long)))
         with torch.inference_mode():
-            logits = self.model.forward_batch(torch.tensor(ids, dtype=torch.long), batch, views,
-                                              batch.last_token_index[rows])
-        return logits, [chunks[i].request for i in rows]
+            logits = self.model.forward_batch(torch.tensor(ids, dtype=torch.long), batch, views, index)
+        for (_, req, pos), row in zip(scored, logits[len(rows):]):
+            token = req.prompt_ids[pos]
+            req.prompt_logprobs[pos] = TokenLogprob(token, *top_logprobs(row, token, req.params.prompt_logprobs))
+        return logits[:len(rows)], [chunks[i].request for i in rows]
 
     def _sample(self, req: Request, row: torch.Tensor) -> RequestOutput:
         if not bool(torch.isfinite(row).all()):
@@ -193,7 +199,7 @@ class LLMEngine:
         done = req.status == Status.FINISHED
         return RequestOutput(req.request_id, req.prompt_ids, list(req.output_ids), new, req.text, done,
                              req.finish_reason, list(req.logprobs) if req.params.logprobs is not None else None,
-                             req.error)
+                             req.error, list(req.prompt_logprobs) if req.prompt_logprobs is not None else None)
 
     def stats(self) -> dict:
         out = dict(self.counters, running=len(self.scheduler.running), waiting=len(self.scheduler.waiting),
@@ -207,3 +213,17 @@ class LLMEngine:
                 "expert_bytes_per_token": store.stats.bytes_read / tokens if tokens else 0.0,
                 "compute_seconds": self.counters["forward_seconds"] - store.stats.wait_seconds}
         return out
+
+
+def _prompt_positions(chunks: list[ScheduledChunk], batch: ForwardBatch) -> list[tuple[int, Request, int]]:
+    """(packed row, request, prompt position it predicts) for requests that asked for prompt logprobs:
+    the logits at input position p score prompt token p + 1."""
+    out = []
+    for c, start in zip(chunks, batch.starts):
+        req = c.request
+        if req.prompt_logprobs is None:
+            continue
+        for j in range(c.num_tokens):
+            if req.num_computed + j + 1 < len(req.prompt_ids):
+                out.append((start + j, req, req.num_computed + j + 1))
+    return out

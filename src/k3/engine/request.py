@@ -29,6 +29,7 @@ class SamplingParams:
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     logprobs: int | None = None       # top-n alternatives per token (0 = the chosen token only)
+    prompt_logprobs: int | None = None  # also score every prompt token (top-n alternatives; 0 = its own only)
     ignore_eos: bool = False
     skip_special_tokens: bool = True  # leave special tokens out of `text`
 
@@ -75,8 +76,10 @@ def _validate(p: SamplingParams) -> None:
             _fail(name, f"must be in [-2, 2], got {v!r}")
     if not _is_num(p.repetition_penalty) or p.repetition_penalty <= 0:
         _fail("repetition_penalty", f"must be > 0, got {p.repetition_penalty!r}")
-    if p.logprobs is not None and (not _is_int(p.logprobs) or not 0 <= p.logprobs <= MAX_LOGPROBS):
-        _fail("logprobs", f"must be None or an integer in 0..{MAX_LOGPROBS}, got {p.logprobs!r}")
+    for name in ("logprobs", "prompt_logprobs"):
+        v = getattr(p, name)
+        if v is not None and (not _is_int(v) or not 0 <= v <= MAX_LOGPROBS):
+            _fail(name, f"must be None or an integer in 0..{MAX_LOGPROBS}, got {v!r}")
     for name in ("ignore_eos", "skip_special_tokens"):
         if not isinstance(getattr(p, name), bool):
             _fail(name, f"must be a bool, got {getattr(p, name)!r}")
@@ -104,6 +107,7 @@ class Request:
     generator: torch.Generator
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[TokenLogprob] = field(default_factory=list)
+    prompt_logprobs: list[TokenLogprob | None] | None = None  # per prompt token; None where not scored
     status: Status = Status.WAITING
     finish_reason: str | None = None
     error: str | None = None
@@ -148,3 +152,6 @@ class RequestOutput:
     finish_reason: str | None         # stop | length | abort | error
     logprobs: list[TokenLogprob] | None = None
     error: str | None = None
+    # With SamplingParams.prompt_logprobs: one entry per prompt token, None for the first (nothing
+    # predicts it) and for tokens restored from a saved state rather than computed.
+    prompt_logprobs: list[TokenLogprob | None] | None = None

@@ -7,6 +7,7 @@ Errors use OpenAI's shape. User errors are 4xx (400 invalid, 401 key, 404 unknow
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import json
 import time
@@ -119,10 +120,12 @@ async def _complete_text(server: Server, req: CompletionRequest) -> dict:
         raise HTTPException(400, "batched prompts are not supported; send one prompt per request")
     ids = server.tokenizer.encode(prompt, special=True) if isinstance(prompt, str) else list(prompt)
     params = [chat_route.sampling(req, i, logprobs=req.logprobs) for i in range(req.n)]
+    if req.echo and req.logprobs is not None:  # score the prompt too (what lm-eval-style log-likelihoods use)
+        params = [dataclasses.replace(p, prompt_logprobs=req.logprobs) for p in params]
     outs = await server.run_all(ids, params)
     prefix = server.tokenizer.decode(ids) if req.echo else ""
     choices = [{"index": i, "text": prefix + (o.text or ""), "finish_reason": o.finish_reason,
-                "logprobs": _logprobs(server.tokenizer, o) if req.logprobs is not None else None}
+                "logprobs": _logprobs(server.tokenizer, o, req.echo) if req.logprobs is not None else None}
                for i, o in enumerate(outs)]
     completion = sum(len(o.token_ids) for o in outs)
     return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
@@ -130,10 +133,19 @@ async def _complete_text(server: Server, req: CompletionRequest) -> dict:
             "usage": {"prompt_tokens": len(ids), "completion_tokens": completion, "total_tokens": len(ids) + completion}}
 
 
-def _logprobs(tokenizer, out) -> dict:
-    tokens = [tokenizer.decode([lp.token_id]) for lp in out.logprobs]
-    return {"tokens": tokens, "token_logprobs": [lp.logprob for lp in out.logprobs],
-            "top_logprobs": [{tokenizer.decode([t]): v for t, v in lp.top.items()} for lp in out.logprobs]}
+def _logprobs(tokenizer, out, echo: bool = False) -> dict:
+    """OpenAI completions `logprobs`; with echo, the prompt's tokens come first (the first one, which
+    nothing predicts, with logprob None) and `text_offset` gives each token's start in the text."""
+    ids = ([*out.prompt_token_ids] if echo else []) + [lp.token_id for lp in out.logprobs]
+    scored = (list(out.prompt_logprobs) if echo else []) + list(out.logprobs)
+    tokens = [tokenizer.decode([t]) for t in ids]
+    offsets, pos = [], 0
+    for t in tokens:
+        offsets.append(pos)
+        pos += len(t)
+    return {"tokens": tokens, "token_logprobs": [lp.logprob if lp else None for lp in scored],
+            "top_logprobs": [{tokenizer.decode([t]): v for t, v in lp.top.items()} if lp else None for lp in scored],
+            "text_offset": offsets}
 
 
 def _install_guards(app: FastAPI, server: Server) -> None:

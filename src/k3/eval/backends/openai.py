@@ -1,8 +1,9 @@
 """An OpenAI-compatible endpoint (k3 serve, vLLM, SGLang, llama.cpp, a hosted API) as an eval backend.
 
 Chat turns go to /v1/chat/completions (not streamed); `reasoning_content` (or `reasoning`) is kept
-apart from the answer. Log-likelihoods use /v1/completions with `echo` and `logprobs`, which vLLM and
-SGLang support; an endpoint that returns no prompt logprobs raises `LoglikUnsupported` with the fix.
+apart from the answer. Log-likelihoods use /v1/completions with `echo` and `logprobs` (prompt tokens
+scored, `text_offset` locating them), which k3 serve, vLLM and SGLang support; an endpoint that
+returns no prompt logprobs raises `LoglikUnsupported` with the fix.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from k3.eval.backends.base import BackendError, Completion, LoglikUnsupported
 
 
 class OpenAIBackend:
-    def __init__(self, endpoint: str, model: str | None = None, api_key: str | None = None, timeout: float = 600.0):
+    def __init__(self, endpoint: str, model: str | None = None, api_key: str | None = None, timeout: float = 600.0,
+                 transport: httpx.BaseTransport | None = None):
         base = endpoint.rstrip("/")
         self.base = base if base.endswith("/v1") else base + "/v1"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout, connect=10.0))
+        self.http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout, connect=10.0), transport=transport)
         self.model = model or self._served_model()
 
     def _served_model(self) -> str:
