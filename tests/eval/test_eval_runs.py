@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+import time
 
 import pytest
 
@@ -104,3 +106,28 @@ def test_generation_exact_match_with_extraction(tmp_path):
 def test_unknown_task_names_the_choices():
     with pytest.raises(ValueError, match="built-in tasks are refusal, agent, code, constraints"):
         make_tasks("refusal,mmlu", SETTINGS)
+
+
+class SlowEndpoint(NeverRefuses):
+    """Takes 20 ms per answer and records how many answers were in flight at once."""
+
+    def __init__(self):
+        super().__init__()
+        self.lock, self.now, self.most = threading.Lock(), 0, 0
+
+    def reply(self, messages, tools):
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(0.02)
+        with self.lock:
+            self.now -= 1
+        return super().reply(messages, tools)
+
+
+def test_concurrent_items_give_the_same_report(tmp_path):
+    one = run_eval(NeverRefuses(), make_tasks("refusal,agent", SETTINGS), SETTINGS, tmp_path / "a", limit=8, progress=False)
+    slow = SlowEndpoint()
+    many = run_eval(slow, make_tasks("refusal,agent", SETTINGS), SETTINGS, tmp_path / "b", limit=8, progress=False,
+                    concurrency=4)
+    assert slow.most > 1 and many == one

@@ -28,6 +28,7 @@ def add_arguments(p) -> None:
     p.add_argument("--constraint-lengths", default="0,4,16,48", help="constraints: filler exchanges before the check")
     p.add_argument("--prices", help="JSON price table {model: {input, output}} in USD per million tokens")
     p.add_argument("--timeout", type=float, default=600.0, help="endpoint: seconds per request")
+    p.add_argument("--concurrency", type=int, default=1, help="endpoint: items in flight at once (default 1)")
     p.add_argument("--memory-budget", help="local: weights + cache budget; routed experts beyond it stream from disk")
     p.add_argument("--cache-memory", default="1GiB", help="local: sequence-state cache")
     p.add_argument("--no-progress", action="store_true")
@@ -42,6 +43,8 @@ def run(args) -> int:
 
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be at least 1")
+    if args.concurrency < 1 or (args.model and args.concurrency > 1):
+        raise ValueError("--concurrency must be at least 1, and 1 with --model (the local engine runs one item at a time)")
     lengths = tuple(int(x) for x in args.constraint_lengths.split(",") if x.strip())
     settings = Settings(args.max_tokens, args.temperature, args.seed, args.agent_steps, lengths)
     tasks = make_tasks(args.tasks, settings)
@@ -55,7 +58,7 @@ def run(args) -> int:
 
             judge = OpenAIBackend(args.judge, args.judge_model, args.judge_api_key, args.timeout)
         report = run_eval(backend, tasks, settings, output, limit=args.limit, judge=judge, prices=prices,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, concurrency=args.concurrency)
     except BackendError as e:
         print(f"k3 eval: {e}\nfinished items are saved in {output}/answers.jsonl; rerun with --output {output} to resume")
         return 2

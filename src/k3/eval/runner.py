@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -23,7 +25,9 @@ FROZEN: dict[str, str] = json.loads(builtin("frozen.json").read_text())
 
 
 def run_eval(backend, tasks: list, settings: Settings, output: Path, *, limit: int | None = None, judge=None,
-             prices: dict | None = None, progress: bool = True) -> dict:
+             prices: dict | None = None, progress: bool = True, concurrency: int = 1) -> dict:
+    """concurrency: items in flight at once (threads; for endpoints). Records keep item order, so the
+    report does not depend on it."""
     output.mkdir(parents=True, exist_ok=True)
     if judge is not None:
         check_judge_independent(judge, backend)
@@ -40,18 +44,44 @@ def run_eval(backend, tasks: list, settings: Settings, output: Path, *, limit: i
         for task, items in plan:
             task_hash = task.fingerprint()
             job = bar.add_task(task.name, total=len(items))
-            records = []
-            for item in items:
-                key = item_key(task.name, task_hash, item["id"], keyed_settings, model)
-                record = cache.get(key)
-                if record is None:
-                    record = task.run(item, ctx)
-                    cache.put(key, record)
-                records.append(record)
-                bar.advance(job)
+            keys = [item_key(task.name, task_hash, item["id"], keyed_settings, model) for item in items]
+            records = _run_items(task, items, keys, ctx, cache, lambda: bar.advance(job), concurrency)
             report["tasks"][task.name] = _task_report(task, task_hash, records, model, prices or {})
     write_reports(report, output)
     return report
+
+
+def _run_items(task, items: list[dict], keys: list[str], ctx: Context, cache: AnswerCache, advance,
+               concurrency: int) -> list[dict]:
+    """Cached records where the key matches; the rest run (in up to `concurrency` threads), each saved
+    as soon as it finishes. A failure stops the task after the items already running finish."""
+    records: list[dict | None] = [cache.get(k) for k in keys]
+    for r in records:
+        if r is not None:
+            advance()
+    lock = threading.Lock()
+
+    def run(i: int) -> None:
+        record = task.run(items[i], ctx)
+        with lock:
+            cache.put(keys[i], record)
+            records[i] = record
+            advance()
+
+    todo = [i for i, r in enumerate(records) if r is None]
+    if concurrency <= 1:
+        for i in todo:
+            run(i)
+    else:
+        with ThreadPoolExecutor(concurrency) as pool:
+            futures = [pool.submit(run, i) for i in todo]
+            try:
+                for f in futures:
+                    f.result()
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+    return records
 
 
 def _task_report(task, task_hash: str, records: list[dict], model: dict, prices: dict) -> dict:

@@ -126,8 +126,9 @@ class Sandbox:
         with os.fdopen(report_r) as f:
             raw = f.read()
         layers = json.loads(raw) if raw else []
-        return RunResult(proc.returncode, out[0].decode(errors="replace"), out[1].decode(errors="replace"),
-                         timed_out, exceeded, layers)
+        # The workspace's random temporary path would make equal runs report different text.
+        text = [b.decode(errors="replace").replace(str(self.root), "<sandbox>") for b in out]
+        return RunResult(proc.returncode, text[0], text[1], timed_out, exceeded, layers)
 
     def _collect(self, proc) -> tuple[list[bytes], bool, bool]:
         """Read stdout/stderr until both close, the wall limit passes or the output limit is hit."""
