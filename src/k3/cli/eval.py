@@ -60,7 +60,9 @@ def run(args) -> int:
         report = run_eval(backend, tasks, settings, output, limit=args.limit, judge=judge, prices=prices,
                           progress=not args.no_progress, concurrency=args.concurrency)
     except BackendError as e:
-        print(f"k3 eval: {e}\nfinished items are saved in {output}/answers.jsonl; rerun with --output {output} to resume")
+        print(f"k3 eval: {e}")
+        if (output / "answers.jsonl").is_file():
+            print(f"finished items are saved in {output}/answers.jsonl; rerun with --output {output} to resume")
         return 2
     print(f"wrote {output}/report.json and {output}/report.md")
     print(json.dumps(summary_line(report, output)))
