@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -60,9 +61,10 @@ def run(args) -> int:
         report = run_eval(backend, tasks, settings, output, limit=args.limit, judge=judge, prices=prices,
                           progress=not args.no_progress, concurrency=args.concurrency)
     except BackendError as e:
-        print(f"k3 eval: {e}")
+        print(f"k3 eval: {e}", file=sys.stderr)
         if (output / "answers.jsonl").is_file():
-            print(f"finished items are saved in {output}/answers.jsonl; rerun with --output {output} to resume")
+            print(f"finished items are saved in {output}/answers.jsonl; rerun with --output {output} to resume",
+                  file=sys.stderr)
         return 2
     print(f"wrote {output}/report.json and {output}/report.md")
     print(json.dumps(summary_line(report, output)))
