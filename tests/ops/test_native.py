@@ -172,3 +172,31 @@ def test_native_dequantize_is_exact(kernels):
     scale = torch.randint(0, 255, (7, 3), dtype=torch.uint8, generator=g)
     assert torch.equal(kernels.mxfp4_dequantize(packed, scale), dequantize(packed, scale))
     assert torch.equal(decode_rows(packed, scale, 32, torch.float32), dequantize(packed, scale))
+
+
+def test_int8_activations_stay_within_the_stated_bound(kernels):
+    """Opt-in int8 activations: every output within sum_g 2^(s_g-127) * sum_j |E2M1_j| * max|x_g| / 254
+    (+ fp32 rounding) of the exact product; off again, the exact path returns."""
+    from k3.ops.native import set_int8_activations
+
+    if simd_level() < 1:
+        pytest.skip("the int8 path needs AVX2; this CPU runs the exact path only")
+    g = torch.Generator().manual_seed(9)
+    packed = torch.randint(0, 256, (65, 96 // 2), dtype=torch.uint8, generator=g)
+    scale = torch.randint(110, 135, (65, 96 // 32), dtype=torch.uint8, generator=g)
+    x = torch.randn(3, 96, generator=g) * torch.logspace(-2, 2, 96)  # groups of very different scales
+    x[1, :32] = 0  # an all-zero group
+    w = dequantize(packed, scale).double()
+    exact = x.double() @ w.T
+    xg = x.double().abs().view(3, 3, 32).amax(-1)                        # [N, groups]
+    wg = w.abs().view(65, 3, 32).sum(-1)                                  # [O, groups]
+    bound = (xg / 254) @ wg.T + 1e-5 * (x.double().abs() @ w.abs().T)    # [N, O]
+    assert not set_int8_activations(True)
+    try:
+        got = kernels.mxfp4_linear(x, packed, scale).double()
+    finally:
+        assert set_int8_activations(False)
+    err = (got - exact).abs()
+    assert bool((err <= bound).all()), float((err / bound).max())
+    assert float(err.max()) > 0  # it really is the approximate path
+    assert_close("exact path again", kernels.mxfp4_linear(x, packed, scale), x @ dequantize(packed, scale).T, 2e-6)

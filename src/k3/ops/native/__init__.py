@@ -6,7 +6,7 @@ cached in torch's extension directory), with AVX2+FMA when this CPU has them; th
 has an AVX-512 form, used when the CPU lists avx512f/bw/vl. Features are read from /proc/cpuinfo,
 never assumed. Without a compiler, or with K3_NATIVE=0, `native()` is None and callers use the
 PyTorch reference paths. K3_NATIVE_SIMD=scalar|avx2|avx512 caps the instruction set. Results equal
-the references up to fp32 summation order.
+the references up to fp32 summation order, except the opt-in int8-activation MXFP4 path (bounded error).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import os
 import warnings
 from pathlib import Path
 
-SOURCES = ("common.cpp", "bf16.cpp", "mxfp4.cpp", "kda.cpp", "attnres.cpp")  # joined in this order
-FUNCTIONS = ["set_simd", "bf16_linear", "bf16_head_linear", "mxfp4_linear", "mxfp4_glu_expert", "mxfp4_moe_token",
+SOURCES = ("common.cpp", "bf16.cpp", "int8.cpp", "mxfp4.cpp", "kda.cpp", "attnres.cpp")  # joined in this order
+FUNCTIONS = ["set_simd", "set_int8_activations", "bf16_linear", "bf16_head_linear", "mxfp4_linear", "mxfp4_glu_expert", "mxfp4_moe_token",
              "mxfp4_dequantize",
              "kda_decode", "attn_res_mix"]
 MAX_ROWS = 32  # measured: above ~32-48 rows, dequantise-then-GEMM (compute bound) wins
@@ -68,8 +68,18 @@ def native():
         module = load_inline(name=f"k3_native_{tag}", cpp_sources=[source], functions=FUNCTIONS,
                              extra_cflags=["-O3", "-ffp-contract=off", "-fopenmp", *simd], extra_ldflags=["-fopenmp"], verbose=False)
         module.set_simd(level)
+        module.set_int8_activations(os.environ.get("K3_MXFP4_INT8") == "1")
         return module
     except Exception as e:  # no compiler, no ninja, ...: fall back, loudly
         warnings.warn(f"k3 native CPU kernels unavailable ({type(e).__name__}: {e}); using PyTorch paths",
                       stacklevel=2)
         return None
+
+
+def set_int8_activations(on: bool) -> bool:
+    """Opt in (or out) to int8 activations in the decode-sized MXFP4 products (AVX2 CPUs): each group of
+    32 activations is rounded to int8 with its own scale and multiplied by the codes as integers.
+    Faster; the error per output is bounded (see int8.cpp; tested). K3_MXFP4_INT8=1 turns it on at
+    load. Returns the previous setting; False when the native kernels are unavailable."""
+    kernels = native()
+    return False if kernels is None else kernels.set_int8_activations(bool(on))

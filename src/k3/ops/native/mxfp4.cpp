@@ -107,6 +107,20 @@ inline float dot_mxfp4(const uint8_t* packed, const uint8_t* scale, const float*
   return g_simd >= 2 ? dot_mxfp4_avx512(packed, scale, x, K) : dot_mxfp4_avx2(packed, scale, x, K);
 }
 
+void mxfp4_rows_int8(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* pp, const uint8_t* sp, float* y) {
+  std::vector<int8_t> q(N * K);
+  std::vector<float> xs(N * K / 32);
+  quantise_groups(x, N, K, q.data(), xs.data());
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t n = 0; n < N; ++n) {
+#ifdef __AVX2__
+      y[n * O + o] = dot_int8_avx2(pp + o * (K / 2), sp + o * (K / 32), q.data() + n * K, xs.data() + n * K / 32, K,
+                                   kPow2.half, kE2M1x2);
+#endif
+    }
+}
+
 void check_packed(const torch::Tensor& packed, const torch::Tensor& scale) {
   TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == torch::kUInt8 && packed.is_contiguous(), "packed must be contiguous uint8 [O, K/2]");
   TORCH_CHECK(scale.dim() == 2 && scale.scalar_type() == torch::kUInt8 && scale.is_contiguous(), "scale must be contiguous uint8 [O, K/32]");
@@ -116,6 +130,7 @@ void check_packed(const torch::Tensor& packed, const torch::Tensor& scale) {
 
 // y [N, O] = x [N, K] W^T, rows of W split over threads.
 void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* pp, const uint8_t* sp, float* y) {
+  if (g_int8 && g_simd >= 1) return mxfp4_rows_int8(x, N, K, O, pp, sp, y);
   MxActivations acts(x, N, K);
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < O; ++o)
