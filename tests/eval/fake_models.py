@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 from k3.eval.backends.base import Completion
 
@@ -116,6 +115,3 @@ class FollowsConstraints(ScriptedBackend):
         answer = "Eight legs; spiders are arachnids, not insects"
         return Completion(comply(check, answer) if fillers <= self.memory else answer + " 8!", prompt_tokens=3, completion_tokens=3)
 
-
-def answer_of(messages) -> str:
-    return re.sub(r"\s+", " ", messages[-1]["content"])

@@ -1,8 +1,7 @@
-"""Resumed runs, the command line against a real k3 server and a local model, and log-likelihood tasks."""
+"""Resumed and concurrent runs, log-likelihood and generation tasks from files, task-name errors."""
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -10,8 +9,6 @@ import time
 import pytest
 
 from fake_models import NeverRefuses, ScriptedBackend
-from k3.cli.main import main
-from k3.defaults import default_model
 from k3.eval.backends.base import BackendError
 from k3.eval.registry import make_tasks
 from k3.eval.runner import run_eval

@@ -20,7 +20,6 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from k3.chat import ChatFormatError
 from k3.serve import chat_route
 from k3.serve.async_engine import AsyncEngine, QueueFull
 from k3.serve.metrics import Metrics
