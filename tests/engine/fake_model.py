@@ -39,7 +39,8 @@ class FakeModel(nn.Module):
         self.calls.append((batch.seq_lens, batch.context_lens))
         kda, mla = views
         out = torch.zeros(batch.num_seqs, VOCAB, dtype=torch.float64)
-        for seqs, idx in batch.groups(by_context=True):
+        for group in batch.groups(by_context=True):
+            seqs, idx = group.seqs, group.index
             ids = input_ids[idx].to(torch.float64)                      # [b, T]
             b, T = ids.shape
             c = torch.zeros(b, T, 3, dtype=torch.float64)

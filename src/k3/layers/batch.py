@@ -77,9 +77,6 @@ class TokenGroup:
     index: torch.Tensor
     whole: bool  # the group is every packed token in order (index == arange(N).view(b, T)): views suffice
 
-    def __iter__(self):  # `for seqs, index in batch.groups(...)`
-        return iter((self.seqs, self.index))
-
     def take(self, t: torch.Tensor) -> torch.Tensor:
         """t [N, ...] packed -> [b, T, ...] for this group."""
         return t.view(*self.index.shape, *t.shape[1:]) if self.whole else t[self.index]

@@ -16,14 +16,14 @@ from collections.abc import Iterator
 
 from k3.ops.activation import glu
 from k3.ops.mxfp4 import dequantize, mxfp4_linear, quantize
-from k3.ops.native import MAX_ROWS, native
+from k3.ops.native import MAX_ROWS, cpu_inference, native
 
 MATS = ("w1", "w3", "w2")
 
 
 def use_fused_expert(z: torch.Tensor, group_size: int, act: str) -> bool:
-    return (z.device.type == "cpu" and z.dtype == torch.float32 and z.shape[0] <= MAX_ROWS and group_size == 32
-            and act in ("situ", "silu") and not (torch.is_grad_enabled() and z.requires_grad) and native() is not None)
+    return (z.dtype == torch.float32 and z.shape[0] <= MAX_ROWS and group_size == 32 and act in ("situ", "silu")
+            and cpu_inference(z))
 
 
 def packed_expert(z: torch.Tensor, w: dict[str, torch.Tensor], group_size: int, act: str, beta: float,

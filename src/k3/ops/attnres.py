@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from k3.ops.native import MAX_ROWS, native
+from k3.ops.native import MAX_ROWS, cpu_inference, native
 from k3.ops.precision import wide
 
 
@@ -33,7 +33,6 @@ def attn_res_mix(candidates: list[torch.Tensor], query: torch.Tensor, eps: float
 
 def _use_native(candidates: list[torch.Tensor], query: torch.Tensor) -> bool:
     c = candidates[-1]
-    return (c.device.type == "cpu" and query.dtype == torch.float32 and c.numel() // max(1, c.shape[-1]) <= MAX_ROWS
+    return (query.dtype == torch.float32 and c.numel() // max(1, c.shape[-1]) <= MAX_ROWS
             and all(x.dtype == torch.float32 and x.shape == c.shape for x in candidates)
-            and not (torch.is_grad_enabled() and (query.requires_grad or any(x.requires_grad for x in candidates)))
-            and native() is not None)
+            and cpu_inference(query, *candidates))

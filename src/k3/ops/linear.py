@@ -10,15 +10,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from k3.ops.native import MAX_ROWS, native
+from k3.ops.native import MAX_ROWS, cpu_inference, native
 
 
 def use_native(x: torch.Tensor, w: torch.Tensor, weight_dtype: torch.dtype) -> bool:
     """Decode-sized fp32 activations on the CPU against a `weight_dtype` weight, outside autograd."""
-    return (x.device.type == "cpu" and x.dtype == torch.float32 and w.dtype == weight_dtype
-            and x.numel() // max(1, x.shape[-1]) <= MAX_ROWS
-            and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))
-            and native() is not None)
+    return (x.dtype == torch.float32 and w.dtype == weight_dtype and x.numel() // max(1, x.shape[-1]) <= MAX_ROWS
+            and cpu_inference(x, w))
 
 
 def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ from pathlib import Path
 from k3.eval.sandbox import Limits, Sandbox
 from k3.eval.stats import rate
 from k3.eval.tasks.base import Context, ItemsTask, turn_record
+from k3.eval.tasks.code_checker import empty_result
 from k3.eval.tasks.data import builtin, read_jsonl
 
 FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
@@ -45,8 +46,7 @@ class CodeTask(ItemsTask):
         try:
             found = json.loads(r.stdout.strip().splitlines()[-1])
         except (IndexError, ValueError):
-            found = {"parses": False, "missing_imports": [], "missing_attributes": [], "undefined_calls": [], "runs": False,
-                     "passes": False, "error": "the checker was killed: " + r.summary(300)}
+            found = empty_result("the checker was killed: " + r.summary(300))
         rec |= found
         rec["imports_exist"] = found["parses"] and not found["missing_imports"]
         rec["attributes_exist"] = rec["imports_exist"] and not found["missing_attributes"]

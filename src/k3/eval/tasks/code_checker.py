@@ -49,9 +49,14 @@ def _module(name):
         return None
 
 
+def empty_result(error=""):
+    """What `check` reports for code that got nowhere (also the task's record when the checker died)."""
+    return {"parses": False, "missing_imports": [], "missing_attributes": [], "undefined_calls": [], "runs": False,
+            "passes": False, "error": error}
+
+
 def check(src, test):
-    out = {"parses": False, "missing_imports": [], "missing_attributes": [], "undefined_calls": [], "runs": False,
-           "passes": False, "error": ""}
+    out = empty_result()
     try:
         tree = ast.parse(src)
     except SyntaxError as e:

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import torch
 
-from k3.ops.native import native
+from k3.ops.native import cpu_inference, native
 
 
 def use_native_kda_step(*tensors: torch.Tensor) -> bool:
     """CPU fp32 tensors outside autograd (training keeps the differentiable reference)."""
-    return (all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
-            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
-            and native() is not None)
+    return all(t.dtype == torch.float32 for t in tensors) and cpu_inference(*tensors)
 
 
 def native_kda_step(q, k, v, g, beta, tails, initial, conv_weights, scale: float):

@@ -11,7 +11,7 @@ import functools
 import torch
 
 from k3.ops.mxfp4.format import e2m1_table, e8m0_table
-from k3.ops.native import MAX_ROWS, native
+from k3.ops.native import MAX_ROWS, cpu_inference, native
 
 ROW_TILE = 1024
 
@@ -27,8 +27,8 @@ def _tables(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, tor
 
 def decode_rows(packed: torch.Tensor, scale: torch.Tensor, group_size: int, dtype: torch.dtype) -> torch.Tensor:
     """packed [r, in/2], scale [r, in/g] -> [r, in] in `dtype` (no NaN check)."""
-    if (group_size == 32 and dtype == torch.float32 and packed.device.type == "cpu" and packed.is_contiguous()
-            and scale.is_contiguous() and native() is not None):
+    if (group_size == 32 and dtype == torch.float32 and packed.is_contiguous() and scale.is_contiguous()
+            and cpu_inference(packed, scale)):
         return native().mxfp4_dequantize(packed, scale)  # same values, one pass in C++
     pair, pow2 = _tables(dtype, packed.device)
     w = pair[packed.long()].flatten(-2)

@@ -18,9 +18,8 @@ import warnings
 from pathlib import Path
 
 SOURCES = ("common.cpp", "bf16.cpp", "int8.cpp", "mxfp4.cpp", "kda.cpp", "attnres.cpp")  # joined in this order
-FUNCTIONS = ["set_simd", "set_int8_activations", "bf16_linear", "bf16_head_linear", "mxfp4_linear", "mxfp4_glu_expert", "mxfp4_moe_token",
-             "mxfp4_dequantize",
-             "kda_decode", "attn_res_mix"]
+FUNCTIONS = ["set_simd", "set_int8_activations", "bf16_linear", "bf16_head_linear", "mxfp4_linear",
+             "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_dequantize", "kda_decode", "attn_res_mix"]
 MAX_ROWS = 32  # measured: above ~32-48 rows, dequantise-then-GEMM (compute bound) wins
 SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}
 
@@ -51,6 +50,16 @@ def simd_level() -> int:
             raise ValueError(f"K3_NATIVE_SIMD={cap!r}: expected one of {', '.join(SIMD_LEVELS)}")
         level = min(level, SIMD_LEVELS[cap])
     return level
+
+
+def cpu_inference(*tensors) -> bool:
+    """The kernels are built and every tensor is on the CPU and outside autograd (the kernels' results
+    carry no gradient, so training keeps the PyTorch paths). Callers add their dtype and size checks."""
+    import torch
+
+    return (all(t.device.type == "cpu" for t in tensors)
+            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+            and native() is not None)
 
 
 @functools.lru_cache(maxsize=1)
