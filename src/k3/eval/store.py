@@ -20,14 +20,12 @@ class AnswerCache:
         self.path = path
         self.records: dict[str, dict] = {}
         if path.exists():
-            _drop_partial_last_line(path)
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue  # a line cut short by a crash: that item runs again
-                    self.records[row["key"]] = row["record"]
+            for line in _complete_lines(path).decode("utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a damaged line: that item runs again
+                self.records[row["key"]] = row["record"]
 
     def get(self, key: str) -> dict | None:
         return self.records.get(key)
@@ -40,9 +38,12 @@ class AnswerCache:
             os.fsync(f.fileno())
 
 
-def _drop_partial_last_line(path: Path) -> None:
-    """A crash mid-write leaves a line without its newline; cut it so the next append starts clean."""
+def _complete_lines(path: Path) -> bytes:
+    """The file's complete lines. A crash mid-write leaves a last line without its newline: it is cut
+    from the file, so the next append starts clean, and that item runs again."""
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
+        data = data[:data.rfind(b"\n") + 1]
         with open(path, "r+b") as f:
-            f.truncate(data.rfind(b"\n") + 1)
+            f.truncate(len(data))
+    return data
