@@ -20,9 +20,11 @@ class AnswerCache:
         self.path = path
         self.records: dict[str, dict] = {}
         if path.exists():
-            for line in _complete_lines(path).decode("utf-8").splitlines():
+            for line in _complete_lines(path).split(b"\n"):  # only \n ends a record (text may hold U+2028)
+                if not line:
+                    continue
                 try:
-                    row = json.loads(line)
+                    row = json.loads(line.decode("utf-8"))
                 except json.JSONDecodeError:
                     continue  # a damaged line: that item runs again
                 self.records[row["key"]] = row["record"]
