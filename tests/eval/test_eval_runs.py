@@ -128,3 +128,17 @@ def test_concurrent_items_give_the_same_report(tmp_path):
     many = run_eval(slow, make_tasks("refusal,agent", SETTINGS), SETTINGS, tmp_path / "b", limit=8, progress=False,
                     concurrency=4)
     assert slow.most > 1 and many == one
+
+
+def test_answer_cache_keeps_whole_records_and_drops_a_cut_one(tmp_path):
+    from k3.eval.store import AnswerCache
+
+    path = tmp_path / "answers.jsonl"
+    cache = AnswerCache(path)
+    cache.put("a", {"answer": "line\u2028separator and \u00e9"})
+    cache.put("b", {"answer": "plain"})
+    with open(path, "a") as f:
+        f.write('{"key": "c", "rec')
+    again = AnswerCache(path)
+    assert again.records == {"a": {"answer": "line\u2028separator and \u00e9"}, "b": {"answer": "plain"}}
+    assert path.read_bytes().endswith(b"\n")
