@@ -98,7 +98,7 @@ def test_offload_turns_on_when_state_does_not_fit(tiny_checkpoint):
     block = cap.block_size * cap.token_bytes
     # Room for two sequences' KDA state and two one-block MLA tables: a third slot does not fit.
     llm = LLM(str(tiny_checkpoint), max_num_seqs=6, cache_memory=2 * cap.slot_bytes + 2 * block)
-    assert llm.capacity.max_seqs == 2 and llm.engine.offloader is not None
+    assert llm.capacity.max_seqs == 2 and llm.engine.runner.offloader is not None
     short = [p[:12] for p in PROMPTS]
     outs = run(llm, short, 4)
     assert [o.token_ids for o in outs] == [run(probe, [p], 4)[0].token_ids for p in short]

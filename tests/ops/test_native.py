@@ -14,24 +14,6 @@ from k3.ops.native import cpu_simd_level, native, simd_level
 from k3.testing import assert_close
 
 
-@pytest.fixture(scope="module")
-def kernels():
-    module = native()
-    assert module is not None, "the native kernels failed to build (see the warning)"
-    return module
-
-
-LEVELS = [lvl for lvl in (0, 1, 2) if lvl <= simd_level()]  # every instruction set this CPU can run
-
-
-@pytest.fixture(params=LEVELS, ids=lambda lvl: ["scalar", "avx2", "avx512"][lvl])
-def level(kernels, request):
-    """Runs the test once per instruction set, then restores the default."""
-    assert kernels.set_simd(request.param) == request.param
-    yield request.param
-    kernels.set_simd(simd_level())
-
-
 @pytest.mark.parametrize("rows,out,inp", [(1, 37, 45), (3, 129, 300), (8, 64, 1031), (5, 1, 8)])
 def test_bf16_gemv_matches_fp32_reference(kernels, level, rows, out, inp):
     x = torch.randn(rows, inp)

@@ -1,4 +1,5 @@
-"""The native one-token KDA step against its reference: short_conv_silu + l2_norm + recurrent_kda."""
+"""KDA's one-token step on state slots in place: native against the reference (gather, short_conv_silu +
+l2_norm + recurrent_kda, scatter), and both against the plain composition on dense tensors."""
 
 from __future__ import annotations
 
@@ -6,52 +7,61 @@ import pytest
 import torch
 
 from k3.ops.conv import short_conv_silu
-from k3.ops.kda import native_kda_step, recurrent_kda, use_native_kda_step
-from k3.ops.native import native
+from k3.ops.kda import kda_step, kda_step_reference, recurrent_kda
 from k3.ops.norm import l2_norm
 from k3.testing import assert_close
 
-
-def reference_step(q, k, v, g, beta, tails, initial, weights, scale):
-    b, _, H, K = g.shape
-    V = v.shape[-1] // H
-    tails = tails or (None, None, None)
-    (q, tq), (k, tk), (v, tv) = (short_conv_silu(x, w, t) for x, w, t in zip((q, k, v), weights, tails))
-    q, k = l2_norm(q.view(b, 1, H, K)), l2_norm(k.view(b, 1, H, K))
-    o, final = recurrent_kda(q, k, v.view(b, 1, H, V), g, beta, scale, initial)
-    return o, final, (tq, tk, tv)
+SLOTS, H, K, V, KC = 5, 3, 6, 10, 4   # odd sizes, key and value widths differ
 
 
-@pytest.mark.parametrize("with_state", [True, False])
-def test_native_kda_step_matches_reference(with_state):
-    assert native() is not None
-    gen = torch.Generator().manual_seed(7)
-    b, H, K, V, Kc = 2, 3, 6, 10, 4  # odd sizes, key and value widths differ
-
+def _inputs(n: int, gen: torch.Generator):
     def rnd(*shape):
         return torch.randn(*shape, generator=gen)
 
-    q, k, v = rnd(b, 1, H * K), rnd(b, 1, H * K), rnd(b, 1, H * V)
-    weights = [rnd(H * K, Kc), rnd(H * K, Kc), rnd(H * V, Kc)]
-    g = -torch.rand(b, 1, H, K, generator=gen) * 3
-    beta = torch.rand(b, 1, H, generator=gen)
-    tails = (rnd(b, Kc - 1, H * K), rnd(b, Kc - 1, H * K), rnd(b, Kc - 1, H * V)) if with_state else None
-    initial = rnd(b, H, K, V) if with_state else None
-    before = [t.clone() for t in (*(tails or ()), *([initial] if with_state else []))]
-    assert use_native_kda_step(q, g)
-    got = native_kda_step(q, k, v, g, beta, tails, initial, weights, K ** -0.5)
-    ref = reference_step(q, k, v, g, beta, tails, initial, weights, K ** -0.5)
-    assert_close("kda step output", got[0], ref[0], 2e-6)
-    assert_close("kda step state", got[1], ref[1], 2e-6)
-    for name, a, r in zip("qkv", got[2], ref[2]):
-        assert torch.equal(a, r), f"conv tail {name}"
-    after = [t for t in (*(tails or ()), *([initial] if with_state else []))]
-    assert all(torch.equal(x, y) for x, y in zip(before, after)), "the native step wrote its inputs"
+    step = (rnd(n, 1, H * K), rnd(n, 1, H * K), rnd(n, 1, H * V), -torch.rand(n, 1, H, K, generator=gen) * 3,
+            torch.rand(n, 1, H, generator=gen), [rnd(H * K, KC), rnd(H * K, KC), rnd(H * V, KC)])
+    pools = (rnd(SLOTS, H, K, V), (rnd(SLOTS, KC - 1, H * K), rnd(SLOTS, KC - 1, H * K), rnd(SLOTS, KC - 1, H * V)))
+    return step, pools
 
 
-def test_native_kda_step_rejects_mismatched_shapes():
-    q = torch.randn(1, 1, 12)
-    g = -torch.rand(1, 1, 2, 6)
+def _dense(step, rec, tails):
+    """The plain composition on gathered tensors."""
+    q, k, v, g, beta, weights = step
+    n = q.shape[0]
+    (q, tq), (k, tk), (v, tv) = (short_conv_silu(x, w, t) for x, w, t in zip((q, k, v), weights, tails))
+    q, k = l2_norm(q.view(n, 1, H, K)), l2_norm(k.view(n, 1, H, K))
+    o, final = recurrent_kda(q, k, v.view(n, 1, H, V), g, beta, K ** -0.5, rec)
+    return o, final, (tq, tk, tv)
+
+
+@pytest.mark.parametrize("index", [[3], [4, 0, 2], [0, 1, 2, 3, 4]])
+def test_native_step_on_slots_matches_reference(kernels, level, index):
+    gen = torch.Generator().manual_seed(7 + len(index))
+    step, (rec, tails) = _inputs(len(index), gen)
+    idx = torch.tensor(index)
+    others = [i for i in range(SLOTS) if i not in index]
+    expect_o, expect_state, expect_tails = _dense(step, rec[idx].clone(), tuple(t[idx].clone() for t in tails))
+    untouched = rec[others].clone(), tuple(t[others].clone() for t in tails)
+
+    pools = {"native": (rec.clone(), tuple(t.clone() for t in tails)), "reference": (rec.clone(), tuple(t.clone() for t in tails))}
+    assert kda_step.use_native(*step, *pools["native"], idx, K ** -0.5)
+    outs = {"native": kda_step(*step, *pools["native"], idx, K ** -0.5),
+            "reference": kda_step_reference(*step, *pools["reference"], idx, K ** -0.5)}
+    for name, (r, t) in pools.items():
+        assert_close(f"{name} output", outs[name], expect_o, 2e-6)
+        assert_close(f"{name} state", r[idx], expect_state, 2e-6)
+        for a, e in zip(t, expect_tails):
+            assert torch.equal(a[idx], e), f"{name} conv tail"
+        assert torch.equal(r[others], untouched[0]), f"{name} wrote a slot outside index"
+        assert all(torch.equal(a[others], e) for a, e in zip(t, untouched[1]))
+
+
+def test_native_step_rejects_bad_shapes_and_repeated_slots(kernels):
+    gen = torch.Generator().manual_seed(1)
+    (q, k, v, g, beta, w), (rec, tails) = _inputs(2, gen)
+    with pytest.raises(RuntimeError, match="twice"):
+        kda_step(q, k, v, g, beta, w, rec, tails, torch.tensor([1, 1]), 0.5)
+    with pytest.raises(RuntimeError, match="outside the pool"):
+        kda_step(q, k, v, g, beta, w, rec, tails, torch.tensor([0, SLOTS]), 0.5)
     with pytest.raises(RuntimeError, match="v must be contiguous fp32"):
-        native_kda_step(q, q, torch.randn(1, 1, 7), g, torch.rand(1, 1, 2), None, None,
-                        [torch.randn(12, 4), torch.randn(12, 4), torch.randn(7, 4)], 0.5)
+        kda_step(q, k, v[..., :-1], g, beta, w, rec, tails, torch.tensor([0, 1]), 0.5)

@@ -6,8 +6,6 @@ import enum
 import math
 from dataclasses import dataclass, field
 
-import torch
-
 MAX_LOGPROBS = 20
 
 
@@ -104,7 +102,7 @@ class Request:
     prompt_ids: list[int]
     params: SamplingParams
     arrival: int
-    generator: torch.Generator
+    seed: int                        # this request's draws depend on (seed, tokens drawn) only
     output_ids: list[int] = field(default_factory=list)
     logprobs: list[TokenLogprob] = field(default_factory=list)
     prompt_logprobs: list[TokenLogprob | None] | None = None  # per prompt token; None where not scored

@@ -2,12 +2,13 @@
 
 Sequence s contributes `seq_lens[s]` new tokens, packed in order into one [N] id tensor, and
 already has `context_lens[s]` tokens in its cache. There is no padding: per-sequence operations
-(KDA recurrence and conv, MLA attention) run on groups of sequences whose segments line up.
+(KDA recurrence and conv, MLA attention) run on groups of sequences whose segments line up; the
+sequences with one new token (decode) form one group whatever their cached lengths.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import torch
@@ -17,6 +18,7 @@ import torch
 class ForwardBatch:
     seq_lens: tuple[int, ...]
     context_lens: tuple[int, ...]
+    device: torch.device = field(default=torch.device("cpu"), compare=False)  # where index tensors live
 
     def __post_init__(self) -> None:
         if len(self.seq_lens) != len(self.context_lens):
@@ -26,8 +28,8 @@ class ForwardBatch:
                              f"{self.context_lens}")
 
     @classmethod
-    def uniform(cls, batch_size: int, tokens: int, context: int = 0) -> "ForwardBatch":
-        return cls((tokens,) * batch_size, (context,) * batch_size)
+    def uniform(cls, batch_size: int, tokens: int, context: int = 0, device=torch.device("cpu")) -> "ForwardBatch":
+        return cls((tokens,) * batch_size, (context,) * batch_size, torch.device(device))
 
     @property
     def num_seqs(self) -> int:
@@ -48,26 +50,45 @@ class ForwardBatch:
     @cached_property
     def last_token_index(self) -> torch.Tensor:
         """[num_seqs] packed index of each sequence's last new token."""
-        return torch.tensor([s + n - 1 for s, n in zip(self.starts, self.seq_lens)], dtype=torch.long)
+        return torch.tensor([s + n - 1 for s, n in zip(self.starts, self.seq_lens)], dtype=torch.long,
+                            device=self.device)
+
+    def _memo(self) -> dict:
+        return self.__dict__.setdefault("_memos", {})
+
+    def decode_group(self) -> "TokenGroup | None":
+        """Every sequence with one new token, whatever its cached length (decode runs them in one call)."""
+        memo = self._memo()
+        if "decode" not in memo:
+            seqs = [s for s, n in enumerate(self.seq_lens) if n == 1]
+            memo["decode"] = self._group(seqs, 1, len(seqs) == self.num_seqs) if seqs else None
+        return memo["decode"]
+
+    def prefill_groups(self) -> list["TokenGroup"]:
+        """Sequences with more than one new token, grouped by (new tokens, cached length)."""
+        memo = self._memo()
+        if "prefill" not in memo:
+            memo["prefill"] = [g for g in self.groups(by_context=True) if g.index.shape[1] > 1]
+        return memo["prefill"]
+
+    def _group(self, seqs: list[int], n: int, whole: bool) -> "TokenGroup":
+        starts = torch.tensor([self.starts[s] for s in seqs], dtype=torch.long, device=self.device)
+        return TokenGroup(seqs, starts.unsqueeze(1) + torch.arange(n, device=self.device).unsqueeze(0), whole)
 
     def groups(self, by_context: bool) -> list["TokenGroup"]:
         """Sequences whose segments have equal length (and, with by_context, equal cached length).
         Built once per batch and flag: every layer of a step asks for the same groups."""
-        cache = self.__dict__.setdefault("_groups", {})
-        if by_context not in cache:
-            cache[by_context] = self._make_groups(by_context)
-        return cache[by_context]
+        memo = self._memo()
+        if by_context not in memo:
+            memo[by_context] = self._make_groups(by_context)
+        return memo[by_context]
 
     def _make_groups(self, by_context: bool) -> list["TokenGroup"]:
         keyed: dict[tuple[int, int], list[int]] = {}
         for s, (n, c) in enumerate(zip(self.seq_lens, self.context_lens)):
             keyed.setdefault((n, c if by_context else 0), []).append(s)
-        out = []
-        for (n, _), seqs in keyed.items():
-            starts = torch.tensor([self.starts[s] for s in seqs], dtype=torch.long)
-            whole = len(keyed) == 1  # one group holds every sequence, in order: packed order is [b, T]
-            out.append(TokenGroup(seqs, starts.unsqueeze(1) + torch.arange(n).unsqueeze(0), whole))
-        return out
+        # A group that holds every sequence, in order, is the packed order itself: [b, T] views suffice.
+        return [self._group(seqs, n, len(keyed) == 1) for (n, _), seqs in keyed.items()]
 
 
 @dataclass(frozen=True)

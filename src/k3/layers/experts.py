@@ -15,29 +15,8 @@ import functools
 from collections.abc import Iterator
 
 from k3.ops.activation import glu
-from k3.ops.mxfp4 import dequantize, mxfp4_linear, quantize
-from k3.ops.native import MAX_ROWS, cpu_inference, native
-
-MATS = ("w1", "w3", "w2")
-
-
-def use_fused_expert(z: torch.Tensor, group_size: int, act: str) -> bool:
-    return (z.dtype == torch.float32 and z.shape[0] <= MAX_ROWS and group_size == 32 and act in ("situ", "silu")
-            and cpu_inference(z))
-
-
-def packed_expert(z: torch.Tensor, w: dict[str, torch.Tensor], group_size: int, act: str, beta: float,
-                  linear_beta: float | None) -> torch.Tensor:
-    """One MXFP4 expert: z [N, dim] -> [N, dim]; w holds w{1,3,2}_packed / _scale (uint8).
-    Few fp32 rows on the CPU run as one fused native call (both projections, activation, down)."""
-    if use_fused_expert(z, group_size, act):
-        return native().mxfp4_glu_expert(z.contiguous(), [w[f"{m}_{k}"] for m in MATS for k in ("packed", "scale")],
-                                         0 if act == "situ" else 1, beta, linear_beta or 0.0)
-
-    def mat(m: str, x: torch.Tensor) -> torch.Tensor:
-        return mxfp4_linear(x, w[f"{m}_packed"], w[f"{m}_scale"], group_size)
-
-    return mat("w2", glu(mat("w1", z), mat("w3", z), act, beta, linear_beta))
+from k3.ops.mxfp4 import dequantize, quantize
+from k3.ops.mxfp4.expert import KEYS, MATS, glu_expert, moe_token
 
 
 class ExpertBank(nn.Module):
@@ -66,18 +45,16 @@ class PackedExperts(ExpertBank):
             self.register_buffer(f"{mat}_packed", torch.empty(num_experts, out, inp // 2, dtype=torch.uint8))
             self.register_buffer(f"{mat}_scale", torch.empty(num_experts, out, inp // group_size, dtype=torch.uint8))
 
+    def _bank(self) -> dict[str, torch.Tensor]:
+        return {k: getattr(self, k) for k in KEYS}
+
     def weighted_sum(self, z, experts, weights, acc):
-        if z.shape[0] == 1 and acc.dtype == torch.float32 and use_fused_expert(z, self.group_size, self.act):
-            # One native call for all of the token's experts: same products, same order, no Python per expert.
-            bank = [getattr(self, f"{m}_{k}") for m in MATS for k in ("packed", "scale")]
-            return acc.add_(native().mxfp4_moe_token(z.contiguous(), bank, experts, weights, 0 if self.act == "situ" else 1,
-                                                     self.beta, self.linear_beta or 0.0))
-        return super().weighted_sum(z, experts, weights, acc)
+        return moe_token(z, self._bank(), experts, weights, self.group_size, self.act, self.beta, self.linear_beta, acc)
 
     def forward(self, e: int, z: torch.Tensor) -> torch.Tensor:
         """z [N, dim] -> [N, dim] in z.dtype."""
-        w = {f"{m}_{k}": getattr(self, f"{m}_{k}")[e] for m in MATS for k in ("packed", "scale")}
-        return packed_expert(z, w, self.group_size, self.act, self.beta, self.linear_beta)
+        w = {k: getattr(self, k)[e] for k in KEYS}
+        return glu_expert(z, w, self.group_size, self.act, self.beta, self.linear_beta)
 
 
 class DenseExperts(ExpertBank):

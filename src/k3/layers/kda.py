@@ -1,7 +1,8 @@
 """KimiDeltaAttention layer (spec section 4.3): projections, short convs, gates, delta-rule core, gated norm.
 
-Prefill of more than `CHUNK_MIN_TOKENS` tokens runs the chunked core; shorter steps (decode) run
-the recurrence. Both continue from and update the sequence's `KDAState` when one is given.
+Prefill of more than `CHUNK_MIN_TOKENS` tokens runs the chunked core; shorter segments run the
+recurrence. Decode (one new token per sequence) runs the whole batch in one step on the state slots
+in place. All continue from and update the sequences' state when one is given.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from k3.layers.basic import Linear, WeightOnly, frozen
 from k3.layers.state import KDAStateView
 from k3.layers.batch import ForwardBatch
 from k3.ops.conv import short_conv_silu
-from k3.ops.kda import chunk_kda, kda_gate, native_kda_step, recurrent_kda, use_native_kda_step
+from k3.ops.kda import chunk_kda, kda_gate, kda_step, recurrent_kda
 from k3.ops.precision import wide
 from k3.ops.norm import gated_rms_norm, l2_norm
 
@@ -52,16 +53,34 @@ class KimiDeltaAttention(nn.Module):
         -> (o [b, T, H, D] fp32, final recurrent state, new conv tails)."""
         b, T, _ = q.shape
         H, D = self.num_heads, self.head_dim
-        convs = (self.q_conv1d, self.k_conv1d, self.v_conv1d)
-        weights = [c.weight[:, 0, :] for c in convs]
-        if T == 1 and use_native_kda_step(q, k, v, g, beta, *weights):
-            return native_kda_step(q, k, v, g, beta, tails, initial, weights, D ** -0.5)
         tails = tails or (None, None, None)
-        (q, tq), (k, tk), (v, tv) = (short_conv_silu(x, w, t) for x, w, t in zip((q, k, v), weights, tails))
+        (q, tq), (k, tk), (v, tv) = (short_conv_silu(x, w, t) for x, w, t in zip((q, k, v), self._conv_weights(), tails))
         q, k = l2_norm(q.view(b, T, H, D)), l2_norm(k.view(b, T, H, D))
         core = chunk_kda if T > CHUNK_MIN_TOKENS else recurrent_kda
         o, final = core(q, k, v.view(b, T, H, D), g, beta, D ** -0.5, initial)
         return o, final, (tq, tk, tv)
+
+    def _conv_weights(self) -> list[torch.Tensor]:
+        return [c.weight[:, 0, :] for c in (self.q_conv1d, self.k_conv1d, self.v_conv1d)]
+
+    def _zero_state(self, x: torch.Tensor):
+        """b -> zero (recurrent [b, H, D, D] fp32, conv tails 3 x [b, K_conv-1, P] in x.dtype)."""
+        H, D = self.num_heads, self.head_dim
+        w = self.q_conv1d.weight
+        return lambda b: (torch.zeros((b, H, D, D), dtype=torch.float32, device=x.device),
+                          tuple(torch.zeros((b, w.shape[-1] - 1, w.shape[0]), dtype=x.dtype, device=x.device)
+                                for _ in range(3)))
+
+    def _decode(self, group, q, k, v, g, beta, state: KDAStateView | None) -> torch.Tensor:
+        """One new token for each of the group's sequences, on their state slots in place -> o [b, 1, H, D]."""
+        zeros = self._zero_state(q)
+        if state is None:
+            rec, tails = zeros(len(group.seqs))
+            index = torch.arange(len(group.seqs), device=q.device)
+        else:
+            rec, tails, index = state.slot_tensors(group.seqs, zeros)
+        step = (group.take(t) for t in (q, k, v, g, beta))
+        return kda_step(*step, self._conv_weights(), rec, tails, index, self.head_dim ** -0.5)
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`."""
@@ -72,6 +91,9 @@ class KimiDeltaAttention(nn.Module):
         g = kda_gate(self.f_b_proj(self.f_a_proj(x)).view(N, H, D), self.A_log, self.dt_bias, self.lower_bound)
         o = torch.empty((N, H, D), dtype=g.dtype, device=x.device)
         for group in batch.groups(by_context=False):
+            if group.index.shape[1] == 1:
+                group.put(o, self._decode(group, q, k, v, g, beta, state))
+                continue
             initial, tails = state.gather(group.seqs) if state is not None else (None, None)
             o_g, final, new_tails = self._core(*(group.take(t) for t in (q, k, v, g, beta)), tails, initial)
             group.put(o, o_g)

@@ -1,6 +1,8 @@
 """Gated NoPE MLA layer (spec section 4.4). Caches only the normalised latent c_kv and the shared k_x.
 
-Single-token steps use the absorbed (latent-space) core; longer steps expand K/V once and run SDPA.
+Decode (one new token per sequence) attends in the latent space (absorbed): with a cache, every
+decoding sequence of the step in one call over the paged cache read in place, whatever its length.
+Longer segments (prefill) expand K/V once and run SDPA, one call per group of equal cached length.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm
 from k3.layers.batch import ForwardBatch
 from k3.layers.state import MLACacheView
-from k3.ops.mla import mla_absorbed, mla_sdpa
+from k3.ops.linear import head_linear
+from k3.ops.mla import mla_absorbed, mla_sdpa, paged_decode
 
 
 class GatedMLA(nn.Module):
@@ -51,11 +54,17 @@ class GatedMLA(nn.Module):
         w_kv = self.kv_b_proj.weight.view(H, self.nope + self.v_dim, self.kv_rank)
         w_uk, w_uv = w_kv[:, :self.nope], w_kv[:, self.nope:]
         o = torch.empty((N, H, self.v_dim), dtype=x.dtype, device=x.device)
-        for group in batch.groups(by_context=True):
+        decode = batch.decode_group() if cache is not None else None
+        if decode is not None:
+            q_d = decode.take(q)[:, 0]                                            # [n, H, Dn + Dr]
+            paged = cache.append_decode(decode.seqs, decode.take(c_kv)[:, 0], decode.take(k_x)[:, 0])
+            q_lat = torch.cat((head_linear(q_d[..., :self.nope], w_uk, transpose=True), q_d[..., self.nope:]), dim=-1)
+            decode.put(o, head_linear(paged_decode(q_lat, paged, self.scale), w_uv).unsqueeze(1))
+        for group in batch.prefill_groups() if cache is not None else batch.groups(by_context=True):
             c_all, kx_all, offset = group.take(c_kv), group.take(k_x), 0
             if cache is not None:
                 c_all, kx_all, offset = cache.extend(group.seqs, c_all, kx_all)
-            # A single new token attends in the latent space; a longer segment expands K/V once.
+            # Without a cache a single token attends in the latent space; a longer segment expands K/V once.
             core = mla_absorbed if group.index.shape[1] == 1 else mla_sdpa
             q_g = group.take(q)
             group.put(o, core(q_g[..., :self.nope], q_g[..., self.nope:], c_all, kx_all, w_uk, w_uv, self.scale, offset))

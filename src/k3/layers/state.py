@@ -2,19 +2,24 @@
 
 KDA layers keep a fixed-size recurrent matrix plus the short-conv tails per sequence; MLA layers
 keep the normalised latent c_kv and the shared extra key k_x per token (never expanded K/V).
-AttnRes and MoE keep nothing across tokens. Layers never allocate state: they `gather`/`scatter`
-(KDA) or `extend` (MLA) through a view, so the engine can back it with slots and paged blocks.
-`K3State` is the simple backing for B sequences that advance together.
+AttnRes and MoE keep nothing across tokens. Layers never allocate engine state: prefill segments
+`gather`/`scatter` (KDA) or `extend` (MLA) through a view; decode works on the state in place
+(`slot_tensors` for KDA, `append_decode` for MLA's paged cache), so the engine backs it with slots
+and paged blocks. The Dense* classes are the simple backing for B sequences that advance together.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
 from k3.config.model import LAYER_KDA, K3Config
+from k3.ops.mla.paged import PagedLatents
+
+ZeroState = Callable[[int], tuple[torch.Tensor, tuple[torch.Tensor, ...]]]   # b -> zero (recurrent, tails)
 
 
 class KDAStateView(Protocol):
@@ -23,12 +28,21 @@ class KDAStateView(Protocol):
 
     def scatter(self, seqs: list[int], recurrent: torch.Tensor, tails: tuple[torch.Tensor, ...]) -> None: ...
 
+    def slot_tensors(self, seqs: list[int], zeros: ZeroState
+                     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor]:
+        """-> (recurrent pool [slots, H, K, V], tail pools, index [b] long): sequence seqs[i] lives in slot
+        index[i], to be updated in place. `zeros(b)` makes zero state where none exists yet."""
+
 
 class MLACacheView(Protocol):
     def extend(self, seqs: list[int], c_kv: torch.Tensor, k_x: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor, int]:
         """Append [b, T, R] and [b, T, Dr] (sequences with equal cached length) -> the whole cache
         ([b, S, R], [b, S, Dr]) and the offset of the new tokens."""
+
+    def append_decode(self, seqs: list[int], c_kv: torch.Tensor, k_x: torch.Tensor) -> PagedLatents:
+        """Append one token per sequence ([b, R], [b, Dr]; cached lengths may differ) -> the paged
+        latents decode attends over, in place."""
 
 
 class DenseKDAState:
@@ -52,32 +66,54 @@ class DenseKDAState:
         if self.recurrent is None or self._covers_all(seqs):
             # Every sequence: keep the new state itself (a fresh tensor from the core); the tails are
             # views into the step's whole conv input, so they are copied to let that go.
-            self.recurrent, self.tails = recurrent, tuple(t.clone() for t in tails)
+            self.recurrent, self.tails = recurrent.contiguous(), tuple(t.contiguous().clone() for t in tails)
             return
         self.recurrent[seqs] = recurrent
         for mine, new in zip(self.tails, tails):
             mine[seqs] = new
 
+    def slot_tensors(self, seqs, zeros):
+        if self.recurrent is None:
+            self.recurrent, self.tails = zeros(len(seqs))
+        return self.recurrent, self.tails, torch.tensor(list(seqs), dtype=torch.long, device=self.recurrent.device)
+
 
 class DenseMLACache:
-    """MLA latents of B sequences that advance together, as growing [B, S, *] tensors."""
+    """MLA latents of B sequences that advance together, in one [B, capacity, R + Dr] buffer that doubles
+    when full (appending is amortised O(1), never a copy of the history per token)."""
 
     def __init__(self):
-        self.c_kv: torch.Tensor | None = None
-        self.k_x: torch.Tensor | None = None
+        self.buffer: torch.Tensor | None = None
+        self.length = 0
+        self.rank = 0
 
-    @property
-    def length(self) -> int:
-        return 0 if self.c_kv is None else self.c_kv.shape[1]
+    def _reserve(self, b: int, extra: int, like: torch.Tensor, width: int) -> None:
+        if self.buffer is not None and b != self.buffer.shape[0]:
+            raise ValueError("DenseMLACache holds sequences that advance together; use the engine for ragged batches")
+        need = self.length + extra
+        if self.buffer is None or need > self.buffer.shape[1]:
+            grown = like.new_empty((b, max(need, 2 * (0 if self.buffer is None else self.buffer.shape[1]), 64), width))
+            if self.buffer is not None:
+                grown[:, :self.length] = self.buffer[:, :self.length]
+            self.buffer = grown
 
     def extend(self, seqs, c_kv, k_x):
-        if self.c_kv is not None and len(seqs) != self.c_kv.shape[0]:
-            raise ValueError("DenseMLACache holds sequences that advance together; use the engine for ragged batches")
+        b, T, R = c_kv.shape
+        self.rank = R
+        self._reserve(b, T, c_kv, R + k_x.shape[-1])
         offset = self.length
-        if self.c_kv is not None:
-            c_kv, k_x = torch.cat((self.c_kv, c_kv), dim=1), torch.cat((self.k_x, k_x), dim=1)
-        self.c_kv, self.k_x = c_kv, k_x
-        return c_kv, k_x, offset
+        self.buffer[:, offset:offset + T, :R] = c_kv
+        self.buffer[:, offset:offset + T, R:] = k_x
+        self.length += T
+        return self.buffer[:, :self.length, :R], self.buffer[:, :self.length, R:], offset
+
+    def append_decode(self, seqs, c_kv, k_x):
+        self.extend(seqs, c_kv.unsqueeze(1), k_x.unsqueeze(1))
+        b, capacity, width = self.buffer.shape
+        device = self.buffer.device
+        return PagedLatents(self.buffer.view(b * capacity, width),
+                            torch.arange(b, dtype=torch.int32, device=device).unsqueeze(1),
+                            torch.full((b,), self.length, dtype=torch.int32, device=device), capacity, self.rank)
 
 
 def new_layer_states(config: K3Config) -> list[DenseKDAState | DenseMLACache]:

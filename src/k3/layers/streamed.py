@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 
-from k3.layers.experts import ExpertBank, packed_expert
+from k3.layers.experts import ExpertBank
+from k3.ops.mxfp4.expert import glu_expert
 from k3.offload.store import ExpertStore
 
 
@@ -22,7 +23,7 @@ class StreamedExperts(ExpertBank):
 
     def iterate(self, experts: list[int]) -> Iterator[tuple[int, object]]:
         for e, views in self.store.schedule(self.layer, experts):
-            yield e, functools.partial(packed_expert, w=views, group_size=self.group_size, act=self.act,
+            yield e, functools.partial(glu_expert, w=views, group_size=self.group_size, act=self.act,
                                        beta=self.beta, linear_beta=self.linear_beta)
 
     def forward(self, e: int, z):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from k3.ops.native import MAX_ROWS, cpu_inference, native
+from k3.ops.dispatch import register
+from k3.ops.native import MAX_ROWS, native
 from k3.ops.precision import wide
 
 
@@ -13,16 +14,13 @@ def attn_res_query(norm_weight: torch.Tensor, proj_weight: torch.Tensor) -> torc
     return wide(norm_weight) * wide(proj_weight).reshape(-1)
 
 
-def attn_res_mix(candidates: list[torch.Tensor], query: torch.Tensor, eps: float) -> torch.Tensor:
+def attn_res_mix_reference(candidates: list[torch.Tensor], query: torch.Tensor, eps: float) -> torch.Tensor:
     """candidates: m+1 tensors [..., D] (bank, then current); query [D] fp32 -> [..., D].
 
     score_j = (RMS-normalised V_j) · query; alpha = softmax_j(score); returns sum_j alpha_j V_j of the
     RAW candidates. All in fp32 (or wider), cast to the candidates' dtype.
     """
     dtype = candidates[-1].dtype
-    if _use_native(candidates, query):  # decode: one pass per candidate instead of stack + eight passes
-        rows = [c.reshape(-1, c.shape[-1]).contiguous() for c in candidates]
-        return native().attn_res_mix(rows, query.contiguous(), eps).reshape(candidates[-1].shape)
     cdt = torch.promote_types(dtype, torch.float32)
     v = torch.stack([c.to(cdt) for c in candidates])
     inv_rms = torch.rsqrt(v.pow(2).mean(-1) + eps)
@@ -31,8 +29,17 @@ def attn_res_mix(candidates: list[torch.Tensor], query: torch.Tensor, eps: float
     return (alpha.unsqueeze(-1) * v).sum(0).to(dtype)
 
 
-def _use_native(candidates: list[torch.Tensor], query: torch.Tensor) -> bool:
+def _attn_res_mix_native(candidates: list[torch.Tensor], query: torch.Tensor, eps: float) -> torch.Tensor:
+    """Decode: one pass per candidate instead of a stack and eight passes."""
+    rows = [c.reshape(-1, c.shape[-1]).contiguous() for c in candidates]
+    return native().attn_res_mix(rows, query.contiguous(), eps).reshape(candidates[-1].shape)
+
+
+def _supports(candidates: list[torch.Tensor], query: torch.Tensor, eps: float) -> bool:
     c = candidates[-1]
     return (query.dtype == torch.float32 and c.numel() // max(1, c.shape[-1]) <= MAX_ROWS
-            and all(x.dtype == torch.float32 and x.shape == c.shape for x in candidates)
-            and cpu_inference(query, *candidates))
+            and all(x.dtype == torch.float32 and x.shape == c.shape for x in candidates))
+
+
+attn_res_mix = register("attn_res_mix", reference=attn_res_mix_reference, native=_attn_res_mix_native,
+                        supports=_supports)

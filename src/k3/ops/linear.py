@@ -1,8 +1,8 @@
 """y = x W^T for weights stored more compactly than the activations (bf16 weights, fp32 compute on CPU).
 
-Few rows (decode) on the CPU go to the native bf16 kernels, which widen weights in registers and read
-each weight byte once; everything else casts the weight and calls F.linear / einsum (the reference:
-fp32 GEMM via MKL, and the only path autograd sees).
+Reference: cast the weight and call F.linear / einsum (fp32 GEMM via MKL; the only path autograd
+sees). Native: few rows (decode) widen bf16 weights in registers and read each weight byte once.
+`k3.ops.dispatch` picks per call.
 """
 
 from __future__ import annotations
@@ -10,32 +10,44 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from k3.ops.native import MAX_ROWS, cpu_inference, native
+from k3.ops.dispatch import register
+from k3.ops.native import MAX_ROWS, native
 
 
-def use_native(x: torch.Tensor, w: torch.Tensor, weight_dtype: torch.dtype) -> bool:
-    """Decode-sized fp32 activations on the CPU against a `weight_dtype` weight, outside autograd."""
-    return (x.dtype == torch.float32 and w.dtype == weight_dtype and x.numel() // max(1, x.shape[-1]) <= MAX_ROWS
-            and cpu_inference(x, w))
+def _few_bf16_rows(x: torch.Tensor, w: torch.Tensor) -> bool:
+    return x.dtype == torch.float32 and w.dtype == torch.bfloat16 and x.numel() // max(1, x.shape[-1]) <= MAX_ROWS
 
 
-def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def linear_reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """x [..., in] @ w[out, in].T -> [..., out] in x.dtype."""
-    if use_native(x, w, torch.bfloat16) and w.is_contiguous():
-        flat = x.reshape(-1, x.shape[-1]).contiguous()
-        return native().bf16_linear(flat, w).reshape(*x.shape[:-1], w.shape[0])
     return F.linear(x, w if w.dtype == x.dtype else w.to(x.dtype))
 
 
-def head_linear(x: torch.Tensor, w: torch.Tensor, transpose: bool = False) -> torch.Tensor:
+def _linear_native(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    flat = x.reshape(-1, x.shape[-1]).contiguous()
+    return native().bf16_linear(flat, w).reshape(*x.shape[:-1], w.shape[0])
+
+
+linear = register("bf16_linear", reference=linear_reference, native=_linear_native,
+                  supports=lambda x, w: _few_bf16_rows(x, w) and w.is_contiguous())
+
+
+def head_linear_reference(x: torch.Tensor, w: torch.Tensor, transpose: bool = False) -> torch.Tensor:
     """A separate small matrix per head. x [..., H, in], w [H, R, C] ->
     transpose False: y[..., h, r] = sum_c w[h, r, c] x[..., h, c]   (in = C, out R)
     transpose True:  y[..., h, c] = sum_r w[h, r, c] x[..., h, r]   (in = R, out C)
-    MLA's absorbed decode uses both forms on the halves of kv_b_proj; bf16 weights are read as they
-    are stored by the native kernel instead of being widened to fp32 every step."""
-    H, R, C = w.shape
-    if use_native(x.reshape(-1, H * x.shape[-1]), w, torch.bfloat16) and w.stride(2) == 1:
-        flat = x.reshape(-1, H, x.shape[-1]).contiguous()
-        return native().bf16_head_linear(flat, w, transpose).reshape(*x.shape[:-1], C if transpose else R)
+    MLA's absorbed decode uses both forms on the halves of kv_b_proj; the native kernel reads bf16
+    weights as they are stored instead of widening them to fp32 every step."""
     wx = w if w.dtype == x.dtype else w.to(x.dtype)
     return torch.einsum("...hr,hrc->...hc", x, wx) if transpose else torch.einsum("...hc,hrc->...hr", x, wx)
+
+
+def _head_linear_native(x: torch.Tensor, w: torch.Tensor, transpose: bool = False) -> torch.Tensor:
+    H, R, C = w.shape
+    flat = x.reshape(-1, H, x.shape[-1]).contiguous()
+    return native().bf16_head_linear(flat, w, transpose).reshape(*x.shape[:-1], C if transpose else R)
+
+
+head_linear = register(
+    "bf16_head_linear", reference=head_linear_reference, native=_head_linear_native,
+    supports=lambda x, w, transpose=False: _few_bf16_rows(x.reshape(-1, w.shape[0] * x.shape[-1]), w) and w.stride(2) == 1)

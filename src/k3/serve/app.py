@@ -78,7 +78,7 @@ def build_app(server: Server) -> FastAPI:
 
     @app.get("/metrics")
     async def metrics():
-        return Response(server.metrics.render(server.engine.engine.stats()), media_type=CONTENT_TYPE_LATEST)
+        return Response(server.metrics.render(server.engine.engine.stats_snapshot()), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/v1/models")
     async def models():

@@ -43,7 +43,7 @@ class AsyncEngine:
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[RequestOutput]:
         """Yields outputs as tokens arrive; leaving the iterator early (client gone) aborts the request."""
         with self._lock:
-            waiting = self._pending + len(self.engine.scheduler.waiting)
+            waiting = self._pending + self.engine.stats_snapshot()["waiting"]
             if waiting >= self.max_queued:
                 raise QueueFull(f"{waiting} requests are waiting (limit {self.max_queued})")
             self._pending += 1

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import torch
 
+from k3.engine.cache.step_index import StepIndex
 from k3.layers.state import StateSpec
+from k3.ops.mla import PagedLatents
 
 
 class BlockPool:
@@ -15,42 +17,25 @@ class BlockPool:
         self.num_blocks, self.block_size, self.rank = num_blocks, block_size, spec.mla_rank
         width = spec.mla_rank + spec.mla_extra
         self.pools = {i: torch.empty(num_blocks * block_size, width, dtype=dtype, device=device) for i in spec.mla_layers}
-        self._free = list(range(num_blocks - 1, -1, -1))
 
-    @property
-    def num_free(self) -> int:
-        return len(self._free)
-
-    def blocks_for(self, tokens: int) -> int:
-        return -(-tokens // self.block_size)
-
-    def allocate(self, n: int) -> list[int]:
-        if n > len(self._free):
-            raise RuntimeError(f"MLA cache: {n} blocks requested, {len(self._free)} free")
-        return [self._free.pop() for _ in range(n)]
-
-    def release(self, blocks: list[int]) -> None:
-        self._free.extend(reversed(blocks))
-
-    def view(self, layer: int, tables: list[list[int]], context_lens: tuple[int, ...]) -> "PagedMLAView":
-        return PagedMLAView(self.pools[layer], tables, context_lens, self.block_size, self.rank)
+    def view(self, layer: int, step: StepIndex) -> "PagedMLAView":
+        return PagedMLAView(self.pools[layer], step, self.rank)
 
 
 class PagedMLAView:
-    def __init__(self, pool: torch.Tensor, tables: list[list[int]], context_lens, block_size: int, rank: int):
-        self.pool, self.tables, self.context_lens = pool, tables, context_lens
-        self.block_size, self.rank = block_size, rank
-
-    def _rows(self, seqs: list[int], start: int, stop: int) -> torch.Tensor:
-        """[b, stop-start] pool rows of positions start..stop-1 of each sequence."""
-        pos = torch.arange(start, stop)
-        used = -(-stop // self.block_size)
-        tables = torch.tensor([self.tables[s][:used] for s in seqs], dtype=torch.long)
-        return tables[:, pos // self.block_size] * self.block_size + pos % self.block_size
+    def __init__(self, pool: torch.Tensor, step: StepIndex, rank: int):
+        self.pool, self.step, self.rank = pool, step, rank
 
     def extend(self, seqs, c_kv, k_x):
-        ctx = self.context_lens[seqs[0]]
+        """Prefill segments (equal cached length): write the new rows, return the whole history."""
+        ctx = self.step.context_lens[seqs[0]]
         T = c_kv.shape[1]
-        self.pool[self._rows(seqs, ctx, ctx + T)] = torch.cat((c_kv, k_x), dim=-1).to(self.pool.dtype)
-        cached = self.pool[self._rows(seqs, 0, ctx + T)].to(c_kv.dtype)
+        self.pool[self.step.rows(seqs, ctx, ctx + T)] = torch.cat((c_kv, k_x), dim=-1).to(self.pool.dtype)
+        cached = self.pool[self.step.rows(seqs, 0, ctx + T)].to(c_kv.dtype)
         return cached[..., :self.rank], cached[..., self.rank:], ctx
+
+    def append_decode(self, seqs, c_kv, k_x):
+        """One token per sequence: write its row; decode then reads every row where it is."""
+        tables, lens, new_rows = self.step.decode(seqs)
+        self.pool.index_copy_(0, new_rows, torch.cat((c_kv, k_x), dim=-1).to(self.pool.dtype))
+        return PagedLatents(self.pool, tables, lens, self.step.block_size, self.rank)

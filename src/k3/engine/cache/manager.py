@@ -1,8 +1,8 @@
-"""Sizes the engine's state from a memory budget and hands each step's layer views to the model.
+"""Sizes the engine's state from a memory budget, and holds the state tensors themselves.
 
 Capacity: one KDA slot per concurrent sequence (`max_num_seqs`), the rest of the budget as MLA
-blocks. A request reserves blocks for its prompt plus `max_tokens` when admitted, so a running
-request never runs out of cache and nothing needs preempting.
+blocks. `CachePools` holds the KDA slots, the MLA block pools and the block-table tensor; only the
+runner moves data in and out of them (the allocator, owned by the scheduler, says who holds what).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import torch
 from k3.engine.cache.blocks import BlockPool
 from k3.engine.cache.slots import SlotPool
 from k3.engine.cache.snapshot import SequenceState, export_state, import_state
+from k3.engine.cache.step_index import StepIndex
 from k3.layers.state import StateSpec
 
 
@@ -71,50 +72,35 @@ def fit_capacity(spec: StateSpec, budget_bytes: int, max_num_seqs: int, max_resi
     raise AssertionError("unreachable")
 
 
-class CacheManager:
+class CachePools:
     def __init__(self, spec: StateSpec, capacity: Capacity, dtype: torch.dtype, device: torch.device):
         self.spec, self.capacity = spec, capacity
         self.slots = SlotPool(spec, capacity.max_seqs, dtype, device)
         self.blocks = BlockPool(spec, capacity.num_blocks, capacity.block_size, dtype, device)
-        self._slot: dict[str, int] = {}
-        self._table: dict[str, list[int]] = {}
+        # Row `slot` is the block table of the sequence in that slot; written once, when it is placed.
+        self.block_tables = torch.zeros(capacity.max_seqs, max(1, capacity.num_blocks), dtype=torch.int32,
+                                        device=device)
 
-    def blocks_needed(self, total_tokens: int) -> int:
-        return self.blocks.blocks_for(total_tokens) if self.spec.mla_layers else 0
+    def place(self, placement, state: SequenceState | None = None) -> None:
+        """A sequence takes its slot and blocks: zero state, or `state` restored into them."""
+        if placement.blocks:
+            self.block_tables[placement.slot, :len(placement.blocks)] = torch.tensor(placement.blocks, dtype=torch.int32)
+        if state is None:
+            self.slots.zero(placement.slot)
+        else:
+            import_state(self.slots, self.blocks, placement.slot, list(placement.blocks), state)
 
-    def fits_ever(self, total_tokens: int) -> bool:
-        return self.blocks_needed(total_tokens) <= self.capacity.num_blocks or not self.spec.mla_layers
+    def export(self, placement, num_tokens: int) -> SequenceState:
+        """A copy of a sequence's state for its first `num_tokens` tokens (token ids filled by the caller)."""
+        return export_state(self.slots, self.blocks, placement.slot, list(placement.blocks), num_tokens)
 
-    def can_admit(self, total_tokens: int) -> bool:
-        return self.slots.num_free > 0 and self.blocks_needed(total_tokens) <= self.blocks.num_free
-
-    def admit(self, request_id: str, total_tokens: int) -> None:
-        self._slot[request_id] = self.slots.allocate()
-        self._table[request_id] = self.blocks.allocate(self.blocks_needed(total_tokens))
-
-    def release(self, request_id: str) -> None:
-        if request_id in self._slot:
-            self.slots.release(self._slot.pop(request_id))
-            self.blocks.release(self._table.pop(request_id))
-
-    def export(self, request_id: str, num_tokens: int) -> SequenceState:
-        """A copy of the request's state for its first `num_tokens` tokens (token ids filled by the caller)."""
-        return export_state(self.slots, self.blocks, self._slot[request_id], self._table[request_id], num_tokens)
-
-    def import_state(self, request_id: str, state: SequenceState) -> None:
-        """Write a saved state into the request's freshly admitted slot and blocks."""
-        import_state(self.slots, self.blocks, self._slot[request_id], self._table[request_id], state)
-
-    def layer_views(self, request_ids: list[str], context_lens: tuple[int, ...], num_layers: int) -> list:
-        slots = [self._slot[r] for r in request_ids]
-        tables = [self._table[r] for r in request_ids]
+    def layer_views(self, placements: list, context_lens: tuple[int, ...], num_layers: int) -> list:
+        """One view per layer for a step's sequences (in batch order), sharing one StepIndex."""
+        step = StepIndex([p.slot for p in placements], [p.blocks for p in placements], context_lens,
+                         self.block_tables, self.capacity.block_size)
         views: list = [None] * num_layers
         for i in self.spec.kda_layers:
-            views[i] = self.slots.view(i, slots)
+            views[i] = self.slots.view(i, step)
         for i in self.spec.mla_layers:
-            views[i] = self.blocks.view(i, tables, context_lens)
+            views[i] = self.blocks.view(i, step)
         return views
-
-    def usage(self) -> dict:
-        return {"slots_free": self.slots.num_free, "slots_total": self.capacity.max_seqs,
-                "blocks_free": self.blocks.num_free, "blocks_total": self.capacity.num_blocks}

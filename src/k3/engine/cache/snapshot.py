@@ -42,23 +42,23 @@ class SequenceState:
 def export_state(slots, blocks, slot: int, table: list[int], num_tokens: int) -> SequenceState:
     """Copy one sequence's state out of the pools (clones: the pools may be reused at once)."""
     kda = {i: (rec[slot].clone(), tuple(t[slot].clone() for t in slots.tails[i])) for i, rec in slots.recurrent.items()}
-    rows = _rows(table, num_tokens, blocks.block_size)
-    mla = {i: pool[rows].clone() for i, pool in blocks.pools.items()}
+    mla = {i: pool[_rows(table, num_tokens, blocks.block_size, pool.device)].clone() for i, pool in blocks.pools.items()}
     return SequenceState([], [], kda, mla)
 
 
 def import_state(slots, blocks, slot: int, table: list[int], state: SequenceState) -> None:
     for i, (rec, tails) in state.kda.items():
-        slots.recurrent[i][slot].copy_(rec)
+        slots.recurrent[i][slot].copy_(rec)  # copy_ moves across devices
         for mine, saved in zip(slots.tails[i], tails):
             mine[slot].copy_(saved)
     if state.mla:
-        rows = _rows(table, len(state.token_ids), blocks.block_size)
         for i, saved in state.mla.items():
-            blocks.pools[i][rows] = saved.to(blocks.pools[i].dtype)
+            pool = blocks.pools[i]
+            pool[_rows(table, len(state.token_ids), blocks.block_size, pool.device)] = saved.to(pool.device, pool.dtype)
 
 
-def _rows(table: list[int], num_tokens: int, block_size: int) -> torch.Tensor:
+def _rows(table: list[int], num_tokens: int, block_size: int, device) -> torch.Tensor:
+    if not num_tokens:
+        return torch.zeros(0, dtype=torch.long, device=device)
     pos = torch.arange(num_tokens)
-    return torch.tensor(table, dtype=torch.long)[pos // block_size] * block_size + pos % block_size \
-        if num_tokens else torch.zeros(0, dtype=torch.long)
+    return (torch.tensor(table, dtype=torch.long)[pos // block_size] * block_size + pos % block_size).to(device)

@@ -1,9 +1,9 @@
 """Kimi Delta Attention core: decay gate, recurrent reference (decode), chunked form (prefill), and the
-native one-token step."""
+one-token step on state slots in place."""
 
 from k3.ops.kda.chunk import chunk_kda
 from k3.ops.kda.gate import kda_gate
-from k3.ops.kda.native_step import native_kda_step, use_native_kda_step
 from k3.ops.kda.reference import recurrent_kda
+from k3.ops.kda.step import kda_step, kda_step_reference
 
-__all__ = ["chunk_kda", "kda_gate", "native_kda_step", "recurrent_kda", "use_native_kda_step"]
+__all__ = ["chunk_kda", "kda_gate", "kda_step", "kda_step_reference", "recurrent_kda"]

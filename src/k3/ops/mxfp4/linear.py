@@ -1,7 +1,8 @@
 """Packed MXFP4 matmul: decodes rows tile by tile, so a whole expert is never unpacked at once.
 
-The decode tables are cached per (dtype, device). Scales are validated when checkpoints load,
-so this path does not re-scan them. Equal to `mxfp4_linear_reference` up to matmul rounding.
+The PyTorch path (`mxfp4_linear_tiled`) decodes tile by tile; few fp32 rows on the CPU run the native
+kernel instead (chosen by `k3.ops.dispatch`). The decode tables are cached per (dtype, device). Scales are validated when checkpoints load,
+so this path does not re-scan them. Both equal `mxfp4_linear_reference` up to matmul rounding.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import functools
 import torch
 
 from k3.ops.mxfp4.format import e2m1_table, e8m0_table
-from k3.ops.native import MAX_ROWS, cpu_inference, native
+from k3.ops.dispatch import register
+from k3.ops.native import MAX_ROWS, native
 
 ROW_TILE = 1024
 
@@ -25,26 +27,25 @@ def _tables(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, tor
     return pair, e8m0_table(dtype, device)
 
 
-def decode_rows(packed: torch.Tensor, scale: torch.Tensor, group_size: int, dtype: torch.dtype) -> torch.Tensor:
+def decode_rows_reference(packed: torch.Tensor, scale: torch.Tensor, group_size: int, dtype: torch.dtype) -> torch.Tensor:
     """packed [r, in/2], scale [r, in/g] -> [r, in] in `dtype` (no NaN check)."""
-    if (group_size == 32 and dtype == torch.float32 and packed.is_contiguous() and scale.is_contiguous()
-            and cpu_inference(packed, scale)):
-        return native().mxfp4_dequantize(packed, scale)  # same values, one pass in C++
     pair, pow2 = _tables(dtype, packed.device)
     w = pair[packed.long()].flatten(-2)
     s = pow2[scale.long()]
     return (w.unflatten(-1, (-1, group_size)) * s.unsqueeze(-1)).flatten(-2)
 
 
-def mxfp4_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group_size: int = 32,
-                 row_tile: int = ROW_TILE) -> torch.Tensor:
-    """x [N, in] @ W.T with W given packed ([out, in/2] + [out, in/g]) -> [N, out] in x.dtype.
+decode_rows = register(
+    "mxfp4_dequantize", reference=decode_rows_reference,
+    native=lambda packed, scale, group_size, dtype: native().mxfp4_dequantize(packed, scale),  # one pass in C++
+    supports=lambda packed, scale, group_size, dtype: (group_size == 32 and dtype == torch.float32
+                                                       and packed.is_contiguous() and scale.is_contiguous()))
 
-    Few fp32 rows on the CPU (decode) use the native kernel, which decodes codes in registers; more
-    rows decode tile by tile and run an fp32 GEMM (compute bound, where decoding is amortised)."""
-    if (group_size == 32 and x.device.type == "cpu" and x.dtype == torch.float32 and x.shape[0] <= MAX_ROWS
-            and packed.is_contiguous() and scale.is_contiguous() and native() is not None):
-        return native().mxfp4_linear(x.contiguous(), packed, scale)
+
+def mxfp4_linear_tiled(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, group_size: int = 32,
+                           row_tile: int = ROW_TILE) -> torch.Tensor:
+    """x [N, in] @ W.T with W given packed ([out, in/2] + [out, in/g]) -> [N, out] in x.dtype.
+    Decodes tile by tile and runs a GEMM (compute bound, where decoding is amortised)."""
     out_rows = packed.shape[0]
     if out_rows <= row_tile:
         return x @ decode_rows(packed, scale, group_size, x.dtype).T
@@ -53,3 +54,15 @@ def mxfp4_linear(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tensor, gro
         w = decode_rows(packed[r:r + row_tile], scale[r:r + row_tile], group_size, x.dtype)
         y[:, r:r + row_tile] = x @ w.T
     return y
+
+
+def _mxfp4_linear_native(x, packed, scale, group_size=32, row_tile=ROW_TILE):
+    """Few fp32 rows (decode): codes decoded in registers, each weight byte read once."""
+    return native().mxfp4_linear(x.contiguous(), packed, scale)
+
+
+mxfp4_linear = register(
+    "mxfp4_linear", reference=mxfp4_linear_tiled, native=_mxfp4_linear_native,
+    supports=lambda x, packed, scale, group_size=32, row_tile=ROW_TILE: (
+        group_size == 32 and x.dtype == torch.float32 and x.shape[0] <= MAX_ROWS
+        and packed.is_contiguous() and scale.is_contiguous()))

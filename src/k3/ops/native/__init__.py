@@ -1,25 +1,39 @@
 """Native CPU kernels for decode-sized work: compact weights (bf16, packed MXFP4) times a few fp32 rows,
-reading each weight byte once, KDA's whole one-token step after the projections, and AttnRes mixes.
+reading each weight byte once; KDA's whole one-token step on the state slots; MLA decode over the paged
+cache in place; AttnRes mixes.
 
-Built from the `.cpp` files here with torch's cpp_extension on first use (about a minute once, then
-cached in torch's extension directory), with AVX2+FMA when this CPU has them; the MXFP4 product also
-has an AVX-512 form, used when the CPU lists avx512f/bw/vl. Features are read from /proc/cpuinfo,
-never assumed. Without a compiler, or with K3_NATIVE=0, `native()` is None and callers use the
-PyTorch reference paths. K3_NATIVE_SIMD=scalar|avx2|avx512 caps the instruction set. Results equal
-the references up to fp32 summation order, except the opt-in int8-activation MXFP4 path (bounded error).
+Built from the `.cpp` files here with torch's cpp_extension, once per build key (the sources, the flags,
+torch's version, the Python ABI and the compiler), into K3_NATIVE_CACHE (default ~/.cache/k3/native).
+Each build happens in a private temporary directory that is renamed into place when done, so two
+processes (two virtualenvs, a user and CI) never block on or corrupt each other's build: the first to
+finish publishes, the other keeps its own copy. `python -m k3.ops.native` builds ahead of time (make
+and CI do). Features are read from /proc/cpuinfo, never assumed: AVX2+FMA code when the CPU has them,
+AVX-512 forms when it lists avx512f/bw/vl. Without a compiler, or with K3_NATIVE=0, `native()` is None
+and every op runs its PyTorch reference (`k3.ops.dispatch` decides per call). K3_NATIVE_SIMD=scalar|avx2|avx512
+caps the instruction set. Results equal the references up to fp32 summation order, except the opt-in
+int8-activation MXFP4 path (bounded error).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.machinery
+import importlib.util
 import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
 import warnings
 from pathlib import Path
 
-SOURCES = ("common.cpp", "bf16.cpp", "int8.cpp", "mxfp4.cpp", "kda.cpp", "attnres.cpp")  # joined in this order
+SOURCES = ("common.cpp", "bf16.cpp", "int8.cpp", "mxfp4.cpp", "kda.cpp", "mla.cpp", "attnres.cpp")  # joined in order
 FUNCTIONS = ["set_simd", "set_int8_activations", "bf16_linear", "bf16_head_linear", "mxfp4_linear",
-             "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_dequantize", "kda_decode", "attn_res_mix"]
+             "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_dequantize", "kda_decode_slots", "mla_paged_decode",
+             "attn_res_mix"]
+CFLAGS = ["-O3", "-ffp-contract=off", "-fopenmp"]
 MAX_ROWS = 32  # measured: above ~32-48 rows, dequantise-then-GEMM (compute bound) wins
 SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}
 
@@ -52,14 +66,57 @@ def simd_level() -> int:
     return level
 
 
-def cpu_inference(*tensors) -> bool:
-    """The kernels are built and every tensor is on the CPU and outside autograd (the kernels' results
-    carry no gradient, so training keeps the PyTorch paths). Callers add their dtype and size checks."""
+def cache_root() -> Path:
+    if os.environ.get("K3_NATIVE_CACHE"):
+        return Path(os.environ["K3_NATIVE_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "k3" / "native"
+
+
+@functools.lru_cache(maxsize=1)
+def _compiler() -> str:
+    cxx = os.environ.get("CXX", "c++")
+    try:
+        return subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
+    except (OSError, subprocess.SubprocessError):
+        return f"{cxx} (version unknown)"
+
+
+def build_key(source: str, flags: list[str]) -> str:
+    """Everything the built library depends on: a change to any of them is a different build."""
     import torch
 
-    return (all(t.device.type == "cpu" for t in tensors)
-            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
-            and native() is not None)
+    parts = [source, " ".join(flags), torch.__version__, sys.implementation.cache_tag,
+             sysconfig.get_config_var("EXT_SUFFIX") or "", _compiler()]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _import(name: str, directory: Path):
+    path = directory / f"{name}.so"
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def _build(name: str, source: str, flags: list[str], final: Path):
+    """Build in a private directory, then publish it under `final` with one rename."""
+    from torch.utils.cpp_extension import load_inline
+
+    final.parent.mkdir(parents=True, exist_ok=True)
+    print(f"k3: building k3's CPU kernels, once, about a minute (into {final})", file=sys.stderr, flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
+    try:
+        module = load_inline(name=name, cpp_sources=[source], functions=FUNCTIONS, extra_cflags=flags,
+                             extra_ldflags=["-fopenmp"], build_directory=str(tmp), verbose=False)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:
+        os.rename(tmp, final)      # atomic; fails when another process published this key first
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)   # theirs is the same build; ours stays loaded
+    return module
 
 
 @functools.lru_cache(maxsize=1)
@@ -68,14 +125,12 @@ def native():
     if os.environ.get("K3_NATIVE") == "0":
         return None
     try:
-        from torch.utils.cpp_extension import load_inline
-
         level = simd_level()
-        simd = ["-mavx2", "-mfma"] if level >= 1 else []
+        flags = CFLAGS + (["-mavx2", "-mfma"] if level >= 1 else [])
         source = "\n".join((Path(__file__).with_name(name)).read_text() for name in SOURCES)
-        tag = hashlib.sha256((source + " ".join(simd)).encode()).hexdigest()[:12]
-        module = load_inline(name=f"k3_native_{tag}", cpp_sources=[source], functions=FUNCTIONS,
-                             extra_cflags=["-O3", "-ffp-contract=off", "-fopenmp", *simd], extra_ldflags=["-fopenmp"], verbose=False)
+        name = f"k3_native_{build_key(source, flags)}"
+        final = cache_root() / name
+        module = _import(name, final) if (final / f"{name}.so").is_file() else _build(name, source, flags, final)
         module.set_simd(level)
         module.set_int8_activations(os.environ.get("K3_MXFP4_INT8") == "1")
         return module

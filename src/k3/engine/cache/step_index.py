@@ -1,0 +1,52 @@
+"""The index tensors one step needs to find its sequences' state, built once per step (never per layer).
+
+Every KDA layer of a step asks for the same slot indices and every MLA layer for the same pool rows
+and block tables; each is computed on first request, on the model's device, and reused. The block
+tables come from the runner's persistent [slots, max_blocks] table tensor, written once per request
+when it is admitted.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class StepIndex:
+    def __init__(self, slots: list[int], blocks: list[tuple[int, ...]], context_lens: tuple[int, ...],
+                 block_tables: torch.Tensor, block_size: int):
+        self.slots, self.blocks, self.context_lens = slots, blocks, context_lens
+        self.block_tables, self.block_size = block_tables, block_size
+        self.device = block_tables.device
+        self._memo: dict = {}
+
+    def _cached(self, key, make):
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
+
+    def slot_index(self, seqs: list[int]) -> torch.Tensor:
+        """[b] long: the KDA slot of each batch sequence in seqs."""
+        return self._cached(("slots", tuple(seqs)), lambda: torch.tensor(
+            [self.slots[s] for s in seqs], dtype=torch.long, device=self.device))
+
+    def rows(self, seqs: list[int], start: int, stop: int) -> torch.Tensor:
+        """[b, stop-start] pool rows of positions start..stop-1 of each sequence (prefill segments)."""
+        def make():
+            pos = torch.arange(start, stop)
+            used = -(-stop // self.block_size)
+            tables = torch.tensor([self.blocks[s][:used] for s in seqs], dtype=torch.long)
+            return (tables[:, pos // self.block_size] * self.block_size + pos % self.block_size).to(self.device)
+        return self._cached(("rows", tuple(seqs), start, stop), make)
+
+    def decode(self, seqs: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(block tables [b, max_blocks] int32, lengths after this token [b] int32, new-token rows [b] long)
+        for sequences decoding one token each, whatever their cached lengths."""
+        def make():
+            ctx = [self.context_lens[s] for s in seqs]
+            used = -(-(max(ctx) + 1) // self.block_size)
+            tables = self.block_tables[self.slot_index(seqs), :used]
+            pos = torch.tensor(ctx, dtype=torch.long, device=self.device)
+            new_rows = tables.gather(1, (pos // self.block_size).unsqueeze(1)).squeeze(1).long() * self.block_size \
+                + pos % self.block_size
+            return tables, (pos + 1).to(torch.int32), new_rows
+        return self._cached(("decode", tuple(seqs)), make)

@@ -1,0 +1,104 @@
+"""The model runner: carries out a `SchedulerOutput` on the model's device and returns what to sample.
+
+It is the only code that moves sequence state: swap-outs are exported (to the offloader) before any
+placement is written, placed sequences get zero state or their saved/offloaded state restored, and
+finished requests are saved from here. Then one step: the packed token ids, the `ForwardBatch` and the
+layer views (slot indices and block tables as tensors on the device, from the persistent block-table
+tensor written once per request) are built once, the model runs, and the runner returns the logits
+rows to sample plus any prompt log-probabilities asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from k3.engine.cache.manager import Capacity, CachePools
+from k3.engine.cache.snapshot import SequenceState
+from k3.engine.request import Request, TokenLogprob
+from k3.engine.scheduler import OFFLOADED, RESUME, SchedulerOutput
+from k3.layers.batch import ForwardBatch
+from k3.layers.state import StateSpec
+from k3.ops.sampling import top_logprobs_batched
+
+
+@dataclass
+class StepOutput:
+    logits: torch.Tensor                     # [len(requests), vocab]: rows to sample, in order
+    requests: list[Request]                  # whose next token those rows give
+    prompt_logprobs: list[tuple[Request, int, TokenLogprob]] = field(default_factory=list)
+
+
+class ModelRunner:
+    def __init__(self, model, spec: StateSpec, capacity: Capacity, device: torch.device, offloader=None):
+        self.model, self.device, self.offloader = model, device, offloader
+        self.pools = CachePools(spec, capacity, model.compute_dtype, device)
+
+    def move(self, out: SchedulerOutput) -> None:
+        """Swap-outs first (their blocks may already be someone else's), then placements."""
+        for s in out.swapped_out:
+            state = self.pools.export(s.placement, s.num_tokens)
+            state.token_ids = s.request.all_ids[:s.num_tokens]
+            self.offloader.put(s.request.request_id, state)
+        for p in out.placed:
+            state = None
+            if p.source == OFFLOADED:
+                state = self.offloader.take(p.request.request_id)
+            elif p.source == RESUME:
+                state, p.request.initial_state = p.request.initial_state, None
+            self.pools.place(p.placement, state)
+        for request_id in out.prefetch:
+            self.offloader.prefetch(request_id)
+
+    def execute(self, out: SchedulerOutput) -> StepOutput:
+        self.move(out)
+        chunks = out.chunks
+        if not chunks:
+            return StepOutput(torch.empty(0), [])
+        reqs = [c.request for c in chunks]
+        batch = ForwardBatch(tuple(c.num_tokens for c in chunks), tuple(r.num_computed for r in reqs), self.device)
+        ids = [t for c in chunks for t in c.request.all_ids[c.request.num_computed:c.request.num_computed + c.num_tokens]]
+        views = self.pools.layer_views([c.placement for c in chunks], batch.context_lens,
+                                       self.model.config.num_hidden_layers)
+        rows = [i for i, c in enumerate(chunks) if c.request.num_computed + c.num_tokens == c.request.num_tokens]
+        scored = _prompt_positions(chunks, batch)
+        index = torch.tensor([batch.starts[i] + chunks[i].num_tokens - 1 for i in rows] + [i for i, _, _ in scored],
+                             dtype=torch.long, device=self.device)
+        with torch.inference_mode():
+            logits = self.model.forward_batch(torch.tensor(ids, dtype=torch.long, device=self.device), batch, views, index)
+        return StepOutput(logits[:len(rows)], [reqs[i] for i in rows], _score_prompt(scored, logits[len(rows):]))
+
+    def save_state(self, req: Request, placement) -> SequenceState:
+        """A copy of a request's computed state, with its token ids (and the sampled, uncomputed ones)."""
+        state = self.pools.export(placement, req.num_computed)
+        state.token_ids, state.pending_ids = req.all_ids[:req.num_computed], req.all_ids[req.num_computed:]
+        return state
+
+    def forget(self, request_id: str) -> None:
+        """Drop whatever the offloader holds for a request that ended."""
+        if self.offloader is not None:
+            self.offloader.discard(request_id)
+
+
+def _prompt_positions(chunks, batch: ForwardBatch) -> list[tuple[int, Request, int]]:
+    """(packed row, request, prompt position it predicts) for requests that asked for prompt logprobs:
+    the logits at input position p score prompt token p + 1."""
+    out = []
+    for c, start in zip(chunks, batch.starts):
+        req = c.request
+        if req.prompt_logprobs is None:
+            continue
+        for j in range(c.num_tokens):
+            if req.num_computed + j + 1 < len(req.prompt_ids):
+                out.append((start + j, req, req.num_computed + j + 1))
+    return out
+
+
+def _score_prompt(scored, logits: torch.Tensor) -> list[tuple[Request, int, TokenLogprob]]:
+    if not scored:
+        return []
+    tokens = [req.prompt_ids[pos] for _, req, pos in scored]
+    chosen, tops = top_logprobs_batched(logits, torch.tensor(tokens, device=logits.device),
+                                        [req.params.prompt_logprobs for _, req, _ in scored])
+    return [(req, pos, TokenLogprob(t, lp, top)) for (_, req, pos), t, lp, top in zip(scored, tokens, chosen, tops)]

@@ -1,0 +1,48 @@
+"""KDA's one-token decode step for n sequences, on the state pools in place (no gather, no scatter copy).
+
+Sequence i lives in slot index[i] of `recurrent` [slots, H, K, V] and of the three conv-tail pools
+[slots, K_conv-1, P]; only those slots are read and written. Reference: gather the slots, run
+`short_conv_silu` + `l2_norm` + `recurrent_kda`, write the slots back. Native: everything after the
+projections in one call on the pools themselves (equal up to fp32 rounding). `k3.ops.dispatch` picks.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from k3.ops.conv import short_conv_silu
+from k3.ops.dispatch import register
+from k3.ops.kda.reference import recurrent_kda
+from k3.ops.native import native
+from k3.ops.norm import l2_norm
+
+
+def kda_step_reference(q, k, v, g, beta, conv_weights, recurrent, tails, index, scale: float) -> torch.Tensor:
+    """q, k, v [n, 1, P] (projected, before the convs); g [n, 1, H, K] log-decay; beta [n, 1, H];
+    conv_weights 3 x [P, Kc]; recurrent [slots, H, K, V]; tails (q, k, v) each [slots, Kc-1, P];
+    index [n] long (distinct slots) -> o [n, 1, H, V] fp32 (or wider); the slots are updated."""
+    n, _, H, K = g.shape
+    (qc, tq), (kc, tk), (vc, tv) = (short_conv_silu(x, w, t[index]) for x, w, t in zip((q, k, v), conv_weights, tails))
+    qc, kc = l2_norm(qc.view(n, 1, H, K)), l2_norm(kc.view(n, 1, H, K))
+    o, final = recurrent_kda(qc, kc, vc.view(n, 1, H, -1), g, beta, scale, recurrent[index])
+    recurrent.index_copy_(0, index, final.to(recurrent.dtype))
+    for pool, new in zip(tails, (tq, tk, tv)):
+        pool.index_copy_(0, index, new.to(pool.dtype))
+    return o
+
+
+def _kda_step_native(q, k, v, g, beta, conv_weights, recurrent, tails, index, scale: float) -> torch.Tensor:
+    n, _, H, K = g.shape
+    o = native().kda_decode_slots(*(x.reshape(n, -1).contiguous() for x in (q, k, v)),
+                                  *(w.contiguous() for w in conv_weights), *tails, recurrent, index,
+                                  g.reshape(n, H, K).contiguous(), beta.reshape(n, H).contiguous(), scale)
+    return o.unsqueeze(1)
+
+
+def _supports(q, k, v, g, beta, conv_weights, recurrent, tails, index, scale) -> bool:
+    pools = (recurrent, *tails)
+    return (all(t.dtype == torch.float32 for t in (q, k, v, g, beta, *conv_weights, *pools))
+            and all(t.is_contiguous() for t in pools) and index.dtype == torch.long)
+
+
+kda_step = register("kda_step", reference=kda_step_reference, native=_kda_step_native, supports=_supports)

@@ -1,0 +1,67 @@
+"""Routed MXFP4 experts as ops: one GLU expert, and one token through several experts of a bank.
+
+Reference: each projection through `mxfp4_linear`, the GLU activation between them, and (for a token)
+a loop over experts that adds each product, rounded to the accumulator's dtype, in the order given.
+Native: the three products and the activation in one call; a token's experts in parallel threads with
+the same sum order (bit-identical to the loop). `k3.ops.dispatch` picks per call.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from k3.ops.activation import glu
+from k3.ops.dispatch import register
+from k3.ops.mxfp4.linear import mxfp4_linear
+from k3.ops.native import MAX_ROWS, native
+
+MATS = ("w1", "w3", "w2")
+KEYS = tuple(f"{m}_{k}" for m in MATS for k in ("packed", "scale"))   # the order the native kernels take
+
+
+def _act_code(act: str) -> int:
+    return 0 if act == "situ" else 1
+
+
+def _fusable(z: torch.Tensor, group_size: int, act: str) -> bool:
+    return z.dtype == torch.float32 and z.shape[0] <= MAX_ROWS and group_size == 32 and act in ("situ", "silu")
+
+
+def glu_expert_reference(z: torch.Tensor, w: dict[str, torch.Tensor], group_size: int, act: str, beta: float,
+                         linear_beta: float | None) -> torch.Tensor:
+    """z [N, dim] -> [N, dim] in z.dtype; w holds w{1,3,2}_packed / _scale (uint8) of one expert."""
+    def mat(m: str, x: torch.Tensor) -> torch.Tensor:
+        return mxfp4_linear(x, w[f"{m}_packed"], w[f"{m}_scale"], group_size)
+
+    return mat("w2", glu(mat("w1", z), mat("w3", z), act, beta, linear_beta))
+
+
+def _glu_expert_native(z, w, group_size, act, beta, linear_beta):
+    return native().mxfp4_glu_expert(z.contiguous(), [w[k] for k in KEYS], _act_code(act), beta, linear_beta or 0.0)
+
+
+glu_expert = register("mxfp4_glu_expert", reference=glu_expert_reference, native=_glu_expert_native,
+                      supports=lambda z, w, group_size, act, beta, linear_beta: _fusable(z, group_size, act))
+
+
+def moe_token_reference(z: torch.Tensor, bank: dict[str, torch.Tensor], experts: list[int], weights: list[float],
+                        group_size: int, act: str, beta: float, linear_beta: float | None,
+                        acc: torch.Tensor) -> torch.Tensor:
+    """One token z [1, dim]: acc [1, dim] += weights[i] * expert_{experts[i]}(z), in the order given, each
+    product rounded to acc.dtype before it is added; bank holds [E, ...] tensors. Returns acc."""
+    for e, wt in zip(experts, weights):
+        y = glu_expert(z, {k: bank[k][e] for k in KEYS}, group_size, act, beta, linear_beta)
+        acc.add_(y.to(acc.dtype) * torch.tensor(wt, dtype=acc.dtype))
+    return acc
+
+
+def _moe_token_native(z, bank, experts, weights, group_size, act, beta, linear_beta, acc):
+    return acc.add_(native().mxfp4_moe_token(z.contiguous(), [bank[k] for k in KEYS], experts, weights,
+                                             _act_code(act), beta, linear_beta or 0.0))
+
+
+moe_token = register(
+    "mxfp4_moe_token", reference=moe_token_reference, native=_moe_token_native,
+    supports=lambda z, bank, experts, weights, group_size, act, beta, linear_beta, acc: (
+        z.shape[0] == 1 and acc.dtype == torch.float32 and _fusable(z, group_size, act)
+        and all(bank[k].is_contiguous() for k in KEYS)))

@@ -1,0 +1,25 @@
+"""Fixtures for the native-kernel tests: the built module, and one run per instruction set."""
+
+from __future__ import annotations
+
+import pytest
+
+from k3.ops.native import native, simd_level
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    module = native()
+    assert module is not None, "the native kernels failed to build (see the warning)"
+    return module
+
+
+LEVELS = [lvl for lvl in (0, 1, 2) if lvl <= simd_level()]  # every instruction set this CPU can run
+
+
+@pytest.fixture(params=LEVELS, ids=lambda lvl: ["scalar", "avx2", "avx512"][lvl])
+def level(kernels, request):
+    """Runs the test once per instruction set, then restores the default."""
+    assert kernels.set_simd(request.param) == request.param
+    yield request.param
+    kernels.set_simd(simd_level())
