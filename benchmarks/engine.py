@@ -1,16 +1,27 @@
-"""Engine throughput on a random mid-size K3 checkpoint (hidden 1024, 8 layers, 32 experts top-4):
-decode tokens/s at batch 1, 8 and 32, prefill tokens/s for a 512-token prompt, and cached decode vs
-the no-cache baseline (recompute the whole sequence for every token) at 512 tokens of context.
+"""The engine against a bare loop, and decode against context length and batch size, side by side in one
+run, on two random checkpoints in the official layout (bf16 trunk as stored, MXFP4 experts, fp32 compute):
+`small` (hidden 1024, 8 layers, 32 experts top-4) and `compare` (benchmarks/compare.py's: hidden 2048,
+8 layers, 64 experts top-8).
 
-    .venv/bin/python benchmarks/engine.py [--dtype float32|none] [--decode-tokens 16]
+For each checkpoint:
+  engine / bare      batch-1 greedy decode through `LLM.generate`'s engine against a bare loop that calls
+                     the model with a dense state (target >= 0.95)
+  16K / 256          decode tokens/s with 16,384 cached tokens against 256 (target >= 0.85); the context
+                     is a saved-state import (random MLA latents, zero KDA state), so no 16K prefill
+  batch 32 / 1       decode throughput (target >= 10)
+  bytes per token    weights read per decode token next to cache bytes read per token at each context
 
-Prints a table, then one JSON line. Random weights: speed only.
+    .venv/bin/python benchmarks/engine.py [--decode-tokens 24] [--rounds 2] [--only small|compare]
+
+Rounds alternate the bare loop and the engine, so drift in the machine hits both; each rate is the best
+of its rounds. Prints a table per checkpoint, then one JSON line. Random weights: speed only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -19,83 +30,132 @@ import torch
 import k3
 from k3.config.presets import mid
 from k3.engine import LLM, SamplingParams
+from k3.engine.cache.snapshot import SequenceState
+from k3.offload.plan import expert_sizes, weight_bytes
 from k3.testing import make_checkpoint
 
+sys.path.insert(0, str(Path(__file__).parent))
+from compare import config as compare_config  # noqa: E402
 
-def prompts(n: int, length: int, vocab: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(n * 1000 + length)
-    return torch.randint(0, vocab, (n, length), generator=g).tolist()
-
-
-def decode_rate(llm: LLM, batch: int, tokens: int, vocab: int) -> float:
-    """Generated tokens per second once every request has its first token (prefill excluded)."""
-    engine = llm.engine
-    params = SamplingParams(max_tokens=tokens + 1, temperature=0.0, ignore_eos=True)
-    for p in prompts(batch, 32, vocab):
-        engine.add_request(p, params)
-    while engine.stats()["generated_tokens"] < batch:
-        engine.step()
-    start_tokens, t = engine.stats()["generated_tokens"], time.perf_counter()
-    while engine.has_unfinished():
-        engine.step()
-    return (engine.stats()["generated_tokens"] - start_tokens) / (time.perf_counter() - t)
+PROMPT = 32
+CONTEXTS = (256, 16384)
 
 
-def prefill_rate(llm: LLM, length: int, vocab: int) -> tuple[float, float]:
-    """(prefill tokens/s for one prompt, cached decode s/token at that context)."""
-    engine = llm.engine
-    engine.add_request(prompts(1, length, vocab)[0], SamplingParams(max_tokens=9, temperature=0.0, ignore_eos=True))
-    t = time.perf_counter()
-    engine.step()
-    prefill = time.perf_counter() - t
-    t = time.perf_counter()
-    while engine.has_unfinished():
-        engine.step()
-    return length / prefill, (time.perf_counter() - t) / 8
+def prompt(length: int, vocab: int, salt: int = 0) -> list[int]:
+    g = torch.Generator().manual_seed(length * 1000 + salt)
+    return torch.randint(0, vocab, (length,), generator=g).tolist()
 
 
-def no_cache_rate(model, length: int, vocab: int, tokens: int = 4) -> float:
-    """s/token when every new token recomputes the full forward over the whole sequence."""
-    ids = prompts(1, length, vocab)[0]
-    t = time.perf_counter()
+def bare_rate(model, tokens: int) -> float:
+    """Greedy decode tokens/s of a plain loop: model(ids, dense state), argmax, feed back."""
+    vocab = model.config.vocab_size
     with torch.inference_mode():
+        state = model.new_state(1)
+        tok = int(model(torch.tensor([prompt(PROMPT, vocab)]), state)[0, -1].argmax())
+        for _ in range(2):
+            tok = int(model(torch.tensor([[tok]]), state)[0, -1].argmax())
+        t = time.perf_counter()
         for _ in range(tokens):
-            ids.append(int(model(torch.tensor([ids]))[0, -1].argmax()))
-    return (time.perf_counter() - t) / tokens
+            tok = int(model(torch.tensor([[tok]]), state)[0, -1].argmax())
+        return tokens / (time.perf_counter() - t)
+
+
+def engine_rate(llm: LLM, prompts: list[list[int]], tokens: int, states=None) -> float:
+    """Generated tokens/s once every request has its first token (prefill and imports excluded)."""
+    engine = llm.engine
+    params = SamplingParams(max_tokens=tokens + 3, temperature=0.0, ignore_eos=True)
+    for i, p in enumerate(prompts):
+        engine.add_request(p, params, resume_state=None if states is None else states[i])
+    while engine.stats()["generated_tokens"] < 3 * len(prompts):   # first token, then two warm-up steps
+        engine.step()
+    start, t = engine.stats()["generated_tokens"], time.perf_counter()
+    while engine.has_unfinished():
+        engine.step()
+    return (engine.stats()["generated_tokens"] - start) / (time.perf_counter() - t)
+
+
+def context_state(model, context: int) -> tuple[list[int], SequenceState]:
+    """A prompt of context + 1 tokens and a saved state covering the first `context` of them."""
+    c = model.config
+    ids = prompt(context + 1, c.vocab_size, salt=1)
+    g = torch.Generator().manual_seed(context)
+    width = c.kv_lora_rank + c.qk_rope_head_dim
+    mla = {i: torch.randn(context, width, generator=g).to(model.compute_dtype) for i in c.mla_layers}
+    H, D, P, Kc = c.kda_num_heads, c.kda_head_dim, c.kda_proj_dim, c.short_conv_kernel_size
+    kda = {i: (torch.zeros(H, D, D), tuple(torch.zeros(Kc - 1, P, dtype=model.compute_dtype) for _ in range(3)))
+           for i in c.kda_layers}
+    return ids, SequenceState(ids[:context], [], kda, mla)
+
+
+def bytes_per_token(model, context: int) -> tuple[int, int]:
+    """(weight bytes read per decode token: trunk + the active experts; cache bytes read at `context`)."""
+    c = model.config
+    trunk, _, experts = weight_bytes(c, None)
+    itemsize = torch.empty((), dtype=model.compute_dtype).element_size()
+    spec = model.state_spec()
+    cache = 2 * spec.slot_bytes(itemsize) + context * spec.token_bytes(itemsize)   # KDA read + written, MLA rows
+    return trunk + expert_sizes(c, experts)[2], cache
+
+
+def measure(name: str, path: Path, tokens: int, rounds: int) -> dict:
+    model = k3.load(path, dtype=None)
+    vocab = model.config.vocab_size
+    cache = "3GiB"
+    bare, eng = [], []
+    for _ in range(rounds):
+        bare.append(bare_rate(model, tokens))
+        eng.append(engine_rate(LLM(model, max_num_seqs=1, cache_memory=cache), [prompt(PROMPT, vocab)], tokens))
+    ctx = {}
+    for context in CONTEXTS:
+        ids, state = context_state(model, context)
+        ctx[context] = max(engine_rate(LLM(model, max_num_seqs=1, cache_memory=cache), [ids], tokens, [state])
+                           for _ in range(rounds))
+    batch = {}
+    for b in (1, 32):
+        prompts = [prompt(PROMPT, vocab, salt=i) for i in range(b)]
+        batch[b] = max(engine_rate(LLM(model, max_num_seqs=b, max_num_batched_tokens=2048, cache_memory=cache),
+                                   prompts, tokens) for _ in range(rounds))
+    weights, _ = bytes_per_token(model, 0)
+    return {"checkpoint": name, "bare_tok_s": max(bare), "engine_tok_s": max(eng),
+            "engine_over_bare": max(eng) / max(bare), "decode_tok_s_by_context": ctx,
+            "context_16k_over_256": ctx[16384] / ctx[256], "decode_tok_s_by_batch": batch,
+            "batch32_over_batch1": batch[32] / batch[1], "weight_bytes_per_token": weights,
+            "cache_bytes_per_token": {c: bytes_per_token(model, c)[1] for c in CONTEXTS}}
+
+
+def report(r: dict) -> None:
+    print(f"\n{r['checkpoint']}: weights read per token {r['weight_bytes_per_token'] / 1e6:,.1f} MB")
+    print(f"{'measure':<34}{'value':>12}{'target':>10}")
+    print(f"{'bare loop, batch 1 (tok/s)':<34}{r['bare_tok_s']:>12.1f}")
+    print(f"{'engine, batch 1 (tok/s)':<34}{r['engine_tok_s']:>12.1f}")
+    print(f"{'engine / bare':<34}{r['engine_over_bare']:>12.2f}{'>= 0.95':>10}")
+    for c, rate in r["decode_tok_s_by_context"].items():
+        mb = r["cache_bytes_per_token"][c] / 1e6
+        print(f"{f'decode at {c:,} context (tok/s)':<34}{rate:>12.1f}   cache read {mb:,.1f} MB/token")
+    print(f"{'16K / 256':<34}{r['context_16k_over_256']:>12.2f}{'>= 0.85':>10}")
+    for b, rate in r["decode_tok_s_by_batch"].items():
+        print(f"{f'decode batch {b} (tok/s)':<34}{rate:>12.1f}")
+    print(f"{'batch 32 / batch 1':<34}{r['batch32_over_batch1']:>12.2f}{'>= 10':>10}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", default=".bench/mid")
-    ap.add_argument("--dtype", default="float32", choices=["float32", "none"])
-    ap.add_argument("--decode-tokens", type=int, default=16)
+    ap.add_argument("--dir", default=".bench")
+    ap.add_argument("--decode-tokens", type=int, default=24)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--only", choices=["small", "compare"])
     args = ap.parse_args()
-    path = Path(args.dir)
-    if not (path / "config.json").exists():
-        make_checkpoint(path, mid(), num_shards=4)
-    model = k3.load(path, dtype=None if args.dtype == "none" else torch.float32)
-    vocab = model.config.vocab_size
-
-    def fresh(**kw) -> LLM:
-        return LLM(model, cache_memory="2GiB", **kw)
-
-    result = {"preset": "mid", "dtype": args.dtype, "threads": torch.get_num_threads(), "decode": {}}
-    decode_rate(fresh(max_num_seqs=1), 1, 2, vocab)   # warm-up
-    for batch in (1, 8, 32):
-        result["decode"][batch] = decode_rate(fresh(max_num_seqs=batch, max_num_batched_tokens=2048), batch,
-                                              args.decode_tokens, vocab)
-    prefill, cached = prefill_rate(fresh(max_num_batched_tokens=512), 512, vocab)
-    baseline = no_cache_rate(model, 512, vocab)
-    result |= {"prefill_tok_s_512": prefill, "cached_decode_s_at_512": cached, "no_cache_s_at_512": baseline,
-               "cached_speedup_at_512": baseline / cached}
-    print(f"mid preset, dtype {args.dtype}, {result['threads']} threads")
-    print(f"{'decode batch':<14}{'tokens/s':>10}")
-    for batch, rate in result["decode"].items():
-        print(f"{batch:<14}{rate:>10.1f}")
-    print(f"prefill 512 tokens: {prefill:.1f} tokens/s")
-    print(f"at 512 tokens of context: cached decode {cached * 1e3:.1f} ms/token, no-cache recompute "
-          f"{baseline * 1e3:.1f} ms/token ({result['cached_speedup_at_512']:.1f}x)")
-    print(json.dumps(result))
+    torch.set_grad_enabled(False)
+    results = []
+    for name, cfg in (("small", mid()), ("compare", compare_config())):
+        if args.only not in (None, name):
+            continue
+        path = Path(args.dir) / f"engine-{name}"
+        if not (path / "config.json").exists():
+            make_checkpoint(path, cfg, num_shards=4, with_vision=False)
+        results.append(measure(name, path, args.decode_tokens, args.rounds))
+        report(results[-1])
+    print(json.dumps({"threads": torch.get_num_threads(), "results": results}))
 
 
 if __name__ == "__main__":

@@ -134,3 +134,20 @@ def test_hashed_uniforms_are_uniform_and_keyed():
         assert abs(float(row.mean()) - 0.5) < 0.01 and abs(float(row.var()) - 1 / 12) < 0.005
     assert not torch.equal(u[0], u[1]) and not torch.equal(u[0], u[2])
     assert abs(float(torch.corrcoef(u)[0, 1])) < 0.02 and abs(float(torch.corrcoef(u)[0, 2])) < 0.02
+
+
+@pytest.mark.parametrize("top_k,top_p,min_p", [(5, 1.0, 0.0), (0, 0.9, 0.0), (40, 0.95, 0.02), (0, 0.5, 0.1)])
+def test_the_candidate_shortcut_draws_what_the_whole_vocabulary_draws(top_k, top_p, min_p, monkeypatch):
+    """Rows that top-k/top-p confine draw among their best CANDIDATES tokens: the same tokens as the
+    full-vocabulary race over the same noise."""
+    import k3.ops.sampling as sampling
+
+    gen = torch.Generator().manual_seed(top_k + int(top_p * 100))
+    n = 200
+    logits = torch.randn(n, 3000, generator=gen) * 2
+    args = (torch.full((n,), 0.9), torch.full((n,), top_k), torch.full((n,), top_p), torch.full((n,), min_p),
+            torch.arange(n) * 7 + 1, torch.arange(n) % 5)
+    assert sampling._candidates(logits / 0.9, *args[1:4]) is not None, "the shortcut should apply here"
+    fast = sample_rows(logits, *args)
+    monkeypatch.setattr(sampling, "_candidates", lambda *a: None)
+    assert torch.equal(fast, sample_rows(logits, *args))

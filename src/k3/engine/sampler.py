@@ -32,8 +32,9 @@ class Sampler:
         finite = torch.isfinite(logits).all(dim=-1).tolist()
         ok = [i for i, f in enumerate(finite) if f]
         out = [Sample(None, error="the model produced non-finite logits (NaN/inf) for this request")] * len(requests)
+        rows = logits if len(ok) == len(requests) else logits[ok]
         try:
-            done = self._sample(logits[ok], [requests[i] for i in ok]) if ok else []
+            done = self._sample(rows, [requests[i] for i in ok]) if ok else []
         except Exception:  # noqa: BLE001 - retry alone, so one bad row cannot fail its batchmates
             done = [self._one(logits[i:i + 1], requests[i]) for i in ok]
         for i, s in zip(ok, done):
@@ -49,6 +50,9 @@ class Sampler:
     def _sample(self, logits: torch.Tensor, reqs: list[Request]) -> list[Sample]:
         dev = logits.device
         params = [r.params for r in reqs]
+        if all(p.temperature == 0 and p.logprobs is None and p.repetition_penalty == 1.0 and not p.presence_penalty
+               and not p.frequency_penalty for p in params):
+            return [Sample(t) for t in logits.argmax(dim=-1).tolist()]   # greedy: the first maximum
         x = logits.float()
         if any(p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty for p in params):
             x = apply_penalties_batched(x, [r.prompt_ids for r in reqs], [r.output_ids for r in reqs],

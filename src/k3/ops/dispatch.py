@@ -5,8 +5,9 @@ Each op folder defines its reference (plain PyTorch, any device, differentiable)
 and registers them here with a `supports` check for that op's dtypes and sizes. A call runs the native
 entry only when `supports` holds and the one eligibility rule does: the kernels are built, every tensor
 argument is on the CPU, and autograd is not recording through them (the kernels' results carry no
-gradient, so training keeps the references). `reference_only()` (or K3_KERNELS=reference) sends every
-call to the references, so whole-model tests can compare the two paths.
+gradient, so training keeps the references). `reference_only()` (or K3_KERNELS=reference, read at
+import) sends every call to the references, so whole-model tests can compare the two paths. The
+check runs on every call of a decode step, so it is kept to a few attribute reads.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ import torch
 from k3.ops.native import native
 
 _local = threading.local()
+_REFERENCE_BY_ENV = os.environ.get("K3_KERNELS") == "reference"
 
 
 def _forced_reference() -> bool:
-    return getattr(_local, "reference", False) or os.environ.get("K3_KERNELS") == "reference"
+    return _REFERENCE_BY_ENV or getattr(_local, "reference", False)
 
 
 @contextlib.contextmanager
@@ -39,21 +41,20 @@ def reference_only() -> Iterator[None]:
         _local.reference = before
 
 
-def _tensors(values) -> Iterator[torch.Tensor]:
+def _outside_autograd_on_cpu(values, grad: bool) -> bool:
     for v in values:
         if isinstance(v, torch.Tensor):
-            yield v
-        elif isinstance(v, (list, tuple)):
-            yield from (t for t in v if isinstance(t, torch.Tensor))
-        elif isinstance(v, dict):
-            yield from (t for t in v.values() if isinstance(t, torch.Tensor))
+            if not v.is_cpu or (grad and v.requires_grad):
+                return False
+        elif isinstance(v, (list, tuple, dict)) and not _outside_autograd_on_cpu(
+                v.values() if isinstance(v, dict) else v, grad):
+            return False
+    return True
 
 
 def eligible(*tensors: torch.Tensor) -> bool:
     """The one rule: CPU tensors outside autograd, and the kernels built (checked last: it may build)."""
-    return (not _forced_reference()
-            and all(t.device.type == "cpu" for t in tensors)
-            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+    return (not _forced_reference() and _outside_autograd_on_cpu(tensors, torch.is_grad_enabled())
             and native() is not None)
 
 
@@ -65,7 +66,11 @@ class Kernel:
     supports: Callable[..., bool]   # same arguments as the op: the native entry handles these dtypes/sizes
 
     def use_native(self, *args, **kwargs) -> bool:
-        return bool(self.supports(*args, **kwargs)) and eligible(*_tensors(args), *_tensors(kwargs.values()))
+        if _forced_reference() or not self.supports(*args, **kwargs):
+            return False
+        grad = torch.is_grad_enabled()
+        return (_outside_autograd_on_cpu(args, grad) and (not kwargs or _outside_autograd_on_cpu(kwargs.values(), grad))
+                and native() is not None)
 
     def __call__(self, *args, **kwargs):
         impl = self.native if self.use_native(*args, **kwargs) else self.reference

@@ -15,7 +15,7 @@ from k3.ops.native import MAX_ROWS, native
 
 
 def _few_bf16_rows(x: torch.Tensor, w: torch.Tensor) -> bool:
-    return x.dtype == torch.float32 and w.dtype == torch.bfloat16 and x.numel() // max(1, x.shape[-1]) <= MAX_ROWS
+    return x.dtype == torch.float32 and w.dtype == torch.bfloat16 and (x.dim() == 1 or x.shape[:-1].numel() <= MAX_ROWS)
 
 
 def linear_reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

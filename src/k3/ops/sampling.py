@@ -116,12 +116,45 @@ def _vocab_keys(V: int, device: torch.device) -> torch.Tensor:
     return _mix32(torch.arange(V, dtype=torch.long, device=device) ^ 0x9E3779B9)
 
 
-def hashed_uniform(seeds: torch.Tensor, counters: torch.Tensor, V: int) -> torch.Tensor:
-    """seeds, counters [n] int64 -> [n, V] fp32 uniforms in (0, 1], a function of (seed, counter, v) only."""
+def hashed_uniform(seeds: torch.Tensor, counters: torch.Tensor, V: int, ids: torch.Tensor | None = None
+                   ) -> torch.Tensor:
+    """seeds, counters [n] int64 -> fp32 uniforms in (0, 1], each a function of (seed, counter, v) only:
+    [n, V] for every vocabulary entry, or [n, C] for the entries `ids` [n, C] (the same values)."""
     key = _mix32(_mix32(_mix32(counters & _M32) ^ ((seeds >> 32) & _M32)) ^ (seeds & _M32))
     salt = _mix32(key ^ 0x85EBCA6B)
-    h = _mix32(_mix32(key.unsqueeze(1) ^ _vocab_keys(V, seeds.device)) ^ salt.unsqueeze(1))
+    vocab = _vocab_keys(V, seeds.device)
+    per_entry = vocab.unsqueeze(0) if ids is None else vocab[ids]
+    h = _mix32(_mix32(key.unsqueeze(1) ^ per_entry) ^ salt.unsqueeze(1))
     return (h.to(torch.float32) + 0.5) * 2.0 ** -32
+
+
+CANDIDATES = 1024   # top-k/top-p rows draw among their best 1024 tokens when those hold everything kept
+
+
+def _candidates(scaled: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, min_p: torch.Tensor):
+    """The same filtering as `filter_logits_batched`, on each row's CANDIDATES best tokens only:
+    -> (filtered values [n, C], their token ids [n, C]), or None when a row may keep more than that
+    (no top-k within C and no top-p, or a top-p mass the candidates do not reach)."""
+    n, V = scaled.shape
+    C = min(V, CANDIDATES)
+    use_k, use_p = (top_k > 0) & (top_k < V), top_p < 1.0
+    if C == V or not bool((use_k & (top_k <= C) | use_p).all()):
+        return None
+    vals, ids = torch.topk(scaled, C, dim=-1)                                      # sorted, descending
+    if bool(use_k.any()):
+        vals = vals.masked_fill(use_k.unsqueeze(1) & (vals < vals.gather(1, (top_k.clamp(1, C) - 1).unsqueeze(1))),
+                                float("-inf"))
+    if bool(use_p.any()):
+        # top-p normalises over what top-k left: the candidates when top-k is on, else the whole vocabulary.
+        lse = torch.where(use_k, torch.logsumexp(vals, -1), torch.logsumexp(scaled, -1)).unsqueeze(1)
+        probs = torch.exp(vals - lse)
+        if bool((use_p & ~use_k & (probs.sum(-1) < top_p)).any()):
+            return None
+        vals = vals.masked_fill(((probs.cumsum(-1) - probs) >= top_p.unsqueeze(1)) & use_p.unsqueeze(1), float("-inf"))
+    if bool((min_p > 0).any()):
+        probs = torch.softmax(vals, dim=-1)
+        vals = vals.masked_fill(probs < min_p.unsqueeze(1) * probs.max(dim=-1, keepdim=True).values, float("-inf"))
+    return vals, ids
 
 
 def sample_rows(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
@@ -136,9 +169,16 @@ def sample_rows(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Te
     # Extreme penalties or temperatures can push logits to +-inf; +inf becomes the largest float
     # (that token dominates), NaN is dropped, so the race below stays a draw from a distribution.
     scaled = torch.nan_to_num(logits / t, nan=float("-inf"), posinf=torch.finfo(logits.dtype).max)
-    filtered = filter_logits_batched(scaled, top_k, top_p, min_p)
-    exp = -torch.log1p(-hashed_uniform(seeds, counters, logits.shape[1]))
-    drawn = (filtered - torch.log(exp)).argmax(dim=-1)
+    V = logits.shape[1]
+    few = _candidates(scaled, top_k, top_p, min_p)
+    if few is None:
+        filtered = filter_logits_batched(scaled, top_k, top_p, min_p)
+        exp = -torch.log1p(-hashed_uniform(seeds, counters, V))
+        drawn = (filtered - torch.log(exp)).argmax(dim=-1)
+    else:   # the same race over the same noise, on the few tokens that can win
+        filtered, ids = few
+        exp = -torch.log1p(-hashed_uniform(seeds, counters, V, ids))
+        drawn = ids.gather(1, (filtered - torch.log(exp)).argmax(dim=-1, keepdim=True)).squeeze(1)
     nothing_left = ~torch.isfinite(filtered).any(dim=-1)
     drawn = torch.where(nothing_left, scaled.argmax(dim=-1), drawn)
     return torch.where(greedy, best, drawn)

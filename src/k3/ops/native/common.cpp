@@ -16,6 +16,9 @@ namespace {
 
 int g_simd = 0;  // 0 scalar, 1 AVX2+FMA, 2 AVX-512 (set from Python after checking the CPU's flags)
 
+// Kernels compiled for AVX-512 whatever the build flags; called only when g_simd >= 2.
+#define K3_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
+
 inline float bf16_to_f32(uint16_t v) {
   uint32_t bits = static_cast<uint32_t>(v) << 16;
   float f;

@@ -10,108 +10,184 @@
 
 namespace {
 
-constexpr int64_t kTile = 32;       // positions scored together (scores stay in L1)
+constexpr int64_t kTile = 16;       // positions scored together (their rows and scores stay in L1)
 constexpr int64_t kMaxParts = 8;
 constexpr int64_t kPartMin = 512;   // positions per part at least
+constexpr int64_t kLanes = 8;       // heads per vector: heads are padded to a multiple of 8
 
-inline float ld1(const float* p) { return *p; }
-inline float ld1(const uint16_t* p) { return bf16_to_f32(*p); }
 #ifdef __AVX2__
-inline __m256 ld8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 ld8(const uint16_t* p) { return bf16x8(p); }
+// exp(x) for 8 lanes (Cephes' expf: x = n ln2 + r, a degree-6 polynomial in r, 2^n from the exponent
+// bits); relative error about 2e-7 for x <= 0 (below -87 it returns ~0).
+inline __m256 exp8(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
 #endif
 
-// out[j] = q . r[j] for the rows r[0..m) (m <= 4), n values each.
-template <typename T>
-void dot_rows(const float* q, const T* const* r, int m, int64_t n, float* out) {
-  int64_t k = 0;
-  float s[4] = {0.f, 0.f, 0.f, 0.f};
+// x[i] = exp(x[i] - m[i]) for i < n (n a multiple of 8).
+void exp_minus(float* x, const float* m, int64_t n) {
+  int64_t i = 0;
 #ifdef __AVX2__
-  if (g_simd >= 1 && m == 4) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-    for (; k + 8 <= n; k += 8) {
-      const __m256 qv = _mm256_loadu_ps(q + k);
-      a0 = _mm256_fmadd_ps(qv, ld8(r[0] + k), a0);
-      a1 = _mm256_fmadd_ps(qv, ld8(r[1] + k), a1);
-      a2 = _mm256_fmadd_ps(qv, ld8(r[2] + k), a2);
-      a3 = _mm256_fmadd_ps(qv, ld8(r[3] + k), a3);
-    }
-    s[0] = hsum(a0), s[1] = hsum(a1), s[2] = hsum(a2), s[3] = hsum(a3);
-  }
+  if (g_simd >= 1)
+    for (; i < n; i += 8) _mm256_storeu_ps(x + i, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(m + i))));
 #endif
-  for (int j = 0; j < m; ++j) {
-    float t = s[j];
-    for (int64_t kk = k; kk < n; ++kk) t += q[kk] * ld1(r[j] + kk);
-    out[j] = t;
-  }
+  for (; i < n; ++i) x[i] = std::exp(x[i] - m[i]);
 }
 
-// y[0:n] += sum_j p[j] r[j][0:n] for m <= 4 rows.
-template <typename T>
-void axpy_rows(const float* p, const T* const* r, int m, int64_t n, float* y) {
-  int64_t k = 0;
+// S[j][h] = rows[j] . qT[:, h] for j < nt, all Hp heads: heads run across vector lanes, so no
+// horizontal sums; 8 rows at a time give 8 independent accumulators per head group.
+void score_tile(const float* const* rows, int64_t nt, const float* qT, int64_t W, int64_t Hp, float* S) {
+  int64_t j0 = 0;
 #ifdef __AVX2__
-  if (g_simd >= 1 && m == 4) {
-    const __m256 p0 = _mm256_set1_ps(p[0]), p1 = _mm256_set1_ps(p[1]), p2 = _mm256_set1_ps(p[2]), p3 = _mm256_set1_ps(p[3]);
-    for (; k + 8 <= n; k += 8) {
-      __m256 acc = _mm256_loadu_ps(y + k);
-      acc = _mm256_fmadd_ps(p0, ld8(r[0] + k), acc);
-      acc = _mm256_fmadd_ps(p1, ld8(r[1] + k), acc);
-      acc = _mm256_fmadd_ps(p2, ld8(r[2] + k), acc);
-      acc = _mm256_fmadd_ps(p3, ld8(r[3] + k), acc);
-      _mm256_storeu_ps(y + k, acc);
+  if (g_simd >= 1) {
+    for (; j0 + 8 <= nt; j0 += 8) {
+      const float* r0 = rows[j0]; const float* r1 = rows[j0 + 1]; const float* r2 = rows[j0 + 2]; const float* r3 = rows[j0 + 3];
+      const float* r4 = rows[j0 + 4]; const float* r5 = rows[j0 + 5]; const float* r6 = rows[j0 + 6]; const float* r7 = rows[j0 + 7];
+      for (int64_t g = 0; g < Hp; g += 8) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        for (int64_t k = 0; k < W; ++k) {
+          const __m256 qv = _mm256_loadu_ps(qT + k * Hp + g);
+          a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(r0 + k), qv, a0);
+          a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(r1 + k), qv, a1);
+          a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(r2 + k), qv, a2);
+          a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(r3 + k), qv, a3);
+          a4 = _mm256_fmadd_ps(_mm256_broadcast_ss(r4 + k), qv, a4);
+          a5 = _mm256_fmadd_ps(_mm256_broadcast_ss(r5 + k), qv, a5);
+          a6 = _mm256_fmadd_ps(_mm256_broadcast_ss(r6 + k), qv, a6);
+          a7 = _mm256_fmadd_ps(_mm256_broadcast_ss(r7 + k), qv, a7);
+        }
+        float* out = S + j0 * Hp + g;
+        _mm256_storeu_ps(out, a0), _mm256_storeu_ps(out + Hp, a1), _mm256_storeu_ps(out + 2 * Hp, a2);
+        _mm256_storeu_ps(out + 3 * Hp, a3), _mm256_storeu_ps(out + 4 * Hp, a4), _mm256_storeu_ps(out + 5 * Hp, a5);
+        _mm256_storeu_ps(out + 6 * Hp, a6), _mm256_storeu_ps(out + 7 * Hp, a7);
+      }
     }
   }
 #endif
-  for (; k < n; ++k) {
-    float acc = y[k];
-    for (int j = 0; j < m; ++j) acc += p[j] * ld1(r[j] + k);
-    y[k] = acc;
-  }
+  for (int64_t j = j0; j < nt; ++j)
+    for (int64_t h = 0; h < Hp; ++h) {
+      float t = 0.f;
+      for (int64_t k = 0; k < W; ++k) t += rows[j][k] * qT[k * Hp + h];
+      S[j * Hp + h] = t;
+    }
 }
+
+// acc[h][0:R] += sum_j P[j][h] rows[j][0:R] for the H real heads; 2 heads x 32 values per block.
+void accumulate_tile(const float* const* rows, int64_t nt, const float* P, int64_t Hp, int64_t H, int64_t R, float* acc) {
+  int64_t h = 0;
+#ifdef __AVX2__
+  if (g_simd >= 1) {
+    for (; h + 2 <= H; h += 2) {
+      float* y0 = acc + h * R;
+      float* y1 = y0 + R;
+      int64_t r = 0;
+      for (; r + 32 <= R; r += 32) {
+        __m256 b0 = _mm256_loadu_ps(y0 + r), b1 = _mm256_loadu_ps(y0 + r + 8), b2 = _mm256_loadu_ps(y0 + r + 16),
+               b3 = _mm256_loadu_ps(y0 + r + 24), c0 = _mm256_loadu_ps(y1 + r), c1 = _mm256_loadu_ps(y1 + r + 8),
+               c2 = _mm256_loadu_ps(y1 + r + 16), c3 = _mm256_loadu_ps(y1 + r + 24);
+        for (int64_t j = 0; j < nt; ++j) {
+          const float* row = rows[j] + r;
+          const __m256 p0 = _mm256_broadcast_ss(P + j * Hp + h), p1 = _mm256_broadcast_ss(P + j * Hp + h + 1);
+          const __m256 v0 = _mm256_loadu_ps(row), v1 = _mm256_loadu_ps(row + 8), v2 = _mm256_loadu_ps(row + 16),
+                       v3 = _mm256_loadu_ps(row + 24);
+          b0 = _mm256_fmadd_ps(p0, v0, b0), b1 = _mm256_fmadd_ps(p0, v1, b1), b2 = _mm256_fmadd_ps(p0, v2, b2);
+          b3 = _mm256_fmadd_ps(p0, v3, b3), c0 = _mm256_fmadd_ps(p1, v0, c0), c1 = _mm256_fmadd_ps(p1, v1, c1);
+          c2 = _mm256_fmadd_ps(p1, v2, c2), c3 = _mm256_fmadd_ps(p1, v3, c3);
+        }
+        _mm256_storeu_ps(y0 + r, b0), _mm256_storeu_ps(y0 + r + 8, b1), _mm256_storeu_ps(y0 + r + 16, b2);
+        _mm256_storeu_ps(y0 + r + 24, b3), _mm256_storeu_ps(y1 + r, c0), _mm256_storeu_ps(y1 + r + 8, c1);
+        _mm256_storeu_ps(y1 + r + 16, c2), _mm256_storeu_ps(y1 + r + 24, c3);
+      }
+      for (; r < R; ++r)
+        for (int64_t j = 0; j < nt; ++j) {
+          y0[r] += P[j * Hp + h] * rows[j][r];
+          y1[r] += P[j * Hp + h + 1] * rows[j][r];
+        }
+    }
+  }
+#endif
+  for (; h < H; ++h)
+    for (int64_t j = 0; j < nt; ++j) {
+      const float p = P[j * Hp + h];
+      for (int64_t r = 0; r < R; ++r) acc[h * R + r] += p * rows[j][r];
+    }
+}
+
+template <typename T>
+const float* as_f32_row(const T* row, int64_t W, float* scratch);
+template <>
+const float* as_f32_row<float>(const float* row, int64_t, float*) { return row; }
+template <>
+const float* as_f32_row<uint16_t>(const uint16_t* row, int64_t W, float* scratch) {
+  for (int64_t k = 0; k < W; ++k) scratch[k] = bf16_to_f32(row[k]);
+  return scratch;
+}
+
+struct Scratch {
+  std::vector<float> qT, S, rows, mt, f;
+  void fit(int64_t W, int64_t Hp) {
+    qT.resize(W * Hp), S.resize(kTile * Hp), rows.resize(kTile * W), mt.resize(Hp), f.resize(Hp);
+  }
+};
 
 struct Part {
   int64_t seq, start, stop;
 };
 
-// One part: running max m[H], sum l[H] and unnormalised output acc[H, R] over positions [start, stop).
+// One part: running max m[H], sum l[H] and unnormalised output acc[H, R] over positions [start, stop),
+// an online softmax with every head's scores side by side.
 template <typename T>
 void attend_part(const float* q, const T* pool, const int32_t* table, int64_t bs, int64_t H, int64_t W, int64_t R,
-                 float scale, const Part& part, float* m, float* l, float* acc) {
-  float sc[kTile];
-  const T* rows[kTile];
-  for (int64_t h = 0; h < H; ++h) m[h] = -INFINITY, l[h] = 0.f;
+                 float scale, const Part& part, float* m_out, float* l_out, float* acc) {
+  thread_local Scratch sc;
+  const int64_t Hp = (H + kLanes - 1) / kLanes * kLanes;
+  sc.fit(W, Hp);
+  std::fill(sc.qT.begin(), sc.qT.end(), 0.f);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t k = 0; k < W; ++k) sc.qT[k * Hp + h] = q[h * W + k] * scale;
+  std::vector<float> m(Hp, -INFINITY), l(Hp, 0.f);
   std::fill(acc, acc + H * R, 0.f);
+  const float* rows[kTile];
   for (int64_t t0 = part.start; t0 < part.stop; t0 += kTile) {
     const int64_t nt = std::min(kTile, part.stop - t0);
     for (int64_t j = 0; j < nt; ++j) {
       const int64_t p = t0 + j;
-      rows[j] = pool + (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * W;
+      rows[j] = as_f32_row(pool + (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * W, W, sc.rows.data() + j * W);
     }
-    for (int64_t h = 0; h < H; ++h) {
-      const float* qh = q + h * W;
-      float tile_max = -INFINITY;
-      for (int64_t j = 0; j < nt; j += 4) {
-        const int mj = static_cast<int>(std::min<int64_t>(4, nt - j));
-        dot_rows(qh, rows + j, mj, W, sc + j);
-      }
-      for (int64_t j = 0; j < nt; ++j) tile_max = std::max(tile_max, sc[j] *= scale);
-      float* ah = acc + h * R;
-      if (tile_max > m[h]) {
-        const float f = std::exp(m[h] - tile_max);  // 0 on the first tile (m = -inf)
-        if (l[h] > 0.f) {
-          l[h] *= f;
-          for (int64_t r = 0; r < R; ++r) ah[r] *= f;
-        }
-        m[h] = tile_max;
-      }
-      for (int64_t j = 0; j < nt; ++j) l[h] += (sc[j] = std::exp(sc[j] - m[h]));
-      for (int64_t j = 0; j < nt; j += 4) {
-        const int mj = static_cast<int>(std::min<int64_t>(4, nt - j));
-        axpy_rows(sc + j, rows + j, mj, R, ah);
-      }
+    float* S = sc.S.data();
+    score_tile(rows, nt, sc.qT.data(), W, Hp, S);
+    for (int64_t h = 0; h < Hp; ++h) {
+      float mx = m[h];
+      for (int64_t j = 0; j < nt; ++j) mx = std::max(mx, S[j * Hp + h]);
+      sc.mt[h] = mx;
+      sc.f[h] = std::exp(m[h] - mx);   // 0 on the first tile (m = -inf), 1 when the max holds
     }
+    for (int64_t h = 0; h < H; ++h)
+      if (sc.f[h] != 1.f) {
+        l[h] *= sc.f[h];
+        for (int64_t r = 0; r < R; ++r) acc[h * R + r] *= sc.f[h];
+      }
+    for (int64_t j = 0; j < nt; ++j) {
+      exp_minus(S + j * Hp, sc.mt.data(), Hp);
+      for (int64_t h = 0; h < H; ++h) l[h] += S[j * Hp + h];
+    }
+    std::copy(sc.mt.begin(), sc.mt.end(), m.begin());
+    accumulate_tile(rows, nt, S, Hp, H, R, acc);
   }
+  std::copy(m.begin(), m.begin() + H, m_out);
+  std::copy(l.begin(), l.begin() + H, l_out);
 }
 
 template <typename T>

@@ -63,8 +63,6 @@ float dot_mxfp4_avx2(const uint8_t* packed, const uint8_t* scale, const float* x
   return s;
 }
 
-#define K3_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
-
 // acc + one group of 32 weights times the matching split activations, scaled: [16] partial sums.
 K3_AVX512 inline __m512 group_avx512(const uint8_t* packed, uint8_t scale, const float* x_split, __m512 lut, __m512 acc) {
   __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed)));
