@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
 	$(PY) -m pip install -q -e ".[test]" "$(TORCH_PIN)"
+	$(PY) -m k3.ops.native || echo "k3: native kernels not built; k3 runs on its PyTorch paths"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -54,3 +54,15 @@ def test_config_does_not_import_torch():
             names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
             names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
             assert not any(m.split(".")[0] == "torch" for m in names), path
+
+
+def test_only_op_modules_reach_the_native_extension():
+    """Layers, the model and the engine call ops; whether an op runs native is k3.ops.dispatch's choice."""
+    problems = []
+    for path, tree in _modules():
+        if _package(path) == "ops":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "k3.ops.native":
+                problems.append(f"{path.relative_to(SRC)} imports k3.ops.native")
+    assert not problems, problems

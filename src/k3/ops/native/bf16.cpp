@@ -4,6 +4,53 @@
 //                   x fp32 [N, H, in], w bf16 [H, R, C] with contiguous rows (any head/row strides):
 //                   MLA's absorbed decode multiplies by both halves of kv_b_proj without widening them.
 
+namespace {
+
+// Every output y[n, o] is summed the same way whatever the tile it falls in: one 8-lane accumulator
+// over k in steps of 8, a horizontal sum, then the k % 8 tail in order. So a row's result never
+// depends on how many rows share the call (batch invariance), while tiles of NO outputs x NN rows
+// reuse each widened weight vector NN times and each activation vector NO times.
+inline float finish_dot(float lanes, const uint16_t* w, const float* x, int64_t k, int64_t K) {
+  for (; k < K; ++k) lanes += bf16_to_f32(w[k]) * x[k];
+  return lanes;
+}
+
+template <int NO, int NN>
+void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_t o0, int64_t n0, float* y) {
+  int64_t k = 0;
+  float sums[NO][NN] = {};
+#ifdef __AVX2__
+  if (g_simd >= 1) {
+    __m256 acc[NO][NN];
+    for (int i = 0; i < NO; ++i)
+      for (int j = 0; j < NN; ++j) acc[i][j] = _mm256_setzero_ps();
+    for (; k + 8 <= K; k += 8) {
+      __m256 xv[NN];
+      for (int j = 0; j < NN; ++j) xv[j] = _mm256_loadu_ps(x + (n0 + j) * K + k);
+      for (int i = 0; i < NO; ++i) {
+        const __m256 wv = bf16x8(w + (o0 + i) * K + k);
+        for (int j = 0; j < NN; ++j) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
+      }
+    }
+    for (int i = 0; i < NO; ++i)
+      for (int j = 0; j < NN; ++j) sums[i][j] = hsum(acc[i][j]);
+  }
+#endif
+  for (int i = 0; i < NO; ++i)
+    for (int j = 0; j < NN; ++j)
+      y[(n0 + j) * O + o0 + i] = finish_dot(sums[i][j], w + (o0 + i) * K, x + (n0 + j) * K, k, K);
+}
+
+// Outputs [o0, o0 + NO) for every row: row pairs, then a remaining row alone.
+template <int NO>
+void linear_outputs(const uint16_t* w, const float* x, int64_t N, int64_t K, int64_t O, int64_t o0, float* y) {
+  int64_t n = 0;
+  for (; n + 2 <= N; n += 2) linear_tile<NO, 2>(w, x, K, O, o0, n, y);
+  for (; n < N; ++n) linear_tile<NO, 1>(w, x, K, O, o0, n, y);
+}
+
+}  // namespace
+
 torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kBFloat16 && w.is_contiguous(), "w must be contiguous bf16 [O, K]");
   const int64_t N = x.size(0), K = w.size(1), O = w.size(0);
@@ -12,9 +59,11 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   const float* xp = x.data_ptr<float>();
   const uint16_t* wp = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
   float* yp = y.data_ptr<float>();
+  // Tiles of 4 outputs x 2 rows (or 4 x 1 for a lone row): 8 (4) independent accumulators.
+  const int64_t step = 4, tiles = O / step;
 #pragma omp parallel for schedule(static)
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t n = 0; n < N; ++n) yp[n * O + o] = dot_bf16(wp + o * K, xp + n * K, K);
+  for (int64_t t = 0; t < tiles; ++t) linear_outputs<4>(wp, xp, N, K, O, t * step, yp);
+  for (int64_t o = tiles * step; o < O; ++o) linear_outputs<1>(wp, xp, N, K, O, o, yp);
   return y;
 }
 
