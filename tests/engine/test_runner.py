@@ -17,16 +17,7 @@ from k3.engine.cache.blocks import PagedMLAView
 from k3.engine.cache.manager import CachePools
 from k3.ops.dispatch import reference_only
 
-CACHE = "16MiB"
-
-
-@pytest.fixture(scope="module")
-def model(tiny_checkpoint):
-    return k3.load(tiny_checkpoint, dtype=torch.float32)
-
-
-def _prompt(n, seed):
-    return torch.randint(0, 100, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+from test_engine_model import CACHE, _prompt, model  # noqa: F401  (the tiny model fixture and prompts)
 
 
 def test_a_ragged_decode_batch_is_one_in_place_call_per_layer(model, monkeypatch):

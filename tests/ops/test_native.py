@@ -193,3 +193,13 @@ def test_bf16_rows_do_not_depend_on_how_many_share_the_call(kernels, level):
     alone = torch.cat([kernels.bf16_linear(x[i:i + 1].contiguous(), w) for i in range(9)])
     for n in (2, 3, 5, 9):
         assert torch.equal(kernels.bf16_linear(x[:n].contiguous(), w), alone[:n]), n
+
+
+def test_mxfp4_rows_do_not_depend_on_how_many_share_the_call(kernels, level):
+    """Four rows at a time decode each group once, but sum every output as the one-row dot does."""
+    gen = torch.Generator().manual_seed(12)
+    packed, scale = quantize(torch.randn(29, 320, generator=gen))
+    x = torch.randn(9, 320, generator=gen)
+    alone = torch.cat([kernels.mxfp4_linear(x[i:i + 1].contiguous(), packed, scale) for i in range(9)])
+    for n in (4, 5, 8, 9):
+        assert torch.equal(kernels.mxfp4_linear(x[:n].contiguous(), packed, scale), alone[:n]), n

@@ -101,6 +101,65 @@ struct MxActivations {
   }
 };
 
+// The same sums as dot_mxfp4_avx2 for 4 rows at once (each group's codes decoded once for all four;
+// every row keeps its own accumulator and order, so its result equals the one-row dot bit for bit).
+void dot4_mxfp4_avx2(const uint8_t* packed, const uint8_t* scale, const float* const* x, int64_t K, float* out) {
+  const int64_t groups = K / 32;
+  int64_t g = 0;
+  float s[4] = {0.f, 0.f, 0.f, 0.f};
+#ifdef __AVX2__
+  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kE2M1x2));
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (; g < groups && g_simd >= 1; ++g) {
+    __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + g * 16));
+    __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(bytes, low4));
+    __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
+    __m128i c0 = _mm_unpacklo_epi8(lo, hi), c1 = _mm_unpackhi_epi8(lo, hi);
+    const __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c0));
+    const __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c0, 8)));
+    const __m256 w2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c1));
+    const __m256 w3 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c1, 8)));
+    const __m256 sc = _mm256_set1_ps(kPow2.half[scale[g]]);
+    for (int n = 0; n < 4; ++n) {
+      const float* xg = x[n] + g * 32;
+      __m256 part = _mm256_mul_ps(w0, _mm256_loadu_ps(xg));
+      part = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xg + 8), part);
+      part = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xg + 16), part);
+      part = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xg + 24), part);
+      acc[n] = _mm256_fmadd_ps(part, sc, acc[n]);
+    }
+  }
+  for (int n = 0; n < 4; ++n) s[n] = hsum(acc[n]);
+#endif
+  for (int n = 0; n < 4; ++n) out[n] = g < groups ? dot_mxfp4_avx2(packed, scale, x[n], K) : s[n];
+}
+
+// The same sums as dot_mxfp4_avx512 for 4 rows at once (split activations; decoded once per group).
+K3_AVX512 void dot4_mxfp4_avx512(const uint8_t* packed, const uint8_t* scale, const float* const* x, int64_t K,
+                                 float* out) {
+  const __m512 lut = _mm512_loadu_ps(kE2M1);
+  __m512 a0[4], a1[4];
+  for (int n = 0; n < 4; ++n) a0[n] = _mm512_setzero_ps(), a1[n] = _mm512_setzero_ps();
+  const int64_t groups = K / 32;
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + g * 16)));
+    const __m512 lo = _mm512_permutexvar_ps(b, lut), hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
+    const __m512 sc = _mm512_set1_ps(kPow2.full[scale[g]]);
+    for (int n = 0; n < 4; ++n) {
+      const float* xs = x[n] + g * 32;
+      __m512 part = _mm512_mul_ps(lo, _mm512_loadu_ps(xs));
+      part = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xs + 16), part);
+      // even groups into one accumulator, odd into the other, as dot_mxfp4_avx512 does
+      if ((g & 1) == 0)
+        a0[n] = _mm512_fmadd_ps(part, sc, a0[n]);
+      else
+        a1[n] = _mm512_fmadd_ps(part, sc, a1[n]);
+    }
+  }
+  for (int n = 0; n < 4; ++n) out[n] = _mm512_reduce_add_ps(_mm512_add_ps(a0[n], a1[n]));
+}
+
 inline float dot_mxfp4(const uint8_t* packed, const uint8_t* scale, const float* x, int64_t K) {
   return g_simd >= 2 ? dot_mxfp4_avx512(packed, scale, x, K) : dot_mxfp4_avx2(packed, scale, x, K);
 }
@@ -126,13 +185,27 @@ void check_packed(const torch::Tensor& packed, const torch::Tensor& scale) {
               "packed/scale shapes do not match group size 32");
 }
 
-// y [N, O] = x [N, K] W^T, rows of W split over threads.
+// y [N, O] = x [N, K] W^T, rows of W split over threads; rows of x in fours (codes decoded once per
+// four rows), each output summed exactly as the one-row dot sums it.
 void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* pp, const uint8_t* sp, float* y) {
   if (g_int8 && g_simd >= 1) return mxfp4_rows_int8(x, N, K, O, pp, sp, y);
   MxActivations acts(x, N, K);
 #pragma omp parallel for schedule(static)
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t n = 0; n < N; ++n) y[n * O + o] = dot_mxfp4(pp + o * (K / 2), sp + o * (K / 32), acts.base + n * K, K);
+  for (int64_t o = 0; o < O; ++o) {
+    const uint8_t* p = pp + o * (K / 2);
+    const uint8_t* s = sp + o * (K / 32);
+    int64_t n = 0;
+    for (; n + 4 <= N && g_simd >= 1; n += 4) {
+      const float* rows[4] = {acts.base + n * K, acts.base + (n + 1) * K, acts.base + (n + 2) * K, acts.base + (n + 3) * K};
+      float out[4];
+      if (g_simd >= 2)
+        dot4_mxfp4_avx512(p, s, rows, K, out);
+      else
+        dot4_mxfp4_avx2(p, s, rows, K, out);
+      for (int j = 0; j < 4; ++j) y[(n + j) * O + o] = out[j];
+    }
+    for (; n < N; ++n) y[n * O + o] = dot_mxfp4(p, s, acts.base + n * K, K);
+  }
 }
 
 }  // namespace
@@ -160,6 +233,7 @@ void glu_expert(const float* x, int64_t N, int64_t D, int64_t I, const ExpertWei
   std::vector<float> g(N * I), u(N * I);
   mxfp4_rows(x, N, D, I, w.w1p, w.w1s, g.data());
   mxfp4_rows(x, N, D, I, w.w3p, w.w3s, u.data());
+#pragma omp parallel for schedule(static) if (N * I >= 8192)
   for (int64_t i = 0; i < N * I; ++i) {
     float sig = 1.0f / (1.0f + std::exp(-g[i]));
     float a = act == 0 ? b * std::tanh(g[i] / b) * sig : g[i] * sig;
