@@ -46,10 +46,61 @@ void exp_minus(float* x, const float* m, int64_t n) {
   for (; i < n; ++i) x[i] = std::exp(x[i] - m[i]);
 }
 
+// score_tile / accumulate_tile on 16-lane vectors: Hp a multiple of 16, 8 rows (scores) or 2 heads x 64
+// values (accumulation) per block; the callers handle what is left with the 8-lane or scalar forms.
+K3_AVX512 int64_t score_tile_avx512(const float* const* rows, int64_t nt, const float* qT, int64_t W, int64_t Hp,
+                                    float* S) {
+  int64_t j0 = 0;
+  for (; j0 + 8 <= nt; j0 += 8) {
+    const float* r[8];
+    for (int j = 0; j < 8; ++j) r[j] = rows[j0 + j];
+    for (int64_t g = 0; g < Hp; g += 16) {
+      __m512 a[8];
+      for (int j = 0; j < 8; ++j) a[j] = _mm512_setzero_ps();
+      for (int64_t k = 0; k < W; ++k) {
+        const __m512 qv = _mm512_loadu_ps(qT + k * Hp + g);
+        for (int j = 0; j < 8; ++j) a[j] = _mm512_fmadd_ps(_mm512_set1_ps(r[j][k]), qv, a[j]);
+      }
+      for (int j = 0; j < 8; ++j) _mm512_storeu_ps(S + (j0 + j) * Hp + g, a[j]);
+    }
+  }
+  return j0;
+}
+
+K3_AVX512 int64_t accumulate_tile_avx512(const float* const* rows, int64_t nt, const float* P, int64_t Hp, int64_t H,
+                                         int64_t R, float* acc) {
+  int64_t h = 0;
+  for (; h + 2 <= H; h += 2) {
+    float* y0 = acc + h * R;
+    float* y1 = y0 + R;
+    int64_t r = 0;
+    for (; r + 64 <= R; r += 64) {
+      __m512 b[4], c[4];
+      for (int i = 0; i < 4; ++i) b[i] = _mm512_loadu_ps(y0 + r + 16 * i), c[i] = _mm512_loadu_ps(y1 + r + 16 * i);
+      for (int64_t j = 0; j < nt; ++j) {
+        const float* row = rows[j] + r;
+        const __m512 p0 = _mm512_set1_ps(P[j * Hp + h]), p1 = _mm512_set1_ps(P[j * Hp + h + 1]);
+        for (int i = 0; i < 4; ++i) {
+          const __m512 v = _mm512_loadu_ps(row + 16 * i);
+          b[i] = _mm512_fmadd_ps(p0, v, b[i]);
+          c[i] = _mm512_fmadd_ps(p1, v, c[i]);
+        }
+      }
+      for (int i = 0; i < 4; ++i) _mm512_storeu_ps(y0 + r + 16 * i, b[i]), _mm512_storeu_ps(y1 + r + 16 * i, c[i]);
+    }
+    for (; r < R; ++r)
+      for (int64_t j = 0; j < nt; ++j) {
+        y0[r] += P[j * Hp + h] * rows[j][r];
+        y1[r] += P[j * Hp + h + 1] * rows[j][r];
+      }
+  }
+  return h;
+}
+
 // S[j][h] = rows[j] . qT[:, h] for j < nt, all Hp heads: heads run across vector lanes, so no
 // horizontal sums; 8 rows at a time give 8 independent accumulators per head group.
 void score_tile(const float* const* rows, int64_t nt, const float* qT, int64_t W, int64_t Hp, float* S) {
-  int64_t j0 = 0;
+  int64_t j0 = g_simd >= 2 && Hp % 16 == 0 ? score_tile_avx512(rows, nt, qT, W, Hp, S) : 0;
 #ifdef __AVX2__
   if (g_simd >= 1) {
     for (; j0 + 8 <= nt; j0 += 8) {
@@ -86,7 +137,7 @@ void score_tile(const float* const* rows, int64_t nt, const float* qT, int64_t W
 
 // acc[h][0:R] += sum_j P[j][h] rows[j][0:R] for the H real heads; 2 heads x 32 values per block.
 void accumulate_tile(const float* const* rows, int64_t nt, const float* P, int64_t Hp, int64_t H, int64_t R, float* acc) {
-  int64_t h = 0;
+  int64_t h = g_simd >= 2 ? accumulate_tile_avx512(rows, nt, P, Hp, H, R, acc) : 0;
 #ifdef __AVX2__
   if (g_simd >= 1) {
     for (; h + 2 <= H; h += 2) {
@@ -152,7 +203,8 @@ template <typename T>
 void attend_part(const float* q, const T* pool, const int32_t* table, int64_t bs, int64_t H, int64_t W, int64_t R,
                  float scale, const Part& part, float* m_out, float* l_out, float* acc) {
   thread_local Scratch sc;
-  const int64_t Hp = (H + kLanes - 1) / kLanes * kLanes;
+  const int64_t lanes = g_simd >= 2 ? 16 : kLanes;
+  const int64_t Hp = (H + lanes - 1) / lanes * lanes;
   sc.fit(W, Hp);
   std::fill(sc.qT.begin(), sc.qT.end(), 0.f);
   for (int64_t h = 0; h < H; ++h)
