@@ -11,10 +11,10 @@ For each checkpoint:
   batch 32 / 1       decode throughput (target >= 10)
   bytes per token    weights read per decode token next to cache bytes read per token at each context
 
-    .venv/bin/python benchmarks/engine.py [--decode-tokens 24] [--rounds 2] [--only small|compare]
+    .venv/bin/python benchmarks/engine.py [--decode-tokens 24] [--rounds 3] [--only small|compare]
 
-Rounds alternate the bare loop and the engine, so drift in the machine hits both; each rate is the best
-of its rounds. Prints a table per checkpoint, then one JSON line. Random weights: speed only.
+Each round runs every measurement once, in turn, so drift in the machine hits all of them; each rate is
+the best of its rounds. Prints a table per checkpoint, then one JSON line. Random weights: speed only.
 """
 
 from __future__ import annotations
@@ -98,29 +98,36 @@ def bytes_per_token(model, context: int) -> tuple[int, int]:
 
 
 def measure(name: str, path: Path, tokens: int, rounds: int) -> dict:
+    """Every round runs each measurement once, in turn (bare, engine, each context, each batch size),
+    so drift in the machine hits all of them; each rate is the best of its rounds."""
     model = k3.load(path, dtype=None)
     vocab = model.config.vocab_size
     cache = "3GiB"
-    bare, eng = [], []
+    states = {c: context_state(model, c) for c in CONTEXTS}
+    runs: dict[str, list[float]] = {}
+
+    def record(key: str, rate: float) -> None:
+        runs.setdefault(key, []).append(rate)
+
     for _ in range(rounds):
-        bare.append(bare_rate(model, tokens))
-        eng.append(engine_rate(LLM(model, max_num_seqs=1, cache_memory=cache), [prompt(PROMPT, vocab)], tokens))
-    ctx = {}
-    for context in CONTEXTS:
-        ids, state = context_state(model, context)
-        ctx[context] = max(engine_rate(LLM(model, max_num_seqs=1, cache_memory=cache), [ids], tokens, [state])
-                           for _ in range(rounds))
-    batch = {}
-    for b in (1, 32):
-        prompts = [prompt(PROMPT, vocab, salt=i) for i in range(b)]
-        batch[b] = max(engine_rate(LLM(model, max_num_seqs=b, max_num_batched_tokens=2048, cache_memory=cache),
-                                   prompts, tokens) for _ in range(rounds))
+        record("bare", bare_rate(model, tokens))
+        record("engine", engine_rate(LLM(model, max_num_seqs=1, cache_memory=cache), [prompt(PROMPT, vocab)], tokens))
+        for context, (ids, state) in states.items():
+            record(f"context {context}", engine_rate(LLM(model, max_num_seqs=1, cache_memory=cache), [ids], tokens,
+                                                     [state]))
+        for b in (1, 32):
+            prompts = [prompt(PROMPT, vocab, salt=i) for i in range(b)]
+            record(f"batch {b}", engine_rate(LLM(model, max_num_seqs=b, max_num_batched_tokens=2048,
+                                                 cache_memory=cache), prompts, tokens))
+    best = {k: max(v) for k, v in runs.items()}
+    ctx = {c: best[f"context {c}"] for c in CONTEXTS}
+    batch = {b: best[f"batch {b}"] for b in (1, 32)}
     weights, _ = bytes_per_token(model, 0)
-    return {"checkpoint": name, "bare_tok_s": max(bare), "engine_tok_s": max(eng),
-            "engine_over_bare": max(eng) / max(bare), "decode_tok_s_by_context": ctx,
+    return {"checkpoint": name, "bare_tok_s": best["bare"], "engine_tok_s": best["engine"],
+            "engine_over_bare": best["engine"] / best["bare"], "decode_tok_s_by_context": ctx,
             "context_16k_over_256": ctx[16384] / ctx[256], "decode_tok_s_by_batch": batch,
             "batch32_over_batch1": batch[32] / batch[1], "weight_bytes_per_token": weights,
-            "cache_bytes_per_token": {c: bytes_per_token(model, c)[1] for c in CONTEXTS}}
+            "cache_bytes_per_token": {c: bytes_per_token(model, c)[1] for c in CONTEXTS}, "runs": runs}
 
 
 def report(r: dict) -> None:
@@ -142,7 +149,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default=".bench")
     ap.add_argument("--decode-tokens", type=int, default=24)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", choices=["small", "compare"])
     args = ap.parse_args()
     torch.set_grad_enabled(False)

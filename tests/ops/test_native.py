@@ -10,7 +10,7 @@ import torch
 
 from k3.ops.linear import linear
 from k3.ops.mxfp4 import dequantize, mxfp4_linear, quantize
-from k3.ops.native import cpu_simd_level, native, simd_level
+from k3.ops.native import cpu_simd_level, simd_level
 from k3.testing import assert_close
 
 

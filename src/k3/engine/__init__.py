@@ -1,4 +1,5 @@
-"""The inference engine: requests, continuous-batching scheduler, KDA slots + paged MLA cache, sampling."""
+"""The inference engine: requests, the scheduler (decides, allocates), the runner (moves state, runs the
+step), the batched sampler, KDA slots + paged MLA cache, and the loop that ties them."""
 
 from k3.engine.engine import LLMEngine
 from k3.engine.llm import LLM, ChatOutput

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from k3.ops.activation import glu
 from k3.ops.mxfp4 import dequantize, quantize
-from k3.ops.mxfp4.expert import KEYS, MATS, glu_expert, moe_token
+from k3.ops.mxfp4.expert import KEYS, glu_expert, moe_token
 
 
 class ExpertBank(nn.Module):
