@@ -59,10 +59,10 @@ def test_truncated_inside_an_argument(tok):
     assert any("cut off" in p for p in r.problems)
 
 
-def test_truncated_inside_a_tag_header_keeps_the_text(tok):
+def test_truncated_inside_a_tag_header_drops_the_header(tok):
     r = parse_message(tok, ids_of(tok, f'{C}think{S}{O}response{S}ok{O}call tool="f'))
-    assert r.content.startswith("ok") and 'call tool="f' in r.content
-    assert any("never finished" in p for p in r.problems)
+    assert r.content == "ok" and r.tool_calls == []
+    assert any("never finished" in p and "dropped" in p for p in r.problems)
 
 
 def test_stray_markers_unknown_tags_and_text_after_end(tok):

@@ -29,11 +29,18 @@ def base(llm):
 
 
 @pytest.fixture(scope="module")
-def tool_server():
+def scripted_model():
+    """A model that emits REPLY's tokens (its `step` counts through the script, shared by requests)."""
     tok = LLM(str(default_model()), cache_memory="8MiB").tokenizer
     head = tok.encode_segments(render([]))
     script = tok.encode_segments(render([REPLY], add_generation_prompt=False))[len(head):]
-    llm = LLM(ScriptedModel(script, tok.vocab_size, tok.end_of_msg_id), tokenizer=tok, cache_memory="1MiB")
+    return ScriptedModel(script, tok.vocab_size, tok.end_of_msg_id), tok
+
+
+@pytest.fixture(scope="module")
+def tool_server(scripted_model):
+    model, tok = scripted_model
+    llm = LLM(model, tokenizer=tok, cache_memory="1MiB")
     engine = AsyncEngine(llm.engine)
     uv, thread, url = start_server(Server(engine, tok, MODEL, request_timeout=30))
     yield url

@@ -47,6 +47,28 @@ def test_streamed_tool_call_deltas_assemble(tool_server):
     assert name == "get_weather" and json.loads(args) == {"city": "Paris", "days": 2} and reason == "tool_calls"
 
 
+@pytest.mark.parametrize("max_tokens", [3, 9, 17, 25, 40])
+def test_a_stream_cut_anywhere_adds_up_to_the_non_streamed_message(tool_server, scripted_model, max_tokens):
+    """Cut by max_tokens at different points: the streamed chunks (parser closing events included) give
+    exactly the reasoning, content and argument text of the non-streamed answer."""
+    model, _ = scripted_model
+    client = openai.OpenAI(base_url=tool_server + "/v1", api_key="none", max_retries=0)
+    kw = dict(model=MODEL, messages=[{"role": "user", "content": "?"}], tools=TOOLS, max_tokens=max_tokens)
+    model.step = 0
+    whole = client.chat.completions.create(**kw).choices[0].message
+    model.step = 0
+    reasoning, content, args = "", "", ""
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        for c in chunk.choices:
+            reasoning += (c.delta.model_extra or {}).get("reasoning_content") or ""
+            content += c.delta.content or ""
+            args += "".join(tc.function.arguments or "" for tc in c.delta.tool_calls or [])
+    assert reasoning == (whole.model_extra.get("reasoning_content") or "")
+    assert content == (whole.content or "")
+    assert args == "".join(tc.function.arguments for tc in whole.tool_calls or [])
+    model.step = 0
+
+
 def test_metrics_and_chat_logprobs(base):
     client = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0)
     r = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=4,

@@ -1,11 +1,22 @@
 """Incremental XTML parser for generated assistant messages. It never raises on model output.
 
-Feed generated token ids one at a time (`feed`) and get events; `finish()` returns reasoning,
-content and OpenAI-style tool calls plus a list of problems. Malformed, truncated or interleaved
-markup is repaired best-effort and reported; no text the model wrote is dropped (text outside any
-channel goes to `content`). A later channel marker inside an unclosed think channel (an opened
-response or tools block, an orphan response close, the message end) closes it: the model sometimes
-omits `<|close|>think<|sep|>` (vLLM issue 53246).
+Feed generated token ids one at a time (`feed`) and get events; `close()` ends the stream and returns
+the last events; `finish()` returns reasoning, content and OpenAI-style tool calls plus a list of
+problems. What was streamed is the message: the deltas of reasoning, content and each call's name
+and argument fragments concatenate to exactly what `finish()` returns (tested at every cut point).
+
+Malformed, truncated or interleaved markup is repaired best-effort and reported. Text the model wrote
+is kept (text outside any channel goes to `content`); special tokens are never text (spec §6.1): a
+tag header that is never finished with `<|sep|>` is dropped and reported, except a close header
+naming an open tag, which closes it (`thought<|close|>think<|open|>response…`). A later channel
+marker inside an unclosed think channel (an opened response or tools block, an orphan response
+close, the message end) closes it: the model sometimes omits `<|close|>think<|sep|>` (vLLM 53246).
+
+Choices where peer engines differ: a call without a tool name is dropped (a problem); whitespace
+between or inside calls, outside arguments, is not content; a call to a tool that was not offered
+(`tools=` names given) is a problem, and dropped with `reject_unknown_tools=True`; an answer written
+only in the think channel stays reasoning unless `force_nonempty_content=True` (SGLang's option),
+which moves it to content when the message has neither content nor tool calls.
 """
 
 from __future__ import annotations
@@ -41,8 +52,13 @@ class MessageParser:
     `prompt_open=False` parses from `<|open|>message ...` instead of after the generation prompt."""
 
     def __init__(self, tokenizer, *, thinking: bool = True, prompt_open: bool = True,
-                 id_factory: Callable[[int], str] | None = None):
+                 id_factory: Callable[[int], str] | None = None, tools: Iterable[str] | None = None,
+                 reject_unknown_tools: bool = False, force_nonempty_content: bool = False):
         self.tok = tokenizer
+        self.tools = None if tools is None else set(tools)
+        self.reject_unknown_tools, self.force_nonempty_content = reject_unknown_tools, force_nonempty_content
+        self.dropping = False                   # inside a call that will not be reported (no or unknown name)
+        self.closed = False
         self.stack: list[str] = ["message", "think" if thinking else "response"] if prompt_open else []
         self.mode = "text"                      # text | open | close (reading a tag header)
         self.header: list[str] = []
@@ -65,6 +81,9 @@ class MessageParser:
 
     def feed(self, token_id: int) -> list:
         tok = self.tok
+        if self.closed:
+            self.problem("tokens after close() are ignored", once="after-close")
+            return []
         if token_id in (tok.open_id, tok.close_id, tok.sep_id, tok.end_of_msg_id):
             return self._text(self.decoder.flush()) + self._marker(token_id)
         try:
@@ -90,8 +109,10 @@ class MessageParser:
         if channel == "think":
             self.reasoning.append(text)
             return [ReasoningDelta(text)]
-        if channel in ("argument", "json") and self.call is not None:
-            return self.call.text(text)
+        if channel in ("argument", "json", "call") and self.call is not None:
+            return self._call_events(self.call.text(text))
+        if channel in ("tools", "call") and not text.strip():
+            return []                           # layout between calls, not content
         if channel != "response":
             self.problem(f"text outside any channel (kept in content): {text[:40]!r}", once="outside")
         self.content.append(text)
@@ -115,11 +136,20 @@ class MessageParser:
         return events
 
     def _abandon_header(self) -> list:
-        """A tag header cut short by another marker or the end: kept as literal text."""
-        literal = (OPEN if self.mode == "open" else CLOSE) + "".join(self.header)
-        self.problem(f"tag header {literal!r} was never finished with {SEP} (kept as text)")
+        """A tag header cut short by another marker or the end: never text. A close header that names
+        an open tag closes it (a missing <|sep|>); anything else is dropped."""
+        kind, header = self.mode, "".join(self.header)
         self.mode, self.header = "text", []
-        return self._deliver(literal)
+        literal = (OPEN if kind == "open" else CLOSE) + header
+        if kind == "close" and header.strip() in self.stack:
+            self.problem(f"tag header {literal!r} was never finished with {SEP}: read as the close of "
+                         f"<{header.strip()}>")
+            return self._close(header.strip())
+        self.problem(f"tag header {literal!r} was never finished with {SEP}: dropped (special tokens are never text)")
+        return []
+
+    def _call_events(self, events: list) -> list:
+        return [] if self.dropping else events
 
     def _open(self, header: str) -> list:
         parsed = parse_header(header)
@@ -151,11 +181,16 @@ class MessageParser:
         events = self._pop_to("call") if self.call is not None else []
         if "tools" not in self.stack:
             self.problem("<call> outside a <tools> block")
-        index = len(self.result.tool_calls)
-        if not attrs.get("tool"):
-            self.problem(f"tool call {index} has no tool name")
-        self.call = CallBuilder(index, self.new_id(index), attrs.get("tool", ""), self.result.problems)
-        return events + [self.call.start()]
+        index, name = len(self.result.tool_calls), attrs.get("tool", "")
+        self.dropping = not name
+        if not name:
+            self.problem(f"a tool call has no tool name: dropped")
+        elif self.tools is not None and name not in self.tools:
+            self.dropping = self.reject_unknown_tools
+            self.problem(f"tool call {index} calls {name!r}, which was not offered"
+                         + (": dropped" if self.dropping else ""))
+        self.call = CallBuilder(index, self.new_id(index), name, self.result.problems)
+        return events + self._call_events([self.call.start()])
 
     def _open_argument(self, attrs: dict) -> list:
         if self.call is None:
@@ -163,7 +198,7 @@ class MessageParser:
             return []
         if "argument" in self.stack:
             self._pop_to("argument")
-        return self.call.open_argument(attrs.get("key", ""), attrs.get("type", "string"))
+        return self._call_events(self.call.open_argument(attrs.get("key", ""), attrs.get("type", "string")))
 
     def _close(self, name: str) -> list:
         if name not in self.stack:
@@ -188,11 +223,15 @@ class MessageParser:
     def _pop(self) -> list:
         tag = self.stack.pop()
         if tag == "argument" and self.call is not None:
-            return self.call.close_argument()
+            return self._call_events(self.call.close_argument())
+        if tag == "json" and self.call is not None:
+            return self._call_events(self.call.close_json())
         if tag == "call" and self.call is not None:
             call, events = self.call.finish()
-            self.result.tool_calls.append(call)
-            self.call = None
+            events = self._call_events(events)
+            if not self.dropping:
+                self.result.tool_calls.append(call)
+            self.call, self.dropping = None, False
             return events
         return []
 
@@ -206,15 +245,29 @@ class MessageParser:
         self.result.ended = True
         return events + [MessageEnd()]
 
-    def finish(self) -> ParsedMessage:
-        """The message so far. Without <|end_of_msg|> (e.g. max_tokens), open parts are closed and reported."""
-        self._text(self.decoder.flush())
+    def close(self) -> list:
+        """The stream ends here (the message end, max_tokens, a stop): flush pending text, drop an
+        unfinished tag header, close what is open. Returns the last events; call once, before finish()."""
+        if self.closed:
+            return []
+        events = self._text(self.decoder.flush())
         if self.mode != "text":
-            self._abandon_header()
+            events += self._abandon_header()
         if not self.result.ended:
             self.problem("the message has no <|end_of_msg|>: the output was cut off")
             if self.stack:
-                self._pop_to(self.stack[0])
+                events += self._pop_to(self.stack[0])
+        if self.force_nonempty_content and self.reasoning and not self.content and not self.result.tool_calls:
+            self.problem("the answer was written in the think channel: moved to content")
+            moved, self.reasoning = "".join(self.reasoning), []
+            self.content.append(moved)
+            events.append(ContentDelta(moved))
+        self.closed = True
+        return events
+
+    def finish(self) -> ParsedMessage:
+        """The message: everything streamed, closed as `close()` closes it (called here if it was not)."""
+        self.close()
         self.result.reasoning_content = "".join(self.reasoning)
         self.result.content = "".join(self.content)
         return self.result

@@ -114,7 +114,8 @@ class LLM:
                                               tool_choice=tool_choice, response_format=response_format))
                    for c in convs]
         outs = self.generate(prompts, sampling_params)
-        return [ChatOutput(o, parse_message(tok, o.token_ids, thinking=thinking)) for o in outs]
+        names = None if tools is None else [(t.get("function") or t).get("name") for t in tools]
+        return [ChatOutput(o, parse_message(tok, o.token_ids, thinking=thinking, tools=names)) for o in outs]
 
     def _load_states(self, resume_from) -> list:
         if resume_from is None:

@@ -27,7 +27,8 @@ def sampling(req, n_index: int = 0, logprobs: int | None = None, max_tokens: int
                           repetition_penalty=req.repetition_penalty, logprobs=logprobs, ignore_eos=req.ignore_eos)
 
 
-def prompt_ids(req: ChatRequest, tokenizer) -> tuple[list[int], bool]:
+def prompt_ids(req: ChatRequest, tokenizer) -> tuple[list[int], dict]:
+    """The prompt's token ids, and the parser options that match it (thinking, the tools offered)."""
     thinking = bool((req.chat_template_kwargs or {}).get("thinking", True))
     tools, choice = req.tools, req.tool_choice
     if isinstance(choice, dict):
@@ -38,7 +39,8 @@ def prompt_ids(req: ChatRequest, tokenizer) -> tuple[list[int], bool]:
         choice = "required"
     segments = render(req.messages, tools=tools, thinking=thinking, thinking_effort=req.reasoning_effort,
                       tool_choice=choice, response_format=req.response_format)
-    return tokenizer.encode_segments(segments), thinking
+    names = None if tools is None else [(t.get("function") or t).get("name") for t in tools]
+    return tokenizer.encode_segments(segments), {"thinking": thinking, "tools": names}
 
 
 def finish_reason(out, message) -> str:
@@ -55,11 +57,11 @@ def usage(prompt_len: int, outs, tokenizer, reasoning_texts) -> dict:
 
 
 async def complete(server, req: ChatRequest) -> dict:
-    ids, thinking = prompt_ids(req, server.tokenizer)
+    ids, options = prompt_ids(req, server.tokenizer)
     max_tokens = req.max_completion_tokens or req.max_tokens
     top = (req.top_logprobs or 0) if req.logprobs else None
     outs = await server.run_all(ids, [sampling(req, i, logprobs=top, max_tokens=max_tokens) for i in range(req.n)])
-    messages = [parse_message(server.tokenizer, o.token_ids, thinking=thinking) for o in outs]
+    messages = [parse_message(server.tokenizer, o.token_ids, **options) for o in outs]
     choices = [{"index": i, "message": m.to_openai(), "finish_reason": finish_reason(o, m),
                 "logprobs": _chat_logprobs(server.tokenizer, o) if req.logprobs else None}
                for i, (o, m) in enumerate(zip(outs, messages))]
@@ -71,7 +73,7 @@ async def complete(server, req: ChatRequest) -> dict:
 async def stream(server, req: ChatRequest):
     """SSE chunks per choice: role, then reasoning/content/tool-call deltas, then the finish reason;
     then [usage] and [DONE]. With n > 1 the choices' chunks interleave, each tagged with its index."""
-    ids, thinking = prompt_ids(req, server.tokenizer)
+    ids, options = prompt_ids(req, server.tokenizer)
     max_tokens = req.max_completion_tokens or req.max_tokens
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
             "model": server.model_name}
@@ -84,12 +86,12 @@ async def stream(server, req: ChatRequest):
         for g in generators:
             await g.aclose()                               # abort the choices already admitted
         raise
-    return _sse(server, head, ids, thinking, req, firsts, generators)
+    return _sse(server, head, ids, options, req, firsts, generators)
 
 
-async def _sse(server, head, ids, thinking, req, firsts, generators):
+async def _sse(server, head, ids, options, req, firsts, generators):
     queue: asyncio.Queue = asyncio.Queue()
-    tasks = [asyncio.create_task(_choice(server, head, thinking, i, first, g, queue))
+    tasks = [asyncio.create_task(_choice(server, head, options, i, first, g, queue))
              for i, (first, g) in enumerate(zip(firsts, generators))]
     remaining = len(tasks)
     try:
@@ -109,9 +111,10 @@ async def _sse(server, head, ids, thinking, req, firsts, generators):
     yield "data: [DONE]\n\n"
 
 
-async def _choice(server, head, thinking, index, first, generator, queue):
-    """Streams one choice's chunks into `queue`; puts a non-string marker when done; returns (out, message)."""
-    parser = MessageParser(server.tokenizer, thinking=thinking)
+async def _choice(server, head, options, index, first, generator, queue):
+    """Streams one choice's chunks into `queue`; puts a non-string marker when done; returns (out, message).
+    The parser's closing events are streamed too, so the chunks add up to the finished message."""
+    parser = MessageParser(server.tokenizer, **options)
 
     def chunk(delta: dict, reason=None, logprobs=None) -> str:
         choice = {"index": index, "delta": delta, "finish_reason": reason}
@@ -139,6 +142,10 @@ async def _choice(server, head, thinking, index, first, generator, queue):
                             f"{server.request_timeout:g} s", "type": "timeout", "code": 504}}) + "\n\n")
             out = dataclasses.replace(out, finished=True, finish_reason="length")
             break
+    for event in parser.close():
+        delta = _delta(event)
+        if delta:
+            await queue.put(chunk(delta))
     message = parser.finish()
     if out.finish_reason == "error":
         await queue.put("data: " + json.dumps({"error": {"message": out.error, "type": "server_error", "code": 500}})
