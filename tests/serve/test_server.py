@@ -1,6 +1,7 @@
 """The HTTP server, driven by the official openai client and raw httpx, on 127.0.0.1."""
 
 import asyncio
+import ctypes
 import gc
 import time
 
@@ -57,6 +58,15 @@ def _text(message_or_delta) -> str:
     return (extra.get("reasoning_content") or "") + "|" + (message_or_delta.content or "")
 
 
+def _settled_rss() -> int:
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):   # not glibc: the plain RSS
+        pass
+    return psutil.Process().memory_info().rss
+
+
 def test_32_concurrent_streams_equal_their_requests_alone(base, llm):
     prompts = [f"Letter number {i}: dear sir," for i in range(32)]
     client = _client(base)
@@ -78,12 +88,12 @@ def test_32_concurrent_streams_equal_their_requests_alone(base, llm):
     assert asyncio.run(all_of()) == alone
     stats = llm.engine.stats()
     assert stats["running"] == 0 and stats["slots_free"] == stats["slots_total"]
-    # A second wave of 32 leaves memory where the first left it (no per-request leak).
-    gc.collect()
-    before = psutil.Process().memory_info().rss
+    # A second wave of 32 leaves memory where the first left it (no per-request leak). Memory is
+    # measured settled (collected, and free heap pages handed back), so what is compared is what is
+    # still held, not the allocator's high-water mark (CI raises glibc's trim threshold to 2 GiB).
+    before = _settled_rss()
     assert asyncio.run(all_of()) == alone
-    gc.collect()
-    grown = psutil.Process().memory_info().rss - before
+    grown = _settled_rss() - before
     assert grown < 16 * 2 ** 20, f"RSS grew {grown / 2 ** 20:.1f} MiB over 32 more streams"
 
 

@@ -184,7 +184,7 @@ class MessageParser:
         index, name = len(self.result.tool_calls), attrs.get("tool", "")
         self.dropping = not name
         if not name:
-            self.problem(f"a tool call has no tool name: dropped")
+            self.problem("a tool call has no tool name: dropped")
         elif self.tools is not None and name not in self.tools:
             self.dropping = self.reject_unknown_tools
             self.problem(f"tool call {index} calls {name!r}, which was not offered"
