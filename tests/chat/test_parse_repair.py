@@ -124,3 +124,12 @@ def test_at_every_cut_point_the_stream_is_the_message(tok, reasoning, content, c
             assert isinstance(json.loads(call.arguments), dict)
     final = parse_message(tok, ids, thinking=thinking)
     assert [json.loads(c.arguments) for c in final.tool_calls] == [a for _, a in calls]
+
+
+def test_other_special_tokens_are_never_text(tok):
+    eos = tok.specials["[EOS]"]
+    ids = ids_of(tok, f"a{C}think{S}{O}response{S}b") + [eos, eos] + ids_of(tok, f"c{C}response{S}{C}message{S}{E}")
+    events, msg = streamed(tok, ids)
+    assert (msg.reasoning_content, msg.content) == ("a", "bc")
+    assert sum("special token" in p for p in msg.problems) == 1
+    assert_stream_is_message(events, msg)

@@ -6,8 +6,9 @@ problems. What was streamed is the message: the deltas of reasoning, content and
 and argument fragments concatenate to exactly what `finish()` returns (tested at every cut point).
 
 Malformed, truncated or interleaved markup is repaired best-effort and reported. Text the model wrote
-is kept (text outside any channel goes to `content`); special tokens are never text (spec §6.1): a
-tag header that is never finished with `<|sep|>` is dropped and reported, except a close header
+is kept (text outside any channel goes to `content`); special tokens are never text (spec §6.1): one
+outside XTML's four markers is dropped and reported, and a tag header never finished with `<|sep|>`
+is dropped and reported, except a close header
 naming an open tag, which closes it (`thought<|close|>think<|open|>response…`). A later channel
 marker inside an unclosed think channel (an opened response or tools block, an orphan response
 close, the message end) closes it: the model sometimes omits `<|close|>think<|sep|>` (vLLM 53246).
@@ -86,6 +87,9 @@ class MessageParser:
             return []
         if token_id in (tok.open_id, tok.close_id, tok.sep_id, tok.end_of_msg_id):
             return self._text(self.decoder.flush()) + self._marker(token_id)
+        if token_id in tok.special_ids:   # never text (spec §6.1): [EOS], media and reserved ids
+            self.problem(f"special token {token_id} is not part of XTML; dropped", once=f"special-{token_id}")
+            return []
         try:
             return self._text(self.decoder.feed(token_id))
         except ValueError:
