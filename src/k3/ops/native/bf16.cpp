@@ -6,8 +6,8 @@
 
 namespace {
 
-// Every output y[n, o] is summed the same way whatever the tile it falls in: one 8-lane accumulator
-// over k in steps of 8, a horizontal sum, then the k % 8 tail in order. So a row's result never
+// Every output y[n, o] is summed the same way whatever the tile it falls in: one 8-lane (AVX2) or
+// 16-lane (AVX-512) accumulator over k, a horizontal sum, then the tail in order. So a row's result never
 // depends on how many rows share the call (batch invariance), while tiles of NO outputs x NN rows
 // reuse each widened weight vector NN times and each activation vector NO times.
 inline float finish_dot(float lanes, const uint16_t* w, const float* x, int64_t k, int64_t K) {
@@ -15,12 +15,38 @@ inline float finish_dot(float lanes, const uint16_t* w, const float* x, int64_t 
   return lanes;
 }
 
+// The AVX-512 form: 16-lane accumulators over k in steps of 16 (used for every tile at that level, so
+// the one-fixed-order rule holds there too). Returns how far k got.
+template <int NO, int NN>
+K3_AVX512 int64_t linear_tile_avx512(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0,
+                                     float (&sums)[NO][NN]) {
+  __m512 acc[NO][NN];
+  for (int i = 0; i < NO; ++i)
+    for (int j = 0; j < NN; ++j) acc[i][j] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    __m512 xv[NN];
+    for (int j = 0; j < NN; ++j) xv[j] = _mm512_loadu_ps(x + (n0 + j) * K + k);
+    for (int i = 0; i < NO; ++i) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (o0 + i) * K + k));
+      const __m512 wv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+      for (int j = 0; j < NN; ++j) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < NO; ++i)
+    for (int j = 0; j < NN; ++j) sums[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+  return k;
+}
+
 template <int NO, int NN>
 void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_t o0, int64_t n0, float* y) {
   int64_t k = 0;
   float sums[NO][NN] = {};
+  if (g_simd >= 2) {
+    k = linear_tile_avx512<NO, NN>(w, x, K, o0, n0, sums);
+  }
 #ifdef __AVX2__
-  if (g_simd >= 1) {
+  else if (g_simd >= 1) {
     __m256 acc[NO][NN];
     for (int i = 0; i < NO; ++i)
       for (int j = 0; j < NN; ++j) acc[i][j] = _mm256_setzero_ps();
