@@ -33,6 +33,9 @@ def text_name(stored: str) -> str | None:
 class CheckpointReader:
     def __init__(self, path: str | Path):
         self.root = Path(path)
+        if self.root.is_file():
+            raise CheckpointError(f"{self.root} is a file; pass the checkpoint directory that holds it "
+                                  f"({self.root.parent})")
         if not self.root.is_dir():
             raise CheckpointError(f"checkpoint directory {self.root} does not exist")
         self._handles: dict[str, object] = {}

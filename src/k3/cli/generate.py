@@ -1,4 +1,5 @@
-"""k3 generate --model PATH (--prompt TEXT | --prompt-ids 1,2,3) [--max-tokens N] [--temperature T] [--seed S]"""
+"""k3 generate [PROMPT] [--model PATH] (PROMPT | --prompt TEXT | --prompt-ids 1,2,3) [--max-tokens N]
+[--temperature T] [--seed S]"""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 
 
 def add_arguments(p) -> None:
+    p.add_argument("prompt_text", nargs="?", metavar="PROMPT", help="prompt text (the same as --prompt)")
     p.add_argument("--model", help="checkpoint directory (default: the bundled model trained on English prose)")
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", help="prompt text (needs the checkpoint's tiktoken.model); streams text")
@@ -38,9 +40,17 @@ def run(args) -> int:
 
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
                             top_k=args.top_k, seed=args.seed, ignore_eos=args.ignore_eos)
+    from k3.cli.target import check_tokenizer
     from k3.defaults import default_model
 
-    llm = LLM(args.model or default_model(), max_num_seqs=1, cache_memory=args.cache_memory, tokenizer=args.tokenizer,
+    if args.prompt_text is not None:
+        if args.prompt is not None or args.prompt_ids is not None:
+            raise ValueError("give the prompt once: PROMPT, --prompt or --prompt-ids")
+        args.prompt = args.prompt_text
+    model = args.model or default_model()
+    if args.prompt is not None:
+        check_tokenizer(model, args.tokenizer, "a text prompt")
+    llm = LLM(model, max_num_seqs=1, cache_memory=args.cache_memory, tokenizer=args.tokenizer,
               memory_budget=args.memory_budget)
     print(llm.capacity.describe(), file=sys.stderr)
     if getattr(llm.model, "memory_plan", None) is not None:

@@ -36,6 +36,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Modules that come with an extra, and the extra to install for them.
+EXTRAS = {"fastapi": "serve", "uvicorn": "serve", "prometheus_client": "serve", "starlette": "serve",
+          "matplotlib": "bench", "tokenizers": "train", "mlx": "oracle", "mlx_lm": "oracle", "rdata": "corpus"}
+
+
+def missing_extra(error: ModuleNotFoundError) -> str | None:
+    """The one-line fix for a module that an extra provides, else None."""
+    root = (error.name or "").split(".")[0]
+    extra = EXTRAS.get(root)
+    return None if extra is None else f"needs the [{extra}] extra ({root} is not installed): pip install 'k3[{extra}]'"
+
+
 def main(argv: list[str] | None = None) -> int:
     import importlib
 
@@ -45,9 +57,28 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return importlib.import_module(args.module).run(args) or 0
+    except BrokenPipeError:   # `k3 ... | head`: the reader left; say nothing more
+        _silence_stdout()
+        return 1
+    except ModuleNotFoundError as e:
+        fix = missing_extra(e)
+        if fix is None:
+            raise
+        print(f"k3 {args.command}: {fix}", file=sys.stderr)
+        return 2
     except (CheckpointError, ConfigError, OSError, ValueError) as e:  # OSError: missing files, full disk, ...
         print(f"k3 {args.command}: error: {e}", file=sys.stderr)
         return 2
+
+
+def _silence_stdout() -> None:
+    """Python would report the broken pipe again when it flushes stdout at exit."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -1,0 +1,65 @@
+"""First-run conventions and errors (vLLM's shapes): the model and the prompt positional, a missing extra
+named in one line, a config.json given for a directory, a missing tokenizer said in CLI words before
+loading, and `| head` ending quietly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from k3.cli.main import build_parser, main, missing_extra
+
+
+def test_the_model_is_positional_for_serve_and_the_prompt_for_generate():
+    args = build_parser().parse_args(["serve", "/models/Kimi-K3", "--max-num-batched-tokens", "256",
+                                      "--dtype", "bfloat16", "--device", "cpu", "--tokenizer", "/tok"])
+    assert (args.model_path, args.max_num_batched_tokens, args.dtype, args.tokenizer) == (
+        "/models/Kimi-K3", 256, "bfloat16", "/tok")
+    assert build_parser().parse_args(["serve", "--model", "/m"]).model == "/m"
+    assert build_parser().parse_args(["generate", "Once upon a time"]).prompt_text == "Once upon a time"
+
+
+def test_two_different_models_are_refused(capsys):
+    assert main(["serve", "/a", "--model", "/b"]) == 2
+    assert "two models given" in capsys.readouterr().err
+
+
+def test_a_missing_extra_is_one_line_naming_it():
+    code = ("import sys; sys.modules['fastapi'] = None; from k3.cli.main import main; "
+            "sys.exit(main(['serve']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines() == ["k3 serve: needs the [serve] extra (fastapi is not installed): "
+                                               "pip install 'k3[serve]'"]
+    assert missing_extra(ModuleNotFoundError("x", name="numpy")) is None, "not an extra's module: a real bug"
+
+
+def test_a_config_file_given_as_the_model_says_to_pass_its_directory(tiny_checkpoint, capsys):
+    assert main(["generate", "--model", str(tiny_checkpoint / "config.json"), "--prompt-ids", "1,2"]) == 2
+    err = capsys.readouterr().err
+    assert "is a file" in err and str(tiny_checkpoint) in err
+
+
+def test_a_missing_tokenizer_is_said_in_cli_words_before_loading(tiny_checkpoint, capsys, monkeypatch):
+    import k3.engine
+
+    monkeypatch.setattr(k3.engine, "LLM", lambda *a, **k: pytest.fail("the model was loaded first"))
+    assert main(["generate", "Hello", "--model", str(tiny_checkpoint)]) == 2
+    err = capsys.readouterr().err
+    assert "pass --tokenizer DIR" in err and "tokenizer=" not in err
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """`k3 ... | head`: the reader leaves early; no 'Broken pipe' error, no traceback."""
+    code = ("import sys, k3.cli.generate as g; from k3.cli.main import main\n"
+            "def chatty(args):\n    for i in range(200000):\n        print('token', i)\n"
+            "g.run = chatty\nsys.exit(main(['generate', '--prompt-ids', '1']))")
+    script = tmp_path / "chatty.py"
+    script.write_text(code)
+    err = tmp_path / "err.txt"
+    out = subprocess.run(f"'{sys.executable}' '{script}' 2>'{err}' | head -c 20", shell=True, capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.startswith("token 0")
+    assert err.read_text() == "", err.read_text()
