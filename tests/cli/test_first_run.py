@@ -63,3 +63,21 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
                          text=True, timeout=120)
     assert out.stdout.startswith("token 0")
     assert err.read_text() == "", err.read_text()
+
+
+def test_bench_against_a_dead_server_says_it_cannot_connect(capsys):
+    import socket
+
+    with socket.socket() as s:             # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["bench", "--endpoint", f"http://127.0.0.1:{port}", "--num-prompts", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot connect" in err and "--served-model-name" not in err
+
+
+def test_eval_and_bench_take_the_same_model_name_flag():
+    for cmd in (["eval", "--endpoint", "http://x", "--tasks", "refusal"], ["bench", "--endpoint", "http://x"]):
+        args = build_parser().parse_args(cmd + ["--served-model-name", "m"])
+        assert getattr(args, "model_name", None) == "m" or getattr(args, "served_model_name", None) == "m"
+    assert build_parser().parse_args(["eval", "--endpoint", "u", "--tasks", "refusal", "--model-name", "m"]).model_name == "m"

@@ -28,6 +28,10 @@ class OpenAIClient:
         if self.model is None:
             try:
                 r = await self.http.get(self.base + "/models")
+            except httpx.TransportError as e:   # nothing listening, DNS, refused, timed out
+                raise ValueError(f"cannot connect to {self.base} ({type(e).__name__}: {e}); is the server "
+                                 "running, and is --endpoint right?") from None
+            try:
                 r.raise_for_status()
                 self.model = r.json()["data"][0]["id"]
             except (httpx.HTTPError, KeyError, IndexError, ValueError) as e:

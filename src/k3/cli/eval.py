@@ -17,7 +17,9 @@ def add_arguments(p) -> None:
                    help="comma-separated: refusal, agent, code, constraints, mc:FILE.jsonl, gen:FILE.jsonl, perplexity:FILE.txt")
     p.add_argument("--limit", type=int, help="first N items of each task")
     p.add_argument("--output", help="report directory; rerunning with the same one resumes (default eval-runs/TIME)")
-    p.add_argument("--model-name", help="endpoint: model id to request (default: the first of /v1/models)")
+    p.add_argument("--served-model-name", "--model-name", dest="model_name",
+                   help="endpoint: model id to request (default: the first of /v1/models); the same flag as "
+                        "`k3 bench` and `k3 serve` (--model-name still works)")
     p.add_argument("--api-key")
     p.add_argument("--judge", metavar="URL", help="refusal: OpenAI-compatible endpoint of a judge model (a different model)")
     p.add_argument("--judge-model", help="the judge's model id (default: the first of its /v1/models)")

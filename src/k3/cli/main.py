@@ -8,7 +8,7 @@ import sys
 COMMANDS = {
     "inspect": ("k3.cli.inspect", "sizes and schedule of a checkpoint, a config.json, or a preset"),
     "synth": ("k3.cli.synth", "write a random checkpoint in the official K3 layout"),
-    "generate": ("k3.cli.generate", "stream a continuation of token ids"),
+    "generate": ("k3.cli.generate", "stream a continuation of a prompt (text or token ids)"),
     "chat-template": ("k3.cli.chat_template", "render chat messages as K3 XTML segments (and token ids)"),
     "prepare-data": ("k3.cli.prepare_data", "train a tokenizer and tokenize text files for `k3 train`"),
     "train": ("k3.cli.train", "train a K3-architecture model; exports the official layout"),
@@ -20,7 +20,8 @@ COMMANDS = {
     "quantize": ("k3.cli.quantize", "convert BF16/FP32 routed experts to official MXFP4"),
     "bench": ("k3.cli.bench", "latency/throughput of the local engine or any OpenAI endpoint"),
     "eval": ("k3.cli.eval", "quality, refusal, agent and code evaluation of a local model or any OpenAI endpoint"),
-    "demo": ("k3.cli.demo", "write a small random checkpoint, inspect it, run a forward pass"),
+    "demo": ("k3.cli.demo", "generate with the bundled model, then write a small random checkpoint and run it "
+                            "end to end (inspect, forward pass, batched generation, a chat turn)"),
 }
 
 
