@@ -101,3 +101,38 @@ def test_local_context_sweep_with_streamed_experts(tiny_checkpoint, capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert sorted(int(c) for c in result["by_context"]) == [8, 32, 64]
     assert result["local"]["memory_plan"] == "stream-experts" and result["local"]["gb_read_per_token"] > 0
+
+
+def test_a_saved_result_reads_with_vllm_key_names(tiny_checkpoint, tmp_path, capsys):
+    """`vllm bench serve`'s flat keys, with the same meanings as k3's nested ones."""
+    code = main(["bench", "--model", str(tiny_checkpoint), "--dataset-name", "random", "--num-prompts", "3",
+                 "--input-len", "7", "--output-len", "4", "--cache-memory", "8MiB", "--save-result",
+                 "--result-dir", str(tmp_path / "out"), "--result-filename", "run.json"])
+    assert code == 0
+    r = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert r["completed"] == r["num_prompts"] == 3 and r["duration"] == r["duration_s"] > 0
+    for key in ("request_throughput", "output_throughput", "total_token_throughput"):
+        assert r[key] > 0, key
+    for name in ("ttft", "tpot", "itl", "e2el"):
+        assert r[f"mean_{name}_ms"] == r[f"{name}_ms"]["mean"]
+        assert r[f"median_{name}_ms"] == r[f"{name}_ms"]["p50"]
+        assert r[f"p99_{name}_ms"] == r[f"{name}_ms"]["p99"]
+        assert r[f"mean_{name}_ms"] > 0 and r[f"std_{name}_ms"] >= 0
+    assert r["backend"] == "k3" and r["model_id"] == tiny_checkpoint.name and r["date"]
+
+
+def test_base_url_and_endpoint_path_mean_what_they_mean_in_vllm():
+    from k3.cli.bench import endpoint_target
+    from k3.cli.main import build_parser
+
+    def target(*argv):
+        return endpoint_target(build_parser().parse_args(["bench", *argv]))
+
+    assert target("--base-url", "http://h:8000", "--endpoint", "/v1/completions") == ("http://h:8000", "completions")
+    assert target("--base-url", "http://h:8000", "--endpoint", "/v1/chat/completions") == ("http://h:8000", "chat")
+    assert target("--base-url", "http://h:8000") == ("http://h:8000", "chat")
+    assert target("--endpoint", "http://h:8000/v1", "--api", "completions") == ("http://h:8000/v1", "completions")
+    for bad in (["--endpoint", "/v1/completions"], ["--model", "m", "--base-url", "http://h"],
+                ["--base-url", "http://h", "--endpoint", "/v1/embeddings"]):
+        with pytest.raises(ValueError):
+            target(*bad)

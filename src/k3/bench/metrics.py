@@ -19,11 +19,26 @@ PERCENTILES = (50, 90, 99)
 
 
 def distribution(values: list[float]) -> dict:
-    """{mean, p50, p90, p99} in milliseconds; None entries when there is no value."""
+    """{mean, std, p50, p90, p99} in milliseconds; None entries when there is no value."""
     if not values:
-        return {"mean": None} | {f"p{p}": None for p in PERCENTILES}
+        return {"mean": None, "std": None} | {f"p{p}": None for p in PERCENTILES}
     arr = np.asarray(values, dtype=np.float64) * 1000.0
-    return {"mean": float(arr.mean())} | {f"p{p}": float(np.percentile(arr, p)) for p in PERCENTILES}
+    return ({"mean": float(arr.mean()), "std": float(arr.std())}
+            | {f"p{p}": float(np.percentile(arr, p)) for p in PERCENTILES})
+
+
+VLLM_LATENCIES = ("ttft", "tpot", "itl", "e2el")
+
+
+def vllm_keys(result: dict, num_prompts: int) -> dict:
+    """The flat keys of `vllm bench serve`'s result JSON, from k3's nested ones (same definitions):
+    num_prompts, duration, and mean/median/std/p90/p99 of TTFT, TPOT, ITL and E2EL in ms."""
+    flat = {"num_prompts": num_prompts, "duration": result["duration_s"]}
+    for name in VLLM_LATENCIES:
+        d = result[f"{name}_ms"]
+        flat |= {f"mean_{name}_ms": d["mean"], f"median_{name}_ms": d["p50"], f"std_{name}_ms": d["std"],
+                 f"p90_{name}_ms": d["p90"], f"p99_{name}_ms": d["p99"]}
+    return flat
 
 
 def meets(r: RequestRecord, slos: dict[str, float]) -> bool:
@@ -59,6 +74,7 @@ def summarize(records: list[RequestRecord], duration: float, slos: dict[str, flo
         "e2el_ms": distribution([r.e2el for r in ok]),
         "ttfvt_ms": distribution([r.ttfvt for r in ok if r.ttfvt is not None]),
     }
+    result |= vllm_keys(result, len(counted))
     if slos:
         good = [r for r in ok if meets(r, slos)]
         result["goodput"] = len(good) / duration if duration > 0 else 0.0

@@ -52,6 +52,24 @@ def save_records(path: str | Path, result: dict, records: list[RequestRecord]) -
                                              indent=1))
 
 
+def save_result(args, result: dict) -> Path:
+    """--save-result: the result JSON in --result-dir, named --result-filename or as vLLM names its files
+    (backend, request rate, model, date). Written to a temporary file, then renamed."""
+    import time
+
+    from k3.checkpoint.writer import atomic_write_text
+
+    model = Path(str(result.get("model_id") or args.served_model_name or "endpoint")).name or "endpoint"
+    rate = "inf" if args.request_rate == float("inf") else f"{args.request_rate:g}"
+    name = args.result_filename or f"k3-{rate}qps-{model}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path = Path(args.result_dir) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = result | {"date": time.strftime("%Y%m%d-%H%M%S"), "backend": "k3" if args.model else "openai",
+                         "model_id": model, "request_rate": rate, "max_concurrency": args.concurrency}
+    atomic_write_text(path, json.dumps(document, indent=1))
+    return path
+
+
 def plot(path: str | Path, result: dict, records: list[RequestRecord]) -> None:
     try:
         import matplotlib

@@ -1,4 +1,6 @@
-"""k3 bench (--model PATH | --endpoint URL) [--workload fixed|context-sweep|shared-prefix|multi-turn] ..."""
+"""k3 bench (--model PATH | --endpoint URL | --base-url URL [--endpoint /v1/completions])
+[--workload fixed|context-sweep|shared-prefix|multi-turn] [--dataset-name random|jsonl --dataset-path F]
+[--save-result [--result-dir D] [--result-filename F]] ...  (vLLM's `bench serve` names where they overlap)"""
 
 from __future__ import annotations
 
@@ -7,14 +9,19 @@ import sys
 
 
 def add_arguments(p) -> None:
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--model", help="checkpoint directory: benchmark the in-process k3 engine")
-    target.add_argument("--endpoint", help="OpenAI-compatible base URL (k3 serve, vLLM, SGLang, llama.cpp ...)")
-    p.add_argument("--api", choices=["chat", "completions"], default="chat", help="endpoint API (default chat)")
+    p.add_argument("--model", help="checkpoint directory: benchmark the in-process k3 engine")
+    p.add_argument("--endpoint", help="OpenAI-compatible base URL (k3 serve, vLLM, SGLang, llama.cpp ...); with "
+                                      "--base-url, the API path as in vLLM (/v1/completions, /v1/chat/completions)")
+    p.add_argument("--base-url", help="server root, as vLLM's --base-url (http://host:8000)")
+    p.add_argument("--api", choices=["chat", "completions"], default=None,
+                   help="endpoint API (default chat; --endpoint PATH decides it when given)")
     p.add_argument("--api-key")
     p.add_argument("--served-model-name", help="model id to request (default: the first of /v1/models)")
     p.add_argument("--workload", default="fixed", choices=["fixed", "context-sweep", "shared-prefix", "multi-turn"])
-    p.add_argument("--dataset", help="JSONL of requests ({prompt|prompt_ids|messages, max_tokens})")
+    p.add_argument("--dataset", "--dataset-path", dest="dataset",
+                   help="JSONL of requests ({prompt|prompt_ids|messages, max_tokens})")
+    p.add_argument("--dataset-name", choices=["random", "jsonl"], default=None,
+                   help="vLLM's name: random (the synthetic --workload) or jsonl (needs --dataset-path)")
     p.add_argument("--num-prompts", type=int, default=32)
     p.add_argument("--input-len", type=int, default=256)
     p.add_argument("--output-len", type=int, default=64)
@@ -35,15 +42,41 @@ def add_arguments(p) -> None:
     p.add_argument("--cache-memory", default="1GiB", help="local: sequence-state cache")
     p.add_argument("--max-num-seqs", type=int, default=8, help="local: sequences decoded together")
     p.add_argument("--save", metavar="FILE.json", help="write the result and every request's record")
+    p.add_argument("--save-result", action="store_true", help="write the result JSON (vLLM's flat keys included)")
+    p.add_argument("--result-dir", default=".", help="with --save-result: the directory (default .)")
+    p.add_argument("--result-filename", help="with --save-result: the file name (default k3-RATEqps-MODEL-DATE.json)")
     p.add_argument("--plot", metavar="FILE.png", help="latency histograms (and TPOT vs context)")
+
+
+def endpoint_target(args) -> tuple[str | None, str]:
+    """(base URL or None for --model, API): --endpoint URL, or vLLM's --base-url with --endpoint PATH."""
+    given = [x for x in (args.model, args.base_url) if x] + ([args.endpoint] if args.endpoint and not
+                                                             args.endpoint.startswith("/") else [])
+    if len(given) != 1:
+        raise ValueError("give one target: --model PATH, --endpoint URL, or --base-url URL [--endpoint /v1/...]")
+    if args.endpoint and args.endpoint.startswith("/"):
+        if not args.base_url:
+            raise ValueError(f"--endpoint {args.endpoint} is a path: give the server with --base-url URL")
+        if not args.endpoint.rstrip("/").endswith(("/completions", "/chat/completions")):
+            raise ValueError(f"--endpoint {args.endpoint}: expected /v1/completions or /v1/chat/completions")
+        api = "chat" if args.endpoint.rstrip("/").endswith("/chat/completions") else "completions"
+        if args.api and args.api != api:
+            raise ValueError(f"--api {args.api} contradicts --endpoint {args.endpoint}")
+        return args.base_url, api
+    return (None if args.model else args.base_url or args.endpoint), args.api or "chat"
 
 
 def run(args) -> int:
     from k3.bench.main import build_workload, parse_goodput, run_bench
-    from k3.bench.report import format_table, plot, save_records
+    from k3.bench.report import format_table, plot, save_records, save_result
     from k3.tools.progress import count_progress
 
     parse_goodput(args.goodput)
+    base, args.api = endpoint_target(args)
+    if args.dataset_name == "jsonl" and not args.dataset:
+        raise ValueError("--dataset-name jsonl needs --dataset-path FILE")
+    if args.dataset_name == "random" and args.dataset:
+        raise ValueError("--dataset-name random is synthetic: drop --dataset-path, or use --dataset-name jsonl")
     if args.model:
         from k3.bench.local_client import LocalClient
 
@@ -53,15 +86,20 @@ def run(args) -> int:
     else:
         from k3.bench.openai_client import OpenAIClient
 
-        client = OpenAIClient(args.endpoint, args.api, args.api_key, args.served_model_name, args.timeout,
+        client = OpenAIClient(base, args.api, args.api_key, args.served_model_name, args.timeout,
                               args.ignore_eos, args.temperature)
         vocab = 32000  # token-id prompts go to completion endpoints only; their ids stay below common vocabularies
     prompts = build_workload(args, vocab)
     with count_progress("requests", len(prompts)) as tick:
         result, records = run_bench(client, prompts, args, tick)
+    from pathlib import Path
+
+    result["model_id"] = Path(args.model).name if args.model else getattr(client, "model", None)
     print(format_table(result), file=sys.stderr)
     if args.save:
         save_records(args.save, result, records)
+    if args.save_result:
+        print(f"result written to {save_result(args, result)}", file=sys.stderr)
     if args.plot:
         plot(args.plot, result, records)
     print(json.dumps(result))
