@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 
 import pytest
 import torch
 
 from k3.config.presets import tiny
 from k3.testing import make_checkpoint
+
+# Figures k3 remembers between runs (measured bandwidths) go to a private folder, never the user's cache.
+os.environ["K3_CACHE_DIR"] = tempfile.mkdtemp(prefix="k3-test-cache-")
 
 _empty = torch.empty
 _new_empty = torch.Tensor.new_empty

@@ -81,3 +81,39 @@ def test_eval_and_bench_take_the_same_model_name_flag():
         args = build_parser().parse_args(cmd + ["--served-model-name", "m"])
         assert getattr(args, "model_name", None) == "m" or getattr(args, "served_model_name", None) == "m"
     assert build_parser().parse_args(["eval", "--endpoint", "u", "--tasks", "refusal", "--model-name", "m"]).model_name == "m"
+
+
+def test_plan_measures_only_when_asked_and_remembers(monkeypatch, tmp_path, capsys):
+    import json
+
+    import k3.tools.machine as machine
+
+    monkeypatch.setenv("K3_CACHE_DIR", str(tmp_path))
+
+    def no_disk(*a, **k):
+        raise AssertionError("a preset must not measure the disk of the current folder")
+
+    monkeypatch.setattr(machine, "measure_disk", no_disk)
+    monkeypatch.setattr(machine, "measure_memory", lambda: 30e9)
+    assert main(["plan", "k3", "--memory-budget", "200GB", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["disk_bandwidth_source"].startswith("assumed") and r["memory_bandwidth_source"] == "measured"
+    monkeypatch.setattr(machine, "measure_disk", lambda where, sample: (1.5e9, False))
+    assert main(["plan", "k3", "--memory-budget", "200GB", "--measure", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["disk_bytes_per_s"] == 1.5e9
+    monkeypatch.setattr(machine, "measure_disk", no_disk)
+    monkeypatch.setattr(machine, "measure_memory", lambda: pytest.fail("memory was cached"))
+    assert main(["plan", "k3", "--memory-budget", "200GB", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert (r["disk_bytes_per_s"], r["disk_bandwidth_source"]) == (1.5e9, "cached")
+    assert (r["mem_bytes_per_s"], r["memory_bandwidth_source"]) == (30e9, "cached")
+    assert main(["plan", "k3", "--memory-budget", "200GB", "--disk-bandwidth", "5GB", "--memory-bandwidth",
+                 "50GB", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert (r["disk_bytes_per_s"], r["mem_bytes_per_s"]) == (5e9, 50e9)
+
+
+def test_plan_refusals_speak_in_gb(capsys):
+    assert main(["plan", "k3", "--memory-budget", "64GB", "--disk-bandwidth", "3GB", "--memory-bandwidth", "20GB"]) == 2
+    err = capsys.readouterr().err
+    assert "64.00 GB is too small" in err and "111.16 GB" in err

@@ -98,9 +98,14 @@ def plan_memory(c: K3Config, budget: int, *, storage_itemsize: int | None = None
     if slots < MIN_STREAM_SLOTS:
         need = fixed + MIN_STREAM_SLOTS * per_expert
         raise ValueError(
-            f"memory budget {budget:,} B is too small: the resident trunk needs {trunk:,} B"
-            + (f" + embedding {embed:,} B" if embed_resident else "")
-            + (f" + sequence state {state_bytes:,} B" if state_bytes else "")
-            + f", plus {MIN_STREAM_SLOTS} expert slots of {per_expert:,} B; give at least {need:,} B")
+            f"memory budget {_gb(budget)} is too small: the resident trunk needs {_gb(trunk)}"
+            + (f" + embedding {_gb(embed)}" if embed_resident else "")
+            + (f" + sequence state {_gb(state_bytes)}" if state_bytes else "")
+            + f", plus {MIN_STREAM_SLOTS} expert slots of {_gb(per_expert)}; give at least {_gb(need)} "
+            f"({need:,} B)")
     return MemoryPlan(budget, "stream-experts", trunk, embed, embed_resident, state_bytes, per_expert,
                       total_experts, slots, per_token, slots / total_experts)
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:,.2f} GB"
