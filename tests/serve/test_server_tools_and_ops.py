@@ -2,8 +2,8 @@
 timeouts, and SIGTERM draining a real `k3 serve` process."""
 
 import json
-import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -110,17 +110,33 @@ def test_stream_past_the_timeout_ends_with_an_error_event():
         assert wait_until_idle(llm)["running"] == 0
 
 
+def _free_port() -> int:
+    with socket.socket() as s:   # the kernel's choice of a free loopback port
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_healthy(proc, port: int, seconds: float = 60.0) -> None:
+    """Until /health answers; fails loudly, with the server's output, if it never does."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"k3 serve exited ({proc.returncode}) before it was ready:\n{proc.stdout.read().decode()[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    proc.kill()
+    pytest.fail(f"k3 serve never answered /health on port {port}:\n{proc.stdout.read().decode()[-2000:]}")
+
+
 def test_sigterm_finishes_in_flight_requests_then_exits(tmp_path):
-    port = 18000 + os.getpid() % 1000
+    port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "k3.cli.main", "serve", "--port", str(port),
                              "--cache-memory", "16MiB"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        for _ in range(200):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        _wait_healthy(proc, port)
         with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/completions", timeout=60, json={
                 "model": MODEL, "prompt": "It was", "max_tokens": 40, "ignore_eos": True, "stream": False}) as r:
             time.sleep(0.3)

@@ -30,11 +30,35 @@ def test_a_few_steps_reduce_the_loss(data_dir, tmp_path):
     assert record["step"] == 29
 
 
-def test_router_bias_moves_toward_balance(data_dir, tmp_path):
+def test_router_bias_moves_toward_balance(data_dir, tmp_path, monkeypatch):
+    """Each step, an expert loaded above the layer's mean loses `bias_rate` of router bias and one below
+    gains it (auxiliary-loss-free balancing): checked against the loads the step really saw."""
+    from k3.train import observe
+
+    seen, real = [], observe.balance_routers
+
+    def recording(model, loads, rate):
+        before = [m.gate.e_score_correction_bias.clone() for m in observe.moe_layers(model)]
+        out = real(model, loads, rate)
+        after = [m.gate.e_score_correction_bias.clone() for m in observe.moe_layers(model)]
+        seen.append((loads, before, after))
+        return out
+
+    monkeypatch.setattr(observe, "balance_routers", recording)
     trainer = Trainer(_cfg(data_dir, tmp_path, steps=5, bias_rate=0.01), CONFIG)
     trainer.run(progress=False)
+    assert len(seen) == 5
+    moved = 0
+    for loads, before, after in seen:
+        for load, b0, b1 in zip(loads, before, after):
+            load = load.float()
+            delta = b1 - b0
+            assert torch.allclose(delta[load > load.mean()], torch.tensor(-0.01)), "overloaded experts must lose bias"
+            assert torch.allclose(delta[load < load.mean()], torch.tensor(0.01)), "underloaded experts must gain bias"
+            moved += int((load != load.mean()).sum())
+    assert moved > 0, "the run never saw an imbalance to correct"
     bias = trainer.model.model.layers[1].block_sparse_moe.gate.e_score_correction_bias
-    assert bias.abs().sum() > 0 and not bias.requires_grad
+    assert not bias.requires_grad
 
 
 def test_resume_continues_bit_identically(data_dir, tmp_path):
