@@ -66,12 +66,9 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
 
 
 def test_bench_against_a_dead_server_says_it_cannot_connect(capsys):
-    import socket
+    from k3.testing.serving import free_port
 
-    with socket.socket() as s:             # a loopback port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    assert main(["bench", "--endpoint", f"http://127.0.0.1:{port}", "--num-prompts", "1"]) == 2
+    assert main(["bench", "--endpoint", f"http://127.0.0.1:{free_port()}", "--num-prompts", "1"]) == 2
     err = capsys.readouterr().err
     assert "cannot connect" in err and "--served-model-name" not in err
 

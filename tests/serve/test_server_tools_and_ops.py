@@ -3,7 +3,6 @@ timeouts, and SIGTERM draining a real `k3 serve` process."""
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 
 from k3.defaults import default_model
 from k3.engine import LLM
+from k3.testing.serving import free_port
 from serve_helpers import MODEL, TOOLS, serving, wait_until_idle
 
 
@@ -110,12 +110,6 @@ def test_stream_past_the_timeout_ends_with_an_error_event():
         assert wait_until_idle(llm)["running"] == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:   # the kernel's choice of a free loopback port
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_healthy(proc, port: int, seconds: float = 60.0) -> None:
     """Until /health answers; fails loudly, with the server's output, if it never does."""
     deadline = time.monotonic() + seconds
@@ -132,7 +126,7 @@ def _wait_healthy(proc, port: int, seconds: float = 60.0) -> None:
 
 
 def test_sigterm_finishes_in_flight_requests_then_exits(tmp_path):
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "k3.cli.main", "serve", "--port", str(port),
                              "--cache-memory", "16MiB"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:

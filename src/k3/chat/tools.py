@@ -47,6 +47,16 @@ def xtml_value(value) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def tool_name(tool: dict) -> str | None:
+    """The function name of an OpenAI tool declaration ({"type": "function", "function": {...}} or bare)."""
+    return (tool.get("function") or tool).get("name")
+
+
+def tool_names(tools: list[dict] | None) -> list[str] | None:
+    """The names the parser checks calls against; None when no tools were offered."""
+    return None if tools is None else [tool_name(t) for t in tools]
+
+
 def call_function(call, where: str) -> dict:
     fn = call.get("function", call) if isinstance(call, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):

@@ -10,6 +10,7 @@ import torch
 
 from k3.chat import K3Tokenizer, ParsedMessage, parse_message, render
 from k3.chat.tokenizer import VOCAB_FILE
+from k3.chat.tools import tool_names
 from k3.config.units import parse_size
 from k3.engine.engine import LLMEngine
 from k3.engine.request import RequestOutput, SamplingParams
@@ -114,8 +115,8 @@ class LLM:
                                               tool_choice=tool_choice, response_format=response_format))
                    for c in convs]
         outs = self.generate(prompts, sampling_params)
-        names = None if tools is None else [(t.get("function") or t).get("name") for t in tools]
-        return [ChatOutput(o, parse_message(tok, o.token_ids, thinking=thinking, tools=names)) for o in outs]
+        return [ChatOutput(o, parse_message(tok, o.token_ids, thinking=thinking, tools=tool_names(tools)))
+                for o in outs]
 
     def _load_states(self, resume_from) -> list:
         if resume_from is None:

@@ -52,9 +52,14 @@ def _outside_autograd_on_cpu(values, grad: bool) -> bool:
     return True
 
 
-def eligible(*tensors: torch.Tensor) -> bool:
-    """The one rule: CPU tensors outside autograd, and the kernels built (checked last: it may build)."""
-    return (not _forced_reference() and _outside_autograd_on_cpu(tensors, torch.is_grad_enabled())
+def eligible(args: tuple, kwargs: dict) -> bool:
+    """The one rule, over a call's arguments (tensors, or lists/tuples/dicts of them): not forced to the
+    references, every tensor on the CPU and outside autograd, and the kernels built (checked last: it
+    may build)."""
+    if _forced_reference():
+        return False
+    grad = torch.is_grad_enabled()
+    return (_outside_autograd_on_cpu(args, grad) and (not kwargs or _outside_autograd_on_cpu(kwargs.values(), grad))
             and native() is not None)
 
 
@@ -66,11 +71,7 @@ class Kernel:
     supports: Callable[..., bool]   # same arguments as the op: the native entry handles these dtypes/sizes
 
     def use_native(self, *args, **kwargs) -> bool:
-        if _forced_reference() or not self.supports(*args, **kwargs):
-            return False
-        grad = torch.is_grad_enabled()
-        return (_outside_autograd_on_cpu(args, grad) and (not kwargs or _outside_autograd_on_cpu(kwargs.values(), grad))
-                and native() is not None)
+        return not _forced_reference() and bool(self.supports(*args, **kwargs)) and eligible(args, kwargs)
 
     def __call__(self, *args, **kwargs):
         impl = self.native if self.use_native(*args, **kwargs) else self.reference

@@ -12,6 +12,7 @@ from fastapi import HTTPException
 
 from k3.chat import (ContentDelta, MessageParser, ReasoningDelta, ToolCallDelta, ToolCallStart, parse_message,
                      render)
+from k3.chat.tools import tool_name, tool_names
 from k3.engine.request import SamplingParams
 from k3.serve.protocol import ChatRequest
 
@@ -33,14 +34,13 @@ def prompt_ids(req: ChatRequest, tokenizer) -> tuple[list[int], dict]:
     tools, choice = req.tools, req.tool_choice
     if isinstance(choice, dict):
         name = (choice.get("function") or {}).get("name")
-        tools = [t for t in tools or [] if (t.get("function") or t).get("name") == name]
+        tools = [t for t in tools or [] if tool_name(t) == name]
         if not tools:
             raise HTTPException(400, f"tool_choice names {name!r}, which is not among the request's tools")
         choice = "required"
     segments = render(req.messages, tools=tools, thinking=thinking, thinking_effort=req.reasoning_effort,
                       tool_choice=choice, response_format=req.response_format)
-    names = None if tools is None else [(t.get("function") or t).get("name") for t in tools]
-    return tokenizer.encode_segments(segments), {"thinking": thinking, "tools": names}
+    return tokenizer.encode_segments(segments), {"thinking": thinking, "tools": tool_names(tools)}
 
 
 def finish_reason(out, message) -> str:

@@ -8,16 +8,20 @@ import threading
 import time
 
 
+def free_port() -> int:
+    """A loopback port nobody listens on now (the kernel's choice)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def start_server(server):
     """Runs `server` (a k3.serve.app.Server) under uvicorn on a free loopback port -> (uvicorn server, thread, URL)."""
     import uvicorn
 
     from k3.serve.app import build_app
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
+    port = free_port()
     uv = uvicorn.Server(uvicorn.Config(build_app(server), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()

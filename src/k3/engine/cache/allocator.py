@@ -60,9 +60,6 @@ class CacheAllocator:
     def placement(self, request_id: str) -> Placement:
         return self._held[request_id]
 
-    def holds(self, request_id: str) -> bool:
-        return request_id in self._held
-
     def usage(self) -> dict:
         return {"slots_free": self.num_free_slots, "slots_total": self.capacity.max_seqs,
                 "blocks_free": self.num_free_blocks, "blocks_total": self.capacity.num_blocks}

@@ -1,8 +1,9 @@
-"""Packed MXFP4 matmul: decodes rows tile by tile, so a whole expert is never unpacked at once.
+"""Packed MXFP4 matmul, never unpacking a whole expert at once.
 
-The PyTorch path (`mxfp4_linear_tiled`) decodes tile by tile; few fp32 rows on the CPU run the native
-kernel instead (chosen by `k3.ops.dispatch`). The decode tables are cached per (dtype, device). Scales are validated when checkpoints load,
-so this path does not re-scan them. Both equal `mxfp4_linear_reference` up to matmul rounding.
+The PyTorch path (`mxfp4_linear_tiled`) decodes rows tile by tile; few fp32 rows on the CPU run the
+native kernel instead (chosen by `k3.ops.dispatch`). The decode tables are cached per (dtype, device).
+Scales are validated when checkpoints load, so this path does not re-scan them. Both equal
+`mxfp4_linear_reference` up to matmul rounding.
 """
 
 from __future__ import annotations
