@@ -1,6 +1,7 @@
 """The sandbox holds: no writes outside the workspace, no network, no fork bombs, no runaway output, a
-wall-clock kill. Each layer is shown with the audit hook on (the full sandbox) and, where the kernel
-offers the layer, with the audit hook off (the kernel alone)."""
+wall-clock kill. Each layer is shown in the default isolation (bubblewrap namespaces) with the audit
+hook on (the full sandbox) and off (the kernel alone), and in the weaker "process" isolation.
+Attacks that escaped an earlier sandbox are in test_sandbox_attacks.py."""
 
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ import time
 import pytest
 
 from k3.eval.sandbox import Limits, Sandbox, SandboxViolation
+from sandbox_support import need_namespaces
 
 
-@pytest.fixture(params=["full", "kernel-only"])
+@pytest.fixture(params=["full", "kernel-only", "process"])
 def sandbox(request):
-    with Sandbox(Limits(wall_s=20, cpu_s=10), audit_hook=request.param == "full") as sb:
+    isolation = "process" if request.param == "process" else "namespaces"
+    if isolation == "namespaces":
+        need_namespaces()
+    with Sandbox(Limits(wall_s=20, cpu_s=10), audit_hook=request.param != "kernel-only", isolation=isolation) as sb:
         yield sb
 
 
@@ -89,6 +94,7 @@ def test_fork_bomb_is_stopped(sandbox):
 
 
 def test_runaway_output_is_cut_and_killed():
+    need_namespaces()
     with Sandbox(Limits(output_bytes=10_000, wall_s=20)) as sb:
         r = sb.run_python("while True:\n    print('x' * 1000)\n")
     assert r.output_exceeded and not r.ok
@@ -96,6 +102,7 @@ def test_runaway_output_is_cut_and_killed():
 
 
 def test_wall_clock_timeout_kills_the_whole_group():
+    need_namespaces()
     with Sandbox(Limits(wall_s=1.5)) as sb:
         t0 = time.monotonic()
         r = sb.run_python("import time, threading\nthreading.Thread(target=time.sleep, args=(60,)).start()\ntime.sleep(60)\n")
@@ -104,12 +111,14 @@ def test_wall_clock_timeout_kills_the_whole_group():
 
 
 def test_memory_limit():
+    need_namespaces()
     with Sandbox(Limits(memory_bytes=256 << 20)) as sb:
         r = sb.run_python("try:\n    x = bytearray(1 << 30)\n    print('ALLOCATED')\nexcept MemoryError:\n    print('refused')\n")
     assert "refused" in r.stdout and "ALLOCATED" not in r.stdout, r.summary()
 
 
 def test_file_tools_stay_in_the_workspace(tmp_path):
+    need_namespaces()
     secret = tmp_path / "secret.txt"
     secret.write_text("s3cret")
     with Sandbox() as sb:
@@ -125,6 +134,7 @@ def test_file_tools_stay_in_the_workspace(tmp_path):
 
 
 def test_workspace_is_removed_on_close():
+    need_namespaces()
     sb = Sandbox(files={"a.py": "print(1)"})
     root = sb.root
     assert (sb.workspace / "a.py").is_file()
@@ -133,6 +143,7 @@ def test_workspace_is_removed_on_close():
 
 
 def test_closing_the_pipes_does_not_end_the_watch():
+    need_namespaces()
     """A child that closes stdout/stderr and keeps working is waited for, then killed at the wall limit."""
     with Sandbox(Limits(wall_s=1.5)) as sb:
         (sb.workspace / "done").unlink(missing_ok=True)
@@ -140,3 +151,21 @@ def test_closing_the_pipes_does_not_end_the_watch():
         assert r.exit_code == 0 and (sb.workspace / "done").exists(), r.summary()
         r = sb.run_python("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(60)\n")
         assert r.timed_out
+
+
+def test_missing_bubblewrap_is_a_clear_error_and_weak_isolation_must_be_asked_for(monkeypatch, capsys):
+    from k3.eval.registry import make_tasks
+    from k3.eval.sandbox import SandboxUnavailable, namespaces, run
+    from k3.eval.tasks.base import Settings
+
+    monkeypatch.setattr(namespaces, "missing", lambda: "bwrap is not installed")
+    with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap.*--weak-sandbox"):
+        Sandbox()
+    with pytest.raises(ValueError, match="bwrap is not installed.*--weak-sandbox"):
+        make_tasks("code", Settings())
+    monkeypatch.setattr(run, "_warned", [])
+    tasks = make_tasks("agent,code", Settings(), isolation="process")
+    assert [t.isolation for t in tasks] == ["process", "process"]
+    with Sandbox(isolation="process") as sb:
+        assert sb.run_python("print(1)").ok
+    assert "isolation 'process'" in capsys.readouterr().err

@@ -34,6 +34,8 @@ def add_arguments(p) -> None:
     p.add_argument("--concurrency", type=int, default=1, help="endpoint: items in flight at once (default 1)")
     p.add_argument("--memory-budget", help="local: weights + cache budget; routed experts beyond it stream from disk")
     p.add_argument("--cache-memory", default="1GiB", help="local: sequence-state cache")
+    p.add_argument("--weak-sandbox", action="store_true",
+                   help="agent/code: run model-written code without bubblewrap's namespaces (weaker; warns)")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -50,7 +52,7 @@ def run(args) -> int:
         raise ValueError("--concurrency must be at least 1, and 1 with --model (the local engine runs one item at a time)")
     lengths = tuple(int(x) for x in args.constraint_lengths.split(",") if x.strip())
     settings = Settings(args.max_tokens, args.temperature, args.seed, args.agent_steps, lengths)
-    tasks = make_tasks(args.tasks, settings)
+    tasks = make_tasks(args.tasks, settings, isolation="process" if args.weak_sandbox else "namespaces")
     prices = load_prices(args.prices)
     output = Path(args.output or f"eval-runs/{time.strftime('%Y%m%d-%H%M%S')}")
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from k3.eval.sandbox import namespaces
 from k3.eval.tasks.agent import AgentTask
 from k3.eval.tasks.base import Settings
 from k3.eval.tasks.code import CodeTask
@@ -14,7 +15,9 @@ BUILTIN = ("refusal", "agent", "code", "constraints")
 FILE_KINDS = {"perplexity": PerplexityTask, "mc": MultipleChoiceTask, "gen": GenerationTask}
 
 
-def make_tasks(spec: str, settings: Settings) -> list:
+def make_tasks(spec: str, settings: Settings, isolation: str = "namespaces") -> list:
+    """`isolation`: the sandbox's for agent and code tasks (see k3.eval.sandbox.Sandbox); checked here,
+    before any item runs, so a machine without bubblewrap fails at once with what to install."""
     tasks = []
     for name in [s.strip() for s in spec.split(",") if s.strip()]:
         kind, _, path = name.partition(":")
@@ -25,9 +28,9 @@ def make_tasks(spec: str, settings: Settings) -> list:
         elif name == "refusal":
             tasks.append(RefusalTask())
         elif name == "agent":
-            tasks.append(AgentTask())
+            tasks.append(AgentTask(isolation=_sandbox_ready(isolation)))
         elif name == "code":
-            tasks.append(CodeTask())
+            tasks.append(CodeTask(isolation=_sandbox_ready(isolation)))
         elif name == "constraints":
             tasks.append(ConstraintTask(lengths=settings.constraint_lengths))
         else:
@@ -36,3 +39,11 @@ def make_tasks(spec: str, settings: Settings) -> list:
     if not tasks:
         raise ValueError("--tasks is empty")
     return tasks
+
+
+def _sandbox_ready(isolation: str) -> str:
+    if isolation == "namespaces" and (why := namespaces.missing()):
+        raise ValueError(f"the agent and code tasks run model-written code in a sandbox whose default isolation "
+                         f"cannot run here: {why}. To fix: {namespaces.INSTALL_HINT}; or accept less isolation "
+                         "with --weak-sandbox")
+    return isolation

@@ -1,7 +1,10 @@
-"""Run untrusted model-written code: a fresh workspace, a child process with CPU, memory, process,
-file-size and output limits, no network, and nothing outside the workspace writable."""
+"""Run untrusted model-written code: a fresh, size-capped workspace; each run in its own user, PID, mount,
+IPC and network namespaces (bubblewrap) with a read-only view of only the interpreter; CPU, memory,
+process, file-size and output limits; Landlock, seccomp and an audit hook inside."""
 
 from k3.eval.sandbox.limits import Limits
-from k3.eval.sandbox.run import RunResult, Sandbox, SandboxViolation
+from k3.eval.sandbox.namespaces import SandboxUnavailable
+from k3.eval.sandbox.paths import SandboxViolation
+from k3.eval.sandbox.run import ISOLATIONS, RunResult, Sandbox
 
-__all__ = ["Limits", "RunResult", "Sandbox", "SandboxViolation"]
+__all__ = ["ISOLATIONS", "Limits", "RunResult", "Sandbox", "SandboxUnavailable", "SandboxViolation"]

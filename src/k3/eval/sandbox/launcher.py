@@ -1,13 +1,17 @@
 """Runs inside the sandbox child before the untrusted script: `python -I launcher.py CONFIG.json REPORT_FD`.
 
-Self-contained (loads its sibling modules by path, never imports k3 or torch). In order: resource
-limits; a new, empty network namespace when permitted; Landlock (writes only under the workspace, no
-TCP); seccomp (no new processes, no exec); an audit hook as a last line (socket connects and binds,
-writes outside the workspace, ctypes, process creation). Then it reports which layers took hold on
-the fd given as argv[2] and runs the script as __main__ with the workspace as cwd.
+Self-contained (loads its sibling modules by path, never imports k3 or torch). Under bubblewrap
+(isolation "namespaces") the child already has its own user, PID, mount, IPC, UTS and network
+namespaces, a read-only view of only the interpreter and the workspace, and a size-capped tmpfs
+workspace; the launcher checks each of those from inside. Then, in both modes, in order: resource
+limits; a new, empty network namespace when it has none yet and is permitted; Landlock (writes only
+under the workspace, reads only of the interpreter, the launcher and this
+run's script, no TCP); seccomp (no new processes, no exec, no signals to others, foreign ABIs
+killed); the audit hook. It reports the layers that took hold on the fd given as argv[2] and runs
+the script as __main__ with the workspace as cwd.
 """
 
-import ctypes
+import gc
 import importlib.util
 import json
 import os
@@ -16,7 +20,7 @@ import runpy
 import sys
 
 CLONE_NEWNET = 0x40000000
-WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+NAMESPACES = ("user", "pid", "mnt", "ipc", "uts", "net")
 
 
 def _sibling(name):
@@ -43,49 +47,63 @@ def _apply_limits(lim, nproc):
     _limit(resource.RLIMIT_NPROC, nproc)
 
 
-def _inside(path, root):
+def _namespace_layers(outside):
+    """Namespaces this process does not share with the harness (`outside`: the harness's ns links)."""
+    found = []
+    for ns in NAMESPACES:
+        try:
+            if os.readlink(f"/proc/self/ns/{ns}") != outside.get(ns):
+                found.append(f"{ns}ns")
+        except OSError:
+            pass
+    return found
+
+
+def _view_layers(root, cap_bytes):
+    """The filesystem the child sees: read-only outside the workspace, and the workspace's size cap."""
+    found = []
     try:
-        real = os.path.realpath(os.fsdecode(path))
-    except (TypeError, ValueError):
-        return False
-    return real == root or real.startswith(root + os.sep) or real == "/dev/null"
+        if os.statvfs("/usr").f_flag & os.ST_RDONLY and not os.path.exists("/etc/shadow"):
+            found.append("read-only-minimal-fs")
+        st = os.statvfs(root)
+        if cap_bytes and st.f_blocks * st.f_frsize <= cap_bytes * 1.01:
+            found.append(f"workspace-cap-{cap_bytes >> 20}MiB")
+    except OSError:
+        pass
+    return found
 
 
-def _audit_hook(root):
-    blocked = ("socket.connect", "socket.bind", "socket.sendto", "ctypes.dlopen", "ctypes.dlsym",
-               "os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
-               "os.kill", "os.killpg")
+def _new_netns():
+    import ctypes
+    return ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET) == 0
 
-    def hook(event, args):
-        if event in blocked:
-            raise PermissionError(f"sandbox: {event} is not allowed")
-        if event == "open" and len(args) >= 3:
-            path, mode, flags = args[0], args[1] or "", args[2] or 0
-            writing = any(c in str(mode) for c in "wax+") or (isinstance(flags, int) and flags & WRITE_FLAGS)
-            if writing and isinstance(path, (str, bytes, os.PathLike)) and not _inside(path, root):
-                raise PermissionError(f"sandbox: writing outside the workspace is not allowed: {path!r}")
-    sys.addaudithook(hook)
+
+def _lock_down(cfg, root):
+    layers = _namespace_layers(cfg.get("outside_ns", {})) + _view_layers(root, cfg.get("workspace_cap", 0))
+    _apply_limits(cfg["limits"], cfg["nproc"])
+    layers.append("rlimits")
+    if "netns" not in layers and _new_netns():
+        layers.append("netns")
+    landlock, seccomp = _sibling("landlock"), _sibling("seccomp")
+    try:
+        abi = landlock.restrict(root, cfg.get("readable", []))
+        if abi:
+            layers.append(f"landlock-v{abi}")
+    except OSError:
+        pass
+    if seccomp.install():
+        layers.append("seccomp")
+    return layers
 
 
 def main():
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
     root = os.path.realpath(cfg["workspace"])
-    landlock, seccomp = _sibling("landlock"), _sibling("seccomp")
-    _apply_limits(cfg["limits"], cfg["nproc"])
-    layers = ["rlimits"]
-    if ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET) == 0:
-        layers.append("netns")
-    try:
-        abi = landlock.restrict_writes(root)
-        if abi:
-            layers.append(f"landlock-v{abi}")
-    except OSError:
-        pass
-    if seccomp.forbid_new_processes():
-        layers.append("seccomp")
+    layers = _lock_down(cfg, root)
+    gc.collect()  # the sibling modules (and their ctypes) are gone before the script can look
     if cfg.get("audit_hook", True):
-        _audit_hook(root)
+        _sibling("audit").install(root)
         layers.append("audit-hook")
     with os.fdopen(int(sys.argv[2]), "w") as report:
         report.write(json.dumps(layers))

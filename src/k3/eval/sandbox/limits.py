@@ -14,6 +14,7 @@ class Limits:
     file_bytes: int = 16 << 20        # RLIMIT_FSIZE: the largest file it may write
     processes: int = 32               # RLIMIT_NPROC for the sandbox's own user
     open_files: int = 64              # RLIMIT_NOFILE
+    workspace_bytes: int = 256 << 20  # the workspace tmpfs: everything it may write, in all files together
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -15,13 +15,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from k3.eval.sandbox import namespaces
 from k3.eval.sandbox.limits import Limits
+from k3.eval.sandbox.namespaces import SandboxUnavailable
+from k3.eval.sandbox.paths import SandboxViolation, resolve_inside
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
-
-
-class SandboxViolation(ValueError):
-    """A tool call tried to reach outside the workspace (path traversal, symlink escape)."""
+ISOLATIONS = ("namespaces", "process")
+WEAK_WARNING = ("warning: the eval sandbox runs with isolation 'process' (no user, PID or mount namespaces, no "
+                "total disk cap); install bubblewrap for the default isolation.")
+_warned = []
 
 
 @dataclass
@@ -45,15 +48,40 @@ class RunResult:
 
 
 class Sandbox:
-    def __init__(self, limits: Limits = Limits(), files: dict[str, str] | None = None, audit_hook: bool = True):
-        """audit_hook=False leaves only the kernel's layers (rlimits, netns, Landlock, seccomp): tests use it
-        to show those hold on their own."""
-        self.limits, self.audit_hook = limits, audit_hook
+    """A workspace and the runs of Python code in it.
+
+    isolation "namespaces" (the default) needs bubblewrap and user namespaces and raises
+    SandboxUnavailable, naming what to install, where they are missing. "process" is the weaker
+    fallback (the child's own rlimits, Landlock, seccomp and audit hook, no namespaces beyond the
+    network one, no total size cap); it must be asked for and warns once."""
+
+    def __init__(self, limits: Limits = Limits(), files: dict[str, str] | None = None, audit_hook: bool = True,
+                 isolation: str = "namespaces"):
+        """audit_hook=False leaves only the kernel's layers: tests use it to show those hold on their own."""
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
+        if isolation == "namespaces" and (why := namespaces.missing()):
+            raise SandboxUnavailable(f"the sandbox's default isolation cannot run here: {why}. To fix: "
+                                     f"{namespaces.INSTALL_HINT}. Or accept less isolation: k3 eval --weak-sandbox "
+                                     "(Sandbox(isolation='process')).")
+        if isolation == "process":
+            _warn_weak()
+        self.limits, self.audit_hook, self.isolation = limits, audit_hook, isolation
         self.root = Path(tempfile.mkdtemp(prefix="k3-sandbox-"))
-        self.workspace = self.root / "workspace"
         self.control = self.root / "control"
-        self.workspace.mkdir()
         self.control.mkdir()
+        host_workspace = self.root / "workspace"
+        host_workspace.mkdir()
+        self._host_workspace, self._mount = host_workspace, None
+        if isolation == "namespaces":
+            try:
+                self._mount = namespaces.WorkspaceMount(host_workspace, limits.workspace_bytes)
+            except BaseException:
+                shutil.rmtree(self.root, ignore_errors=True)
+                raise
+            self.workspace, self.view = self._mount.path, namespaces.MOUNT_POINT
+        else:
+            self.workspace, self.view = host_workspace, str(host_workspace.resolve())
         self._runs = 0
         for rel, text in (files or {}).items():
             self.write_file(rel, text)
@@ -65,17 +93,14 @@ class Sandbox:
         self.close()
 
     def close(self) -> None:
+        if self._mount is not None:
+            self._mount.close()
+            self._mount = None
         shutil.rmtree(self.root, ignore_errors=True)
 
     def resolve(self, rel: str) -> Path:
         """A path inside the workspace; anything that would leave it (.., absolute, symlinks) raises."""
-        if not isinstance(rel, str) or not rel or "\x00" in rel:
-            raise SandboxViolation(f"invalid path {rel!r}")
-        base = self.workspace.resolve()
-        target = (base / rel).resolve()
-        if target != base and base not in target.parents:
-            raise SandboxViolation(f"path {rel!r} is outside the workspace")
-        return target
+        return resolve_inside(self.workspace, rel, self.view)
 
     def write_file(self, rel: str, text: str) -> None:
         path = self.resolve(rel)
@@ -92,20 +117,45 @@ class Sandbox:
             return f.read(limit).decode(errors="replace")
 
     def list_files(self) -> list[str]:
-        base = self.workspace.resolve()
-        return sorted(str(p.relative_to(base)) for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        """Files and links in the workspace, never following a link out of it."""
+        found = []
+        for top, dirs, files in os.walk(self.workspace, followlinks=False):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            rel = os.path.relpath(top, self.workspace)
+            found += [name if rel == "." else f"{rel}/{name}" for name in files]
+            found += [f"{rel}/{d}" if rel != "." else d for d in dirs if os.path.islink(os.path.join(top, d))]
+        return sorted(found)
 
     def run_python(self, code: str | None = None, script: Path | None = None, args: tuple[str, ...] = ()) -> RunResult:
-        """Run `code` (or a script file from outside the workspace, such as a hidden check) in the child."""
+        """Run `code` (or a script file from outside the workspace, such as a hidden check) in the child.
+        Arguments naming files outside the workspace are shown to the child read-only, as is the script;
+        nothing else of the harness's (other runs' scripts, hidden checks) is visible."""
         self._runs += 1
         if code is not None:
             script = self.control / f"run_{self._runs}.py"
             script.write_text(code)
         cfg = self.control / f"run_{self._runs}.json"
-        cfg.write_text(json.dumps({"workspace": str(self.workspace), "limits": self.limits.to_dict(),
-                                   "nproc": self._nproc(), "script": str(script), "args": list(args),
-                                   "audit_hook": self.audit_hook}))
-        return self._spawn(cfg)
+        shown = {str(script): None, **{a: None for a in args if self._is_harness_file(a)}}
+        if self.isolation == "namespaces":
+            shown = {host: f"{namespaces.CONTROL_POINT}/{i}-{Path(host).name}" for i, host in enumerate(shown)}
+            shown[str(cfg)] = f"{namespaces.CONTROL_POINT}/config.json"
+            readable = [namespaces.CONTROL_POINT, namespaces.LAUNCHER_POINT]
+        else:
+            shown = {host: host for host in shown} | {str(cfg): str(cfg)}
+            readable = [str(LAUNCHER.parent), *shown]
+        readable += [*namespaces.SYSTEM_DIRS, *namespaces.interpreter_dirs(), "/proc/self", "/dev/urandom", "/dev/zero"]
+        cfg.write_text(json.dumps({
+            "workspace": self.view, "limits": self.limits.to_dict(), "nproc": self._nproc(),
+            "script": shown[str(script)], "args": [shown.get(a, a) for a in args], "audit_hook": self.audit_hook,
+            "outside_ns": _namespace_links(), "readable": readable,
+            "workspace_cap": self.limits.workspace_bytes if self._mount else 0}))
+        return self._spawn(shown)
+
+    def _is_harness_file(self, arg: str) -> bool:
+        return os.path.isabs(arg) and os.path.isfile(arg) and not self._under_workspace(arg)
+
+    def _under_workspace(self, arg: str) -> bool:
+        return arg == self.view or arg.startswith(self.view + "/")
 
     def _nproc(self) -> int:
         """RLIMIT_NPROC counts every process of the user, so leave room for those already running."""
@@ -113,19 +163,28 @@ class Sandbox:
         mine = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == uid)
         return mine + self.limits.processes
 
-    def _spawn(self, cfg: Path) -> RunResult:
+    def _argv(self, shown: dict[str, str]) -> list[str]:
+        cfg = shown[str(self.control / f"run_{self._runs}.json")]
+        if self.isolation == "namespaces":
+            prefix = namespaces.command(self._mount, self._host_workspace, shown, LAUNCHER.parent)
+            return [*prefix, sys.executable, "-I", f"{namespaces.LAUNCHER_POINT}/{LAUNCHER.name}", cfg]
+        return [sys.executable, "-I", str(LAUNCHER), cfg]
+
+    def _spawn(self, shown: dict[str, str]) -> RunResult:
         report_r, report_w = os.pipe()
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(self.workspace), "TMPDIR": str(self.workspace),
-               "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
-        proc = subprocess.Popen([sys.executable, "-I", str(LAUNCHER), str(cfg), str(report_w)], stdin=subprocess.DEVNULL,
+        home = self.view
+        env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+        proc = subprocess.Popen([*self._argv(shown), str(report_w)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w,),
-                                start_new_session=True, cwd=self.workspace, env=env)
+                                start_new_session=True, cwd=self.root if self._mount else self.workspace, env=env)
         os.close(report_w)
         out, timed_out, exceeded = self._collect(proc)
         _kill_group(proc)
         with os.fdopen(report_r) as f:
             raw = f.read()
         layers = json.loads(raw) if raw else []
+        if self._mount and layers:
+            layers.insert(0, "bubblewrap")
         # The workspace's random temporary path would make equal runs report different text.
         text = [b.decode(errors="replace").replace(str(self.root), "<sandbox>") for b in out]
         return RunResult(proc.returncode, text[0], text[1], timed_out, exceeded, layers)
@@ -155,6 +214,23 @@ class Sandbox:
         except subprocess.TimeoutExpired:
             return [bytes(b) for b in bufs], True, False
         return [bytes(b) for b in bufs], False, False
+
+
+def _warn_weak() -> None:
+    if not _warned:
+        _warned.append(True)
+        print(WEAK_WARNING, file=sys.stderr)
+
+
+def _namespace_links() -> dict[str, str]:
+    """The harness's namespaces, for the child to check which of its own differ."""
+    links = {}
+    for ns in ("user", "pid", "mnt", "ipc", "uts", "net"):
+        try:
+            links[ns] = os.readlink(f"/proc/self/ns/{ns}")
+        except OSError:
+            pass
+    return links
 
 
 def _owner(proc_dir: Path) -> int | None:

@@ -19,10 +19,10 @@ SYSTEM = ("You are a careful software engineer working in a sandboxed workspace.
 class AgentTask(ItemsTask):
     name = "agent"
 
-    def __init__(self, path=None, limits: Limits = Limits()):
+    def __init__(self, path=None, limits: Limits = Limits(), isolation: str = "namespaces"):
         with open(path or builtin("agent_tasks.json"), encoding="utf-8") as f:
             self._items = json.load(f)
-        self.limits = limits
+        self.limits, self.isolation = limits, isolation
 
     def fingerprint(self) -> str:
         return content_hash({"tasks": self._items, "system": SYSTEM, "tools": TOOLS})
@@ -33,7 +33,7 @@ class AgentTask(ItemsTask):
         return content_hash({"system": SYSTEM, "prompt": item["prompt"], "files": item["files"], "tools": TOOLS})
 
     def run(self, item: dict, ctx: Context) -> dict:
-        with Sandbox(self.limits, files=item["files"]) as sb:
+        with Sandbox(self.limits, files=item["files"], isolation=self.isolation) as sb:
             messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": item["prompt"]}]
             log: list[dict] = []
             tokens = [0, 0]

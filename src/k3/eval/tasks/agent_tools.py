@@ -47,7 +47,7 @@ def execute(sb: Sandbox, call: dict, log: list[dict], step: int) -> str:
         return _dispatch(sb, name, args, log, step)
     except SandboxViolation as e:
         return _intervene(log, step, "sandbox_violation", str(e))
-    except (FileNotFoundError, IsADirectoryError, UnicodeError) as e:
+    except (OSError, UnicodeError) as e:  # a missing file, a directory, the workspace full
         return f"error: {e}"
 
 

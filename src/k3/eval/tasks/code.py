@@ -28,9 +28,9 @@ def extract_code(answer: str) -> str | None:
 class CodeTask(ItemsTask):
     name = "code"
 
-    def __init__(self, path=None, limits: Limits = Limits()):
+    def __init__(self, path=None, limits: Limits = Limits(), isolation: str = "namespaces"):
         self._items = read_jsonl(path or builtin("code_tasks.jsonl"))
-        self.limits = limits
+        self.limits, self.isolation = limits, isolation
 
     def run(self, item: dict, ctx: Context) -> dict:
         c = ctx.ask([{"role": "user", "content": item["prompt"]}])
@@ -39,7 +39,7 @@ class CodeTask(ItemsTask):
         rec["has_code"] = code is not None
         if code is None:
             return rec | {s: False for s in STAGES[1:]}
-        with Sandbox(self.limits) as sb:
+        with Sandbox(self.limits, isolation=self.isolation) as sb:
             (sb.control / "answer.py").write_text(code)
             (sb.control / "test.py").write_text(item["test"])
             r = sb.run_python(script=CHECKER, args=(str(sb.control / "answer.py"), str(sb.control / "test.py")))
