@@ -27,7 +27,8 @@ class FakeModel(nn.Module):
     def __init__(self, eos_token_id: int | None = 48):
         super().__init__()
         self.anchor = nn.Parameter(torch.zeros(1), requires_grad=False)
-        self.config = SimpleNamespace(vocab_size=VOCAB, eos_token_id=eos_token_id, num_hidden_layers=2)
+        self.config = SimpleNamespace(vocab_size=VOCAB, eos_token_id=eos_token_id, num_hidden_layers=2,
+                                      max_position_embeddings=1 << 20)
         self.compute_dtype = torch.float64
         self.calls: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
 

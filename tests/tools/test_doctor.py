@@ -8,6 +8,7 @@ import pytest
 
 from k3.cli.main import main
 from k3.config.presets import released
+from k3.offload.plan import plan_memory
 from k3.tools.doctor import diagnose
 from k3.tools.estimate import estimate
 
@@ -37,9 +38,11 @@ def test_estimate_modes_and_arithmetic():
     assert fits.mode == "resident" and fits.hit_rate == 1.0 and fits.streamed_bytes_per_token == 0
     assert fits.seconds_per_token == pytest.approx((fits.trunk_bytes + fits.expert_bytes_per_token) / 20e9)
     small = estimate(c, 64 * 10 ** 9, mem_bw=20e9, disk_bw=3e9)
-    assert small.mode == "stream-trunk" and small.trunk_bytes > 64 * 10 ** 9  # spec: ~111 GB of BF16 trunk
-    assert small.seconds_per_token == pytest.approx(
-        64e9 / 20e9 + (small.trunk_bytes - 64e9 + small.expert_bytes_per_token) / 3e9)
+    assert small.trunk_bytes > 64 * 10 ** 9                                  # spec: ~111 GB of BF16 trunk
+    with pytest.raises(ValueError) as planner:
+        plan_memory(c, 64 * 10 ** 9)
+    # doctor says what k3 does at this budget: the planner's refusal, never a plan nothing runs
+    assert small.mode == "refused" and small.seconds_per_token is None and small.refusal == str(planner.value)
     mid = estimate(c, 200 * 10 ** 9, mem_bw=20e9, disk_bw=3e9)
     expect_hit = ((200 * 10 ** 9 - mid.trunk_bytes) // PER_EXPERT) / (mid.expert_bytes_total // PER_EXPERT)
     assert mid.hit_rate == pytest.approx(expect_hit)

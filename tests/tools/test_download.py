@@ -172,3 +172,51 @@ def test_trunk_group_selects_shards_with_non_expert_tensors(tmp_path):
         with Mirror(source) as m:
             download(options(dest, m, include=["@trunk"], **extra))
         assert {p.name for p in dest.glob("*.safetensors")} == want
+
+
+def test_without_any_sha256_a_flipped_data_byte_is_named_in_a_warning(source, tmp_path, capsys):
+    from k3.cli.main import main
+
+    victim = shards(source)[1]
+    with Mirror(source, Faults(flip_data={victim})) as bad:
+        assert main(["download", "--from", bad.url, "--dest", str(tmp_path / "d"), "--chunk-size", str(CHUNK)]) == 0
+    err = capsys.readouterr().err
+    downloaded = len(list(source.iterdir()))
+    assert f"warning: {downloaded} of {downloaded} downloaded file(s) were checked by size and header only" in err
+    assert "--manifest" in err
+
+
+def test_a_sha256_the_mirror_advertises_catches_a_flipped_data_byte(source, tmp_path):
+    victim = shards(source)[1]
+    with Mirror(source, Faults(flip_data={victim}, advertise_sha256=True)) as bad, \
+            Mirror(source, Faults(advertise_sha256=True)) as good:
+        summary = download(options(tmp_path / "d", bad, good, jobs=2))
+    assert_same_checkpoint(source, tmp_path / "d")
+    assert summary.unhashed == []
+    with Mirror(source, Faults(flip_data={victim}, advertise_sha256=True)) as bad:
+        with pytest.raises(DownloadError, match=f"{victim}.*sha256"):
+            download(options(tmp_path / "e", bad))
+    assert not (tmp_path / "e" / victim).exists()
+
+
+@pytest.mark.parametrize("link", [".k3-download", "sub"])
+def test_a_symlinked_directory_inside_dest_never_takes_files_outside(source, tmp_path, link):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    served = tmp_path / "served"
+    served.mkdir()
+    for p in source.iterdir():
+        (served / p.name).write_bytes(p.read_bytes())
+    if link == "sub":   # the index places a shard under sub/, and dest/sub points elsewhere
+        index = json.loads((served / INDEX_FILE).read_text())
+        first = shards(source)[0]
+        (served / "sub").mkdir()
+        (served / first).rename(served / "sub" / first)
+        index["weight_map"] = {k: ("sub/" + v if v == first else v) for k, v in index["weight_map"].items()}
+        (served / INDEX_FILE).write_text(json.dumps(index))
+    dest = tmp_path / "d"
+    dest.mkdir()
+    os.symlink(elsewhere, dest / link)
+    with Mirror(served) as m, pytest.raises(Exception, match="outside the checkpoint directory"):
+        download(options(dest, m))
+    assert list(elsewhere.iterdir()) == []

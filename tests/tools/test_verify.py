@@ -13,6 +13,7 @@ import torch
 import k3
 from k3.testing.checkpoint import rewrite_shard
 from k3.checkpoint import CheckpointError, CheckpointReader
+from k3.checkpoint.header import read_header
 from k3.checkpoint.reader import INDEX_FILE
 from k3.cli.main import main
 from k3.tools.verify import verify_checkpoint
@@ -140,3 +141,60 @@ def test_missing_shard(ckpt):
     shard.unlink()
     p = only_problem(ckpt)
     assert (p.kind, p.file) == ("missing-file", shard.name)
+
+
+def test_scan_reports_nan_and_inf_by_tensor(ckpt, capsys):
+    assert verify_checkpoint(ckpt, scan=True).ok
+    file, offset, _ = CheckpointReader(ckpt).data_range(NORM.removeprefix("language_model."))
+    dtype = read_header(ckpt / file).entries[NORM].dtype
+    nan, inf = (b"\xc0\x7f", b"\x80\x7f") if dtype == "BF16" else (b"\x00\x00\xc0\x7f", b"\x00\x00\x80\x7f")
+    with open(ckpt / file, "r+b") as f:
+        f.seek(offset)
+        f.write(nan + inf + inf)
+    assert verify_checkpoint(ckpt).ok                       # without --scan nothing reads the values
+    p = only_problem(ckpt, scan=True)
+    assert (p.kind, p.file, p.tensor) == ("non-finite", file, NORM)
+    assert p.message.startswith("1 NaN and 2 Inf"), p.message
+    assert main(["verify", str(ckpt), "--scan"]) == 1
+    assert "non-finite" in capsys.readouterr().out
+
+
+def test_deeply_nested_header_is_a_checkpoint_error(ckpt):
+    shard = sorted(ckpt.glob("*.safetensors"))[0]
+    header = b"[" * 100_000 + b"]" * 100_000
+    shard.write_bytes(struct.pack("<Q", len(header)) + header)
+    p = only_problem(ckpt)
+    assert p.kind == "shard" and "nested too deeply" in p.message
+    with pytest.raises(CheckpointError, match="nested too deeply"):
+        k3.load(ckpt)
+
+
+@pytest.mark.parametrize("key,value,says", [
+    ("num_hidden_layers", 10 ** 12, "outside 1..1,024"),
+    ("num_hidden_layers", 1e12, "expected an integer"),
+    ("vocab_size", -5, "outside"),
+    ("vocab_size", "163840", "expected an integer"),
+    ("num_experts", 0.5, "expected an integer"),
+    ("num_attention_heads", 10 ** 9, "outside"),
+    ("hidden_size", True, "expected an integer"),
+])
+def test_absurd_config_sizes_are_refused_before_anything_is_built(ckpt, key, value, says, capsys):
+    path = ckpt / "config.json"
+    raw = json.loads(path.read_text())
+    raw.get("text_config", raw)[key] = value
+    path.write_text(json.dumps(raw))
+    report = verify_checkpoint(ckpt)
+    assert [p.kind for p in report.problems] == ["config"] and says in report.problems[0].message
+    assert main(["inspect", str(ckpt)]) != 0
+    assert key in capsys.readouterr().err
+
+
+def test_layout_too_large_to_list_is_refused(ckpt):
+    path = ckpt / "config.json"
+    raw = json.loads(path.read_text())
+    text = raw.get("text_config", raw)
+    text.update(num_hidden_layers=1000, num_experts=60000, first_k_dense_replace=0)
+    text.pop("linear_attn_config", None)
+    path.write_text(json.dumps(raw))
+    report = verify_checkpoint(ckpt)
+    assert [p.kind for p in report.problems] == ["config"] and "tensors" in report.problems[0].message

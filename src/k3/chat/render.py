@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from k3.chat.segments import ChatFormatError, Segment, Writer
 from k3.chat.tools import compact_json, deep_sorted, reorder_tool_results, write_declaration, write_tool_calls
+from k3.chat.validate import check_depth, check_message, check_tools
 
 THINKING_EFFORTS = ("low", "medium", "high", "max")
 EFFORT_BODY = ("`thinking_effort` guides on how much to think in your thinking channel (not including the "
@@ -27,6 +28,9 @@ def render(messages: list[dict], *, tools: list[dict] | None = None, thinking: b
            thinking_effort: str | None = None, add_generation_prompt: bool = True, tool_choice=None,
            response_format: dict | None = None) -> list[Segment]:
     messages = _checked(messages)
+    check_tools(tools)
+    if response_format is not None:
+        check_depth(response_format, "response_format")
     w = Writer()
     if tools:
         write_declaration(w, tools)
@@ -64,6 +68,9 @@ def _checked(messages) -> list[dict]:
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in ROLES:
             raise ChatFormatError(f"messages[{i}]: needs a role in {ROLES}")
+        check_message(m, f"messages[{i}]")
+        if m["role"] == "system" and m.get("tools") is not None:
+            check_tools(m["tools"], f"messages[{i}].tools")
     return messages
 
 

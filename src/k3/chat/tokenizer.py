@@ -47,6 +47,9 @@ class TokenizerError(ValueError):
 class K3Tokenizer:
     def __init__(self, ranks: dict[bytes, int], configured_names: dict[int, str] | None = None, name: str = "k3"):
         self.num_ranks = len(ranks)
+        # The most text one token can stand for: a prompt longer than N times this cannot fit N tokens.
+        self.max_token_bytes = max([len(b) for b in ranks] + [len(n.encode()) for n in (configured_names or {}).values()]
+                                   + [1])
         self.specials = special_names(self.num_ranks, configured_names)
         self.special_ids = frozenset(self.specials.values())
         self.encoding = tiktoken.Encoding(name=name, pat_str=K3_PATTERN, mergeable_ranks=ranks,

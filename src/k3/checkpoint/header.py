@@ -67,6 +67,9 @@ def read_header(path: str | Path, *, name: str | None = None, max_header: int = 
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"header is not valid JSON ({e}); the file is corrupt - re-download it",
                               file=name) from None
+    except RecursionError:
+        raise CheckpointError("header is JSON nested too deeply to be a safetensors header; the file is corrupt "
+                              "or hostile - re-download it", file=name) from None
     if not isinstance(header, dict):
         raise CheckpointError("header is not a JSON object; the file is corrupt - re-download it", file=name)
     metadata = header.pop("__metadata__", None) or {}

@@ -70,6 +70,8 @@ def _parse_json(text: str, source: str) -> dict[str, FileDigest]:
         return out
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError, ValueError) as e:
         raise CheckpointError(f"unreadable manifest ({e})", file=source) from None
+    except RecursionError:
+        raise CheckpointError("unreadable manifest (JSON nested too deeply)", file=source) from None
 
 
 def load_manifest(path: str | Path) -> dict[str, FileDigest]:

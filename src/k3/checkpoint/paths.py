@@ -25,17 +25,25 @@ def check_member_name(name: str, *, source: str = "the index") -> str:
 
 def member_path(root: str | Path, name: str, *, source: str = "the index",
                 allow_external_symlinks: bool | None = None) -> Path:
-    """root/name after checking the name, and refusing an existing symlink that resolves outside root
-    (set K3_ALLOW_EXTERNAL_SYMLINKS=1 for layouts such as a Hugging Face cache snapshot)."""
+    """root/name after checking the name, and refusing a path that a symlink (the file itself or any
+    directory on the way) takes outside root (set K3_ALLOW_EXTERNAL_SYMLINKS=1 for layouts such as a
+    Hugging Face cache snapshot; a download never honours it, see `writable_member_path`)."""
     check_member_name(name, source=source)
     root = Path(root)
     path = root / name
     if allow_external_symlinks is None:
         allow_external_symlinks = os.environ.get(ALLOW_SYMLINKS_ENV) == "1"
-    if not allow_external_symlinks and (path.is_symlink() or path.exists()):
+    if not allow_external_symlinks:
+        # Resolved whether or not the file exists yet: a symlinked directory on the way (root/sub -> /elsewhere)
+        # would otherwise put a file that is about to be written outside root.
         real, real_root = path.resolve(), root.resolve()
         if real != real_root and real_root not in real.parents:
             raise CheckpointError(
-                f"{name} is a symlink to {real}, outside the checkpoint directory; refusing it. For a Hugging Face "
-                f"cache snapshot (blobs/ next to snapshots/) set {ALLOW_SYMLINKS_ENV}=1", file=name)
+                f"{name} resolves to {real} through a symlink, outside the checkpoint directory; refusing it. For a "
+                f"Hugging Face cache snapshot (blobs/ next to snapshots/) set {ALLOW_SYMLINKS_ENV}=1", file=name)
     return path
+
+
+def writable_member_path(root: str | Path, name: str, *, source: str = "the download list") -> Path:
+    """member_path for a file about to be written: symlinks out of root are refused whatever the environment."""
+    return member_path(root, name, source=source, allow_external_symlinks=False)

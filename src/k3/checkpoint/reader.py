@@ -142,8 +142,8 @@ def shard_map(root: Path) -> dict[str, list[str] | None]:
     if index.is_file():
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise CheckpointError(f"unreadable index ({e!r}); re-download it", file=INDEX_FILE) from None
+        except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as e:
+            raise CheckpointError(f"unreadable index ({type(e).__name__}); re-download it", file=INDEX_FILE) from None
         if not isinstance(weight_map, dict):
             raise CheckpointError("index 'weight_map' is not an object; re-download it", file=INDEX_FILE)
         files: dict[str, list[str]] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 
 def add_arguments(p) -> None:
@@ -41,5 +42,10 @@ def run(args) -> int:
     print(f"{len(s['downloaded'])} file(s) downloaded, {len(s['skipped'])} already complete; "
           f"{s['bytes']:,} bytes in {s['seconds']:.1f}s ({s['bytes_per_s'] / 1e6:.1f} MB/s), "
           f"{s['retries']} retries, {s['failovers']} mirror failovers")
+    if s["unhashed"]:
+        print(f"warning: {len(s['unhashed'])} of {len(s['downloaded'])} downloaded file(s) were checked by size and "
+              "header only (no --manifest, and the mirror offered no sha256): a changed byte inside them would go "
+              "unnoticed. Pass --manifest FILE (sha256sum or k3 JSON) to check them, or run "
+              f"`k3 verify {args.dest} --scan`", file=sys.stderr)
     print(json.dumps(s))
     return 0

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sys
+
 
 def add_arguments(p) -> None:
     p.add_argument("model_path", nargs="?", metavar="MODEL", help="checkpoint directory (as `vllm serve MODEL`)")
@@ -21,6 +23,31 @@ def add_arguments(p) -> None:
     p.add_argument("--cache-memory", default="1GiB")
     p.add_argument("--memory-budget", help="weights + cache within this (e.g. 24GB); experts that do not fit stream")
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds before a request fails with 504")
+    p.add_argument("--max-model-len", type=int,
+                   help=f"prompt + completion tokens per request (default: what the cache holds for one sequence, "
+                        f"at most {DEFAULT_MAX_MODEL_LEN:,})")
+    p.add_argument("--public-metrics", action="store_true", help="with --api-key, let /metrics answer without the key")
+    p.add_argument("--shutdown-timeout", type=float, default=30.0,
+                   help="on SIGTERM, seconds requests in flight get to finish before they are cut")
+
+
+DEFAULT_MAX_MODEL_LEN = 131_072   # past this a CPU prefill takes hours; ask for more with --max-model-len
+
+
+def bind(host: str, port: int):
+    """The listening socket, bound before the model loads so a port in use is reported at once."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ValueError(f"cannot listen on {host}:{port} ({e.strerror}): another process has the port; pick a "
+                         "free one with --port") from None
+    return sock
 
 
 def torch_dtype(name: str):
@@ -47,10 +74,18 @@ def run(args) -> int:
 
     path = Path(model_argument(args)) if model_argument(args) else default_model()
     check_tokenizer(path, args.tokenizer, "the server")
+    if args.max_model_len is not None and args.max_model_len < 2:
+        raise ValueError("--max-model-len must be at least 2")
+    sock = bind(args.host, args.port)
     llm = LLM(str(path), dtype=torch_dtype(args.dtype), device=args.device, max_num_seqs=args.max_num_seqs,
               max_num_batched_tokens=args.max_num_batched_tokens, cache_memory=args.cache_memory,
-              memory_budget=args.memory_budget, tokenizer=args.tokenizer)
+              memory_budget=args.memory_budget, tokenizer=args.tokenizer, max_model_len=args.max_model_len)
+    if args.max_model_len is None:
+        llm.engine.max_model_len = min(llm.engine.max_model_len, DEFAULT_MAX_MODEL_LEN)
     engine = AsyncEngine(llm.engine, max_queued=args.max_queued)
-    server = Server(engine, llm.tokenizer, args.served_model_name or path.name, args.api_key, args.request_timeout)
-    serve(server, args.host, args.port)
+    server = Server(engine, llm.tokenizer, args.served_model_name or path.name, args.api_key, args.request_timeout,
+                    public_metrics=args.public_metrics)
+    print(f"k3 serve: {server.model_name} on http://{args.host}:{args.port} (max_model_len "
+          f"{server.max_model_len:,})", file=sys.stderr, flush=True)
+    serve(server, sock, args.shutdown_timeout)
     return 0

@@ -13,6 +13,8 @@ def add_arguments(p) -> None:
                    help="after a clean verify, hash every file and write a manifest (k3 JSON)")
     p.add_argument("--no-hash", action="store_true", help="with --manifest, compare sizes only")
     p.add_argument("--no-scales", action="store_true", help="skip the scan of MXFP4 scale bytes")
+    p.add_argument("--scan", action="store_true",
+                   help="read every BF16/F16/F32 weight and report NaN/Inf by tensor (reads the whole checkpoint)")
     p.add_argument("--json", action="store_true", help="print the report as one JSON document")
 
 
@@ -21,9 +23,9 @@ def run(args) -> int:
     from k3.tools.progress import byte_progress
     from k3.tools.verify import verify_checkpoint
 
-    with byte_progress("hashing") as tick:
+    with byte_progress("scanning and hashing" if args.scan else "hashing") as tick:
         report = verify_checkpoint(args.dir, args.manifest, check_scales=not args.no_scales,
-                                   hash_files=not args.no_hash, progress=tick)
+                                   hash_files=not args.no_hash, progress=tick, scan=args.scan)
     if args.json:
         print(json.dumps(report.to_dict()))
     else:

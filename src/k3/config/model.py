@@ -61,6 +61,7 @@ class K3Config:
     routed_scaling_factor: float = 1.0
     expert_format: str | None = "mxfp4"
     mxfp4_group_size: int = 32
+    max_position_embeddings: int = 1048576    # a limit only (NoPE: no rotary table)
     # Tokens.
     bos_token_id: int | None = 163584
     eos_token_id: int | None = 163586
@@ -132,6 +133,9 @@ def _validate(c: K3Config) -> None:
         _validate_mla(c)
     if MLP_MOE in c.mlp_types:
         _validate_moe(c)
+    _require(tensor_count(c) <= MAX_TENSORS, "num_experts",
+             f"num_hidden_layers={c.num_hidden_layers} with num_experts={c.num_experts} implies about "
+             f"{tensor_count(c):,} tensors, more than any K3 checkpoint ({MAX_TENSORS:,} at most)")
     _require(c.expert_format in EXPERT_FORMATS, "quantization_config",
              f"expert format {c.expert_format!r} is not supported; k3 reads MXFP4 (mxfp4-pack-quantized) or unquantized experts")
 
@@ -151,6 +155,15 @@ def _validate_mla(c: K3Config) -> None:
         _require(int(getattr(c, key) or 0) > 0, key, "required by MLA layers (must be > 0)")
     _require(c.qk_rope_head_dim >= 0, "qk_rope_head_dim", "must be >= 0")
     _require(c.q_lora_rank is None or c.q_lora_rank > 0, "q_lora_rank", "must be > 0 or null")
+
+
+MAX_TENSORS = 1_500_000    # the release has about 500,000; a layout past this is not a K3 checkpoint
+
+
+def tensor_count(c: K3Config) -> int:
+    """An upper bound on the checkpoint tensors `c` implies, computed without listing them."""
+    per_expert = 6 if c.expert_format == "mxfp4" else 3
+    return 8 + c.num_hidden_layers * 32 + len(c.moe_layers) * c.num_experts * per_expert
 
 
 def _validate_moe(c: K3Config) -> None:

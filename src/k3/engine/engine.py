@@ -34,10 +34,13 @@ log = logging.getLogger("k3.engine")
 class LLMEngine:
     def __init__(self, model, *, max_num_seqs: int = 8, max_num_batched_tokens: int = 512,
                  cache_memory: int = 2 ** 30, block_size: int = 16, tokenizer=None, seed: int = 0,
-                 max_resident_seqs: int | None = None, state_offload_dir: str | None = None):
+                 max_resident_seqs: int | None = None, state_offload_dir: str | None = None,
+                 max_model_len: int | None = None):
         """max_resident_seqs: sequences whose state is in memory at once (default: as many of max_num_seqs
         as cache_memory holds). Fewer than max_num_seqs turns on state offload: the others' state waits
-        on disk (in state_offload_dir, default a private temporary directory) until their turn."""
+        on disk (in state_offload_dir, default a private temporary directory) until their turn.
+        max_model_len: prompt + generated tokens one request may hold (default: what the cache holds for
+        one sequence, at most the model's max_position_embeddings)."""
         self.model = model
         device = next(iter(model.parameters()), torch.empty(0)).device
         spec = model.state_spec()
@@ -48,10 +51,13 @@ class LLMEngine:
         self.allocator = CacheAllocator(self.capacity, bool(spec.mla_layers))
         self.scheduler = Scheduler(self.allocator, max_num_seqs, max_num_batched_tokens, offload)
         self.runner = ModelRunner(model, spec, self.capacity, device, offloader)
-        self.sampler = Sampler()
         self.tokenizer = tokenizer
         self.eos_token_id = model.config.eos_token_id
         self.vocab_size = model.config.vocab_size
+        # Ids a request may hold: with a tokenizer, only those it can decode (see Sampler).
+        self.usable_vocab = min(self.vocab_size, tokenizer.vocab_size) if tokenizer is not None else self.vocab_size
+        self.sampler = Sampler(self.usable_vocab)
+        self.max_model_len = _max_model_len(max_model_len, self.capacity, model.config)
         self.requests: dict[str, Request] = {}
         self._seeds = random.Random(seed)
         self._arrivals = 0
@@ -73,6 +79,10 @@ class LLMEngine:
             raise ValueError("SamplingParams.stop: stop strings need a tokenizer to detokenize; "
                              "use stop_token_ids, or give the engine a tokenizer")
         total = len(prompt) + params.max_tokens
+        if total > self.max_model_len:
+            raise ValueError(f"SamplingParams.max_tokens: prompt ({len(prompt):,}) + max_tokens ({params.max_tokens:,}) "
+                             f"is {total:,} tokens, over max_model_len ({self.max_model_len:,}); shorten the prompt "
+                             "or lower max_tokens")
         if not self.allocator.fits_ever(total):
             raise ValueError(f"SamplingParams.max_tokens: prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) "
                              f"needs {total:,} cached tokens, more than the cache holds "
@@ -97,9 +107,9 @@ class LLMEngine:
         ids = list(prompt_ids)
         if not ids:
             raise ValueError("prompt: needs at least one token id")
-        bad = [t for t in ids if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < self.vocab_size]
+        bad = [t for t in ids if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < self.usable_vocab]
         if bad:
-            raise ValueError(f"prompt: token ids must be integers in [0, {self.vocab_size}), got {bad[:5]}")
+            raise ValueError(f"prompt: token ids must be integers in [0, {self.usable_vocab}), got {bad[:5]}")
         return ids
 
     def abort(self, request_id: str) -> RequestOutput | None:
@@ -215,3 +225,16 @@ def _prompt_tokens(chunk) -> int:
     """How many of a computed chunk's tokens were prompt tokens (num_computed already includes it)."""
     start = chunk.request.num_computed - chunk.num_tokens
     return min(chunk.num_tokens, max(0, len(chunk.request.prompt_ids) - start))
+
+
+def _max_model_len(asked: int | None, capacity, config) -> int:
+    most = min(config.max_position_embeddings, capacity.max_cached_tokens or config.max_position_embeddings)
+    if asked is None:
+        return most
+    if not isinstance(asked, int) or asked < 2:
+        raise ValueError(f"max_model_len must be an integer >= 2, got {asked!r}")
+    if asked > most:
+        raise ValueError(f"max_model_len={asked:,} is more than this engine can hold for one sequence ({most:,}: "
+                         f"the cache's {capacity.max_cached_tokens or 'unbounded'} tokens, the model's "
+                         f"max_position_embeddings {config.max_position_embeddings:,}); raise cache_memory or ask for less")
+    return asked

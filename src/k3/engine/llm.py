@@ -28,6 +28,7 @@ class LLM:
     max_num_seqs: sequences decoded together (one KDA state slot each).
     max_num_batched_tokens: tokens per step; longer prompts are prefilled in chunks of this size.
     cache_memory: bytes for KDA slots + the MLA latent cache ("2GiB", "512MB" or an int).
+    max_model_len: prompt + generated tokens per request (default: what the cache holds for one sequence).
     memory_budget: bytes for weights + cache_memory together ("24GB"); routed experts that do not fit
     stream from the checkpoint's shards (bit-identical output). None: everything resident.
     tokenizer: a K3Tokenizer, a directory with tiktoken.model, or None to use the checkpoint's own
@@ -37,7 +38,8 @@ class LLM:
     def __init__(self, model, dtype: torch.dtype | None = None, device: str = "cpu", *, max_num_seqs: int = 8,
                  max_num_batched_tokens: int = 512, cache_memory: int | str = "1GiB", block_size: int = 16,
                  tokenizer=None, seed: int = 0, memory_budget: int | str | None = None,
-                 max_resident_seqs: int | None = None, state_offload_dir: str | None = None):
+                 max_resident_seqs: int | None = None, state_offload_dir: str | None = None,
+                 max_model_len: int | None = None):
         cache_bytes = parse_size(cache_memory, "cache_memory")
         if isinstance(model, torch.nn.Module):
             self.model = model
@@ -54,7 +56,7 @@ class LLM:
         self.engine = LLMEngine(self.model, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                 cache_memory=cache_bytes, block_size=block_size,
                                 tokenizer=tokenizer, seed=seed, max_resident_seqs=max_resident_seqs,
-                                state_offload_dir=state_offload_dir)
+                                state_offload_dir=state_offload_dir, max_model_len=max_model_len)
 
     @property
     def capacity(self):

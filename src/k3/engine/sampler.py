@@ -25,10 +25,18 @@ class Sample:
 
 
 class Sampler:
+    def __init__(self, sampleable: int | None = None):
+        """sampleable: only ids below it are drawn. A checkpoint's vocab_size may exceed what its
+        tokenizer can decode (embedding rows padded for alignment, a small tokenizer on a random
+        model); those ids are masked from sampling, so no request can fail decoding one."""
+        self.sampleable = sampleable
+
     def __call__(self, logits: torch.Tensor, requests: list[Request]) -> list[Sample]:
         """logits [n, V] (one row per request, in order) -> one Sample per request."""
         if not requests:
             return []
+        if self.sampleable is not None and self.sampleable < logits.shape[-1]:
+            logits = logits[:, :self.sampleable]
         finite = torch.isfinite(logits).all(dim=-1).tolist()
         ok = [i for i, f in enumerate(finite) if f]
         out = [Sample(None, error="the model produced non-finite logits (NaN/inf) for this request")] * len(requests)

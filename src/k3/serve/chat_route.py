@@ -13,6 +13,7 @@ from fastapi import HTTPException
 from k3.chat import (ContentDelta, MessageParser, ReasoningDelta, ToolCallDelta, ToolCallStart, parse_message,
                      render)
 from k3.chat.tools import tool_name, tool_names
+from k3.chat.validate import check_tool_choice, check_tools
 from k3.engine.request import SamplingParams
 from k3.serve.protocol import ChatRequest
 
@@ -28,19 +29,33 @@ def sampling(req, n_index: int = 0, logprobs: int | None = None, max_tokens: int
                           repetition_penalty=req.repetition_penalty, logprobs=logprobs, ignore_eos=req.ignore_eos)
 
 
-def prompt_ids(req: ChatRequest, tokenizer) -> tuple[list[int], dict]:
-    """The prompt's token ids, and the parser options that match it (thinking, the tools offered)."""
+def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None) -> tuple[list[int], dict]:
+    """The prompt's token ids, and the parser options that match it (thinking, the tools offered).
+    check_text_size(bytes) may refuse the rendered prompt before it is tokenized."""
     thinking = bool((req.chat_template_kwargs or {}).get("thinking", True))
     tools, choice = req.tools, req.tool_choice
-    if isinstance(choice, dict):
-        name = (choice.get("function") or {}).get("name")
+    check_tools(tools)
+    name = check_tool_choice(choice)
+    if name is not None:
         tools = [t for t in tools or [] if tool_name(t) == name]
         if not tools:
             raise HTTPException(400, f"tool_choice names {name!r}, which is not among the request's tools")
         choice = "required"
     segments = render(req.messages, tools=tools, thinking=thinking, thinking_effort=req.reasoning_effort,
                       tool_choice=choice, response_format=req.response_format)
+    if check_text_size is not None:
+        check_text_size(sum(len(seg.text.encode()) for seg in segments))
     return tokenizer.encode_segments(segments), {"thinking": thinking, "tools": tool_names(tools)}
+
+
+def admitted(server, req: ChatRequest) -> tuple[list[int], dict, list[SamplingParams]]:
+    """Prompt ids, parser options and one SamplingParams per choice, within the server's max_model_len."""
+    ids, options = prompt_ids(req, server.tokenizer, server.check_text_size)
+    asked = req.max_completion_tokens or req.max_tokens
+    room = server.check_length(len(ids), asked)
+    max_tokens = asked or min(DEFAULT_MAX_TOKENS, room)
+    top = (req.top_logprobs or 0) if req.logprobs else None
+    return ids, options, [sampling(req, i, logprobs=top, max_tokens=max_tokens) for i in range(req.n)]
 
 
 def finish_reason(out, message) -> str:
@@ -56,11 +71,9 @@ def usage(prompt_len: int, outs, tokenizer, reasoning_texts) -> dict:
             "completion_tokens_details": {"reasoning_tokens": reasoning}}
 
 
-async def complete(server, req: ChatRequest) -> dict:
-    ids, options = prompt_ids(req, server.tokenizer)
-    max_tokens = req.max_completion_tokens or req.max_tokens
-    top = (req.top_logprobs or 0) if req.logprobs else None
-    outs = await server.run_all(ids, [sampling(req, i, logprobs=top, max_tokens=max_tokens) for i in range(req.n)])
+async def complete(server, req: ChatRequest, request=None) -> dict:
+    ids, options, params = admitted(server, req)
+    outs = await server.run_all(ids, params, request)
     messages = [parse_message(server.tokenizer, o.token_ids, **options) for o in outs]
     choices = [{"index": i, "message": m.to_openai(), "finish_reason": finish_reason(o, m),
                 "logprobs": _chat_logprobs(server.tokenizer, o) if req.logprobs else None}
@@ -73,13 +86,10 @@ async def complete(server, req: ChatRequest) -> dict:
 async def stream(server, req: ChatRequest):
     """SSE chunks per choice: role, then reasoning/content/tool-call deltas, then the finish reason;
     then [usage] and [DONE]. With n > 1 the choices' chunks interleave, each tagged with its index."""
-    ids, options = prompt_ids(req, server.tokenizer)
-    max_tokens = req.max_completion_tokens or req.max_tokens
+    ids, options, params = admitted(server, req)
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
             "model": server.model_name}
-    top = (req.top_logprobs or 0) if req.logprobs else None
-    generators = [server.engine.generate(ids, sampling(req, i, logprobs=top, max_tokens=max_tokens))
-                  for i in range(req.n)]
+    generators = [server.engine.generate(ids, p) for p in params]
     try:
         firsts = [await anext(g) for g in generators]      # surfaces 429/400 before the 200 is sent
     except BaseException:

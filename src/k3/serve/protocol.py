@@ -1,20 +1,25 @@
 """OpenAI request schemas (pydantic) and the error shape. Unknown fields are ignored, as OpenAI's
-servers do, except where they would silently change the meaning (checked in the routes)."""
+servers do, except where they would silently change the meaning (checked in the routes). Types are
+strict: "yes" is not a boolean and "5" is not a number (a lax coercion hides a client's bug)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 MAX_TOKENS_CAP = 32_768
 
 
-class StreamOptions(BaseModel):
+class Strict(BaseModel):
+    model_config = ConfigDict(strict=True)
+
+
+class StreamOptions(Strict):
     include_usage: bool = False
 
 
-class SamplingFields(BaseModel):
+class SamplingFields(Strict):
     max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_CAP)
     temperature: float = Field(1.0, ge=0, le=2)
     top_p: float = Field(1.0, gt=0, le=1)
@@ -51,17 +56,40 @@ class CompletionRequest(SamplingFields):
     logprobs: int | None = Field(None, ge=0, le=20)
 
 
-class TokenizeRequest(BaseModel):
+class TokenizeRequest(Strict):
     model: str | None = None
     prompt: str | None = None
     messages: list[dict[str, Any]] | None = None
     add_special_tokens: bool = True
 
 
-class DetokenizeRequest(BaseModel):
+class DetokenizeRequest(Strict):
     model: str | None = None
     tokens: list[int]
 
 
+class RequestError(ValueError):
+    """A 400 that names the request field at fault."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
+class ClientGone(Exception):
+    """The client closed the connection before a non-streamed answer was ready; its requests were aborted."""
+
+
+ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+               413: "invalid_request_error", 429: "rate_limit_error", 504: "timeout"}
+
+
 def error_body(message: str, kind: str, code: int, param: str | None = None) -> dict:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def error_response(status: int, message: str, param: str | None = None, headers: dict | None = None):
+    from fastapi.responses import JSONResponse
+
+    kind = ERROR_TYPES.get(status, "server_error")
+    return JSONResponse(error_body(message, kind, status, param), status_code=status, headers=headers)

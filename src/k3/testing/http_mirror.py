@@ -3,6 +3,8 @@ wrong bytes, 500s, ignored Range headers, stalls, throttling and missing files. 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 import threading
 import time
@@ -21,6 +23,8 @@ class Faults:
     fail_500_times: int = 0            # the first N requests answer 500
     ignore_range: bool = False         # answer 200 with the whole file
     corrupt: set[str] = field(default_factory=set)  # flip one byte in these files' bodies
+    flip_data: set[str] = field(default_factory=set)  # flip one byte near the end (tensor data, not the header)
+    advertise_sha256: bool = False     # send the true file's sha256 as Repr-Digest (as a mirror with metadata does)
     stall_after: int | None = None     # stop sending (but keep the socket open) after N bytes...
     stall_times: int = 0               # ...for this many responses
     stall_seconds: float = 5.0
@@ -88,8 +92,11 @@ class Mirror:
         if name in self.faults.missing or not path.is_file() or ".." in name:
             return self._status(h, name, rng, 404)
         data = path.read_bytes()
+        digest = base64.b64encode(hashlib.sha256(data).digest()).decode()
         if name in self.faults.corrupt and data:
             data = bytes([data[0]]) + bytes([data[1] ^ 0xFF]) + data[2:] if len(data) > 1 else bytes([data[0] ^ 1])
+        if name in self.faults.flip_data and len(data) > 16:
+            data = data[:-9] + bytes([data[-9] ^ 0x40]) + data[-8:]
         start, end, status = 0, len(data), 200
         m = RANGE.fullmatch(rng or "")
         if m and not self.faults.ignore_range:
@@ -99,6 +106,8 @@ class Mirror:
             self.requests.append((name, rng, status))
         h.send_response(status)
         h.send_header("Content-Length", str(end - start))
+        if self.faults.advertise_sha256:
+            h.send_header("Repr-Digest", f"sha-256=:{digest}:")
         if status == 206:
             h.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
         h.end_headers()

@@ -17,7 +17,8 @@ class ScriptedModel(nn.Module):
     def __init__(self, script: list[int], vocab_size: int, eos_token_id: int):
         super().__init__()
         self.anchor = nn.Parameter(torch.zeros(1), requires_grad=False)
-        self.config = SimpleNamespace(vocab_size=vocab_size, eos_token_id=eos_token_id, num_hidden_layers=0)
+        self.config = SimpleNamespace(vocab_size=vocab_size, eos_token_id=eos_token_id, num_hidden_layers=0,
+                                      max_position_embeddings=1 << 20)
         self.compute_dtype = torch.float32
         self.script, self.step = list(script), 0
 

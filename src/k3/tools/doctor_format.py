@@ -32,6 +32,9 @@ def format_doctor(r) -> str:
 
 
 def plan_lines(p: dict) -> list[str]:
+    if p["mode"] == "refused":
+        return [f"memory plan (budget {gb(p['budget'])}): refused - k3 will not run this model at this budget",
+                f"  {p['refusal']}"]
     out = [f"memory plan (budget {gb(p['budget'])}): {p['mode']}",
            f"  resident trunk {gb(p['trunk_bytes'])}; routed experts {gb(p['expert_bytes_total'])}, "
            f"cached {gb(p['expert_cache_bytes'])} (hit rate ~{p['hit_rate']:.0%})",
@@ -40,7 +43,4 @@ def plan_lines(p: dict) -> list[str]:
         out.append(f"  expected {p['seconds_per_token']:.3f} s/token at batch 1 (bandwidth bound)")
     else:
         out.append("  (no speed estimate without measured bandwidths; drop --no-measure)")
-    if p["mode"] == "stream-trunk":
-        out.append("  the trunk alone exceeds the budget, so part of it is read from disk every token: "
-                   "raise --memory-budget for a large speed-up")
     return out

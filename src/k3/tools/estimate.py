@@ -1,5 +1,6 @@
-"""Speed estimate for `k3 doctor`: the memory plan of k3.offload, plus the one case it refuses - a
-budget below the trunk itself, where the part of the trunk over budget is read from disk every token.
+"""Speed estimate for `k3 doctor`: exactly the memory plan k3.offload makes, which `k3 plan`,
+`generate` and `serve` run. A budget below the trunk is refused there, so it is refused here too
+(mode "refused", with the planner's reason), never estimated as a plan k3 would not run.
 Seconds per token = resident active bytes / memory bandwidth + streamed bytes / disk bandwidth.
 """
 
@@ -13,7 +14,7 @@ from k3.offload.plan import expert_sizes, plan_memory, weight_bytes
 
 @dataclass(frozen=True)
 class Estimate:
-    mode: str  # "resident", "stream-experts", "stream-trunk" (the trunk itself exceeds the budget)
+    mode: str  # "resident", "stream-experts", or "refused" (k3 will not run at this budget; see `refusal`)
     budget: int
     trunk_bytes: int
     expert_bytes_total: int
@@ -22,6 +23,7 @@ class Estimate:
     hit_rate: float
     streamed_bytes_per_token: float
     seconds_per_token: float | None
+    refusal: str | None = None    # the planner's reason, when mode is "refused"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -32,11 +34,8 @@ def estimate(c: K3Config, budget: int, mem_bw: float, disk_bw: float) -> Estimat
     measured = mem_bw > 0 and disk_bw > 0
     try:
         p = plan_memory(c, budget)
-    except ValueError:  # the trunk does not fit: part of it streams too, every token
-        per_token = expert_sizes(c, experts)[2]
-        streamed = max(0, trunk - budget) + per_token
-        seconds = min(budget, trunk) / mem_bw + streamed / disk_bw if measured else None
-        return Estimate("stream-trunk", budget, trunk, experts, 0, per_token, 0.0, streamed, seconds)
+    except ValueError as e:  # what `k3 plan`/`generate`/`serve` say at this budget
+        return Estimate("refused", budget, trunk, experts, 0, expert_sizes(c, experts)[2], 0.0, 0.0, None, str(e))
     seconds = p.seconds_per_token(disk_bw, mem_bw) if measured else None
     return Estimate(p.mode, budget, p.trunk_bytes, experts, p.expert_cache_bytes, p.expert_bytes_per_token,
                     p.expected_hit_rate, p.streamed_bytes_per_token, seconds)

@@ -19,7 +19,7 @@ from k3.checkpoint.paths import member_path
 from k3.checkpoint.reader import TEXT_PREFIX, shard_map, text_name
 from k3.config import load_config
 from k3.config.model import ConfigError
-from k3.tools.verify_content import check_scales_on_disk, check_tensor_spec
+from k3.tools.verify_content import check_scales_on_disk, check_tensor_spec, scan_non_finite
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class VerifyReport:
     files: int = 0
     tensors: int = 0
     bytes_hashed: int = 0
+    scanned: bool = False             # --scan read every float weight for NaN/Inf
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -55,7 +56,9 @@ class VerifyReport:
 
 
 def verify_checkpoint(root: str | Path, manifest: str | Path | dict[str, FileDigest] | None = None, *,
-                      check_scales: bool = True, hash_files: bool = True, progress=None) -> VerifyReport:
+                      check_scales: bool = True, hash_files: bool = True, progress=None,
+                      scan: bool = False) -> VerifyReport:
+    """scan: also read every BF16/F16/F32 weight and report NaN/Inf by tensor (reads everything)."""
     root = Path(root)
     report = VerifyReport(str(root))
     headers, unread = _read_headers(root, report)
@@ -64,6 +67,8 @@ def verify_checkpoint(root: str | Path, manifest: str | Path | dict[str, FileDig
         _layout_agreement(root, found, unread, report)
         if check_scales:
             check_scales_on_disk(root, found, report)
+        if scan:
+            scan_non_finite(root, found, report, progress)
     if manifest is not None:
         digests = manifest if isinstance(manifest, dict) else load_manifest(manifest)
         _manifest_agreement(root, digests, report, hash_files, progress)

@@ -26,7 +26,34 @@ class FetchError(Exception):
 @dataclass(frozen=True)
 class Probe:
     size: int | None
-    sha256: str | None  # from a Hugging Face-style X-Linked-ETag (the LFS object's sha256)
+    sha256: str | None  # advertised by the mirror (see advertised_sha256)
+
+
+DIGEST_SHA256 = re.compile(r"sha-256=:?([A-Za-z0-9+/=]{43,44}):?", re.IGNORECASE)
+
+
+def advertised_sha256(headers) -> str | None:
+    """A whole-file sha256 a mirror states: Hugging Face's X-Linked-ETag (the LFS object id), RFC 9530's
+    Repr-Digest or RFC 3230's Digest (sha-256, base64), S3's x-amz-checksum-sha256 (base64)."""
+    m = SHA256_ETAG.match(headers.get("x-linked-etag", ""))
+    if m:
+        return m.group(1)
+    for value in (headers.get("repr-digest", ""), headers.get("digest", "")):
+        m = DIGEST_SHA256.search(value)
+        if m:
+            return _b64_hex(m.group(1))
+    return _b64_hex(headers.get("x-amz-checksum-sha256", ""))
+
+
+def _b64_hex(value: str) -> str | None:
+    import base64
+    import binascii
+
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw.hex() if len(raw) == 32 else None
 
 
 def url_for(base: str, name: str) -> str:
@@ -49,8 +76,8 @@ def probe(client: httpx.Client, base: str, name: str) -> Probe:
         with client.stream("GET", url, headers={"Range": "bytes=0-0"}) as r:
             if r.status_code not in (200, 206):
                 raise _status_error(r, url)
-            sha = next((m.group(1) for resp in (*r.history, r)
-                        if (m := SHA256_ETAG.match(resp.headers.get("x-linked-etag", "")))), None)
+            # A digest of the whole file (not of this one-byte range: Content-Digest is not used).
+            sha = next((d for resp in (*r.history, r) if (d := advertised_sha256(resp.headers))), None)
             if r.status_code == 206:
                 m = CONTENT_RANGE.match(r.headers.get("content-range", ""))
                 size = int(m.group(3)) if m and m.group(3) != "*" else None

@@ -12,7 +12,7 @@ import os
 import threading
 from pathlib import Path
 
-from k3.checkpoint.paths import member_path
+from k3.checkpoint.paths import writable_member_path
 from k3.checkpoint.writer import atomic_write_text
 
 WORK_DIR = ".k3-download"
@@ -21,8 +21,8 @@ WORK_DIR = ".k3-download"
 class PartialFile:
     def __init__(self, dest: Path, name: str, size: int | None, sha256: str | None, chunk: int):
         self.name, self.size, self.sha256 = name, size, sha256
-        self.final = member_path(dest, name, source="the download list")
-        work = member_path(dest, f"{WORK_DIR}/{name}", source="the download list")
+        self.final = writable_member_path(dest, name, source="the download list")
+        work = writable_member_path(dest, f"{WORK_DIR}/{name}", source="the download list")
         self.part = work.with_name(work.name + ".part")
         self.state = work.with_name(work.name + ".state.json")
         self.chunk = chunk

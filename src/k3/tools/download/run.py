@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from k3.checkpoint.manifest import parse_manifest
-from k3.checkpoint.paths import member_path
+from k3.checkpoint.paths import writable_member_path
 from k3.checkpoint.reader import INDEX_FILE, SINGLE_FILE
 from k3.tools.download.checks import VerifiedRecord, VerifyFailed, check_file
 from k3.tools.download.http import FetchError, probe, url_for
@@ -54,6 +54,8 @@ class DownloadSummary:
     downloaded: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     absent_optional: list[str] = field(default_factory=list)
+    # Downloaded files no sha256 vouched for (no --manifest, none advertised): size and header only.
+    unhashed: list[str] = field(default_factory=list)
     bytes: int = 0
     seconds: float = 0.0
     retries: int = 0
@@ -164,6 +166,8 @@ class Session:
         final = pf.finish()
         self.record.add(final, pf.name, pf.sha256)
         self.summary.downloaded.append(pf.name)
+        if how != "sha256":
+            self.summary.unhashed.append(pf.name)
         self.opts.log(f"done {pf.name} ({pf.size:,} bytes, verified by {how})")
         return False
 
@@ -180,7 +184,7 @@ class Session:
         return True
 
     def _prepare(self, w: Wanted) -> FileJob | None:
-        final = member_path(self.opts.dest, w.name, source="the download list")
+        final = writable_member_path(self.opts.dest, w.name, source="the download list")
         if self.record.matches(final, w.name, w.size, w.sha256):
             self.summary.skipped.append(w.name)
             return None

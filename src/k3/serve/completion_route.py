@@ -1,0 +1,145 @@
+"""POST /v1/completions: a text (or token-id) prompt, one response or an SSE stream of text deltas.
+
+The prompt's length is checked against the server's max_model_len before and after tokenizing (a
+400, never a run until the timeout). With echo and logprobs, the prompt is scored too (what
+lm-eval-style log-likelihoods use)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+import uuid
+
+from k3.serve import chat_route
+from k3.serve.protocol import CompletionRequest, RequestError
+
+
+def prompt_ids(server, req: CompletionRequest) -> list[int]:
+    prompt = req.prompt
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+        raise RequestError("batched prompts are not supported; send one prompt per request", "prompt")
+    if isinstance(prompt, str):
+        server.check_text_size(len(prompt.encode()), "prompt")
+        return server.tokenizer.encode(prompt, special=True)
+    return list(prompt)
+
+
+def params(server, req: CompletionRequest, ids: list[int]) -> list:
+    room = server.check_length(len(ids), req.max_tokens, "prompt")
+    max_tokens = req.max_tokens or min(chat_route.DEFAULT_MAX_TOKENS, room)
+    out = [chat_route.sampling(req, i, logprobs=req.logprobs, max_tokens=max_tokens) for i in range(req.n)]
+    if req.echo and req.logprobs is not None:
+        out = [dataclasses.replace(p, prompt_logprobs=req.logprobs) for p in out]
+    return out
+
+
+def _head() -> dict:
+    return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time())}
+
+
+def _usage(prompt_len: int, outs) -> dict:
+    completion = sum(len(o.token_ids) for o in outs)
+    return {"prompt_tokens": prompt_len, "completion_tokens": completion, "total_tokens": prompt_len + completion}
+
+
+async def complete(server, req: CompletionRequest, request=None) -> dict:
+    ids = prompt_ids(server, req)
+    outs = await server.run_all(ids, params(server, req, ids), request)
+    prefix = server.tokenizer.decode(ids) if req.echo else ""
+    choices = [{"index": i, "text": prefix + (o.text or ""), "finish_reason": o.finish_reason,
+                "logprobs": logprobs(server.tokenizer, o, req.echo) if req.logprobs is not None else None}
+               for i, o in enumerate(outs)]
+    return _head() | {"model": server.model_name, "choices": choices, "usage": _usage(len(ids), outs)}
+
+
+async def stream(server, req: CompletionRequest):
+    """Admits every choice first (so 400/429 come back as status codes), then returns the SSE body."""
+    ids = prompt_ids(server, req)
+    generators = [server.engine.generate(ids, p) for p in params(server, req, ids)]
+    try:
+        firsts = [await anext(g) for g in generators]
+    except BaseException:
+        for g in generators:
+            await g.aclose()
+        raise
+    return _sse(server, req, ids, _head() | {"model": server.model_name}, firsts, generators)
+
+
+async def _sse(server, req, ids, head, firsts, generators):
+    queue: asyncio.Queue = asyncio.Queue()
+    tasks = [asyncio.create_task(_choice(server, req, ids, head, i, first, g, queue))
+             for i, (first, g) in enumerate(zip(firsts, generators))]
+    remaining = len(tasks)
+    try:
+        while remaining:
+            item = await queue.get()
+            if isinstance(item, str):
+                yield item
+            else:
+                remaining -= 1
+        outs = [await t for t in tasks]
+    finally:
+        for t in tasks:
+            t.cancel()
+    if req.stream_options and req.stream_options.include_usage:
+        yield _event(head | {"choices": [], "usage": _usage(len(ids), outs)})
+    yield "data: [DONE]\n\n"
+
+
+async def _choice(server, req, ids, head, index, first, generator, queue):
+    """One choice's text deltas into `queue`, then its finish reason and a non-string marker."""
+    def chunk(text: str, reason=None, lp=None) -> str:
+        return _event(head | {"choices": [{"index": index, "text": text, "logprobs": lp, "finish_reason": reason}]})
+
+    sent, out, deadline = 0, first, time.monotonic() + server.request_timeout
+    if req.echo:
+        await queue.put(chunk(server.tokenizer.decode(ids)))
+    while True:
+        text = out.text or ""
+        lp = _step_logprobs(server.tokenizer, out) if req.logprobs is not None and out.new_token_ids else None
+        if len(text) > sent or lp:
+            await queue.put(chunk(text[sent:], lp=lp))
+            sent = len(text)
+        if out.finished:
+            break
+        try:
+            out = await asyncio.wait_for(anext(generator), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            await generator.aclose()
+            await queue.put(_event({"error": {"message": f"request took longer than {server.request_timeout:g} s",
+                                              "type": "timeout", "code": 504}}))
+            out = dataclasses.replace(out, finished=True, finish_reason="length")
+            break
+    if out.finish_reason == "error":
+        await queue.put(_event({"error": {"message": out.error, "type": "server_error", "code": 500}}))
+    await queue.put(chunk("", out.finish_reason))
+    await queue.put(out)
+    return out
+
+
+def _event(obj: dict) -> str:
+    return "data: " + json.dumps(obj) + "\n\n"
+
+
+def _step_logprobs(tokenizer, out) -> dict:
+    last = out.logprobs[-len(out.new_token_ids):]
+    return {"tokens": [tokenizer.decode([lp.token_id]) for lp in last],
+            "token_logprobs": [lp.logprob for lp in last],
+            "top_logprobs": [{tokenizer.decode([t]): v for t, v in lp.top.items()} for lp in last]}
+
+
+def logprobs(tokenizer, out, echo: bool = False) -> dict:
+    """OpenAI completions `logprobs`; with echo, the prompt's tokens come first (the first one, which
+    nothing predicts, with logprob None) and `text_offset` gives each token's start in the text."""
+    ids = ([*out.prompt_token_ids] if echo else []) + [lp.token_id for lp in out.logprobs]
+    scored = (list(out.prompt_logprobs) if echo else []) + list(out.logprobs)
+    tokens = [tokenizer.decode([t]) for t in ids]
+    offsets, pos = [], 0
+    for t in tokens:
+        offsets.append(pos)
+        pos += len(t)
+    return {"tokens": tokens, "token_logprobs": [lp.logprob if lp else None for lp in scored],
+            "top_logprobs": [{tokenizer.decode([t]): v for t, v in lp.top.items()} if lp else None for lp in scored],
+            "text_offset": offsets}
