@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from k3.config.bounds import check_sizes
 from k3.config.model import LAYER_KDA, LAYER_MLA, MLP_DENSE, MLP_MOE, ConfigError, K3Config
 
 SUPPORTED_MODEL_TYPES = ("kimi_k3", "kimi_linear")
@@ -50,7 +51,7 @@ def text_config_of(raw: dict) -> tuple[dict, dict | None]:
 
 def from_hf_dict(raw: dict) -> K3Config:
     text, quant = text_config_of(raw)
-    _check_sizes(text)
+    check_sizes(text)
     n = _int(text, "num_hidden_layers")
     known = dict(
         vocab_size=_int(text, "vocab_size"),
@@ -75,44 +76,6 @@ def from_hf_dict(raw: dict) -> K3Config:
     known.update(_moe_fields(text))
     known.update(_quant_fields(quant))
     return K3Config(**known, extra={"hf": raw})
-
-
-# Every size a config may give, with bounds far beyond any real K3 (the release: 163,840 vocab, hidden
-# 7,168, 61 layers, 384 experts) but small enough that nothing derived from them (a layer schedule, a
-# parameter count, an allocation) can exhaust memory. Checked before anything is built from them.
-SIZE_BOUNDS = {
-    "vocab_size": (1, 1 << 22), "hidden_size": (1, 1 << 16), "num_hidden_layers": (1, 1024),
-    "intermediate_size": (1, 1 << 20), "num_attention_heads": (0, 4096), "num_key_value_heads": (0, 4096),
-    "q_lora_rank": (1, 1 << 16), "kv_lora_rank": (1, 1 << 16), "qk_nope_head_dim": (0, 4096),
-    "qk_rope_head_dim": (0, 4096), "v_head_dim": (1, 4096), "attn_res_block_size": (1, 1024),
-    "num_experts": (0, 1 << 16), "num_experts_per_token": (1, 1 << 16), "num_shared_experts": (0, 64),
-    "moe_intermediate_size": (0, 1 << 20), "routed_expert_hidden_size": (1, 1 << 16),
-    "first_k_dense_replace": (0, 1024), "moe_layer_freq": (1, 1024), "max_position_embeddings": (1, 1 << 26),
-    "bos_token_id": (0, 1 << 22), "eos_token_id": (0, 1 << 22), "pad_token_id": (0, 1 << 22),
-}
-LINEAR_BOUNDS = {"num_heads": (1, 4096), "head_dim": (1, 4096), "short_conv_kernel_size": (1, 64)}
-
-
-def _check_sizes(text: dict) -> None:
-    """Integer sizes within SIZE_BOUNDS (null allowed where a default applies); a ConfigError naming the key."""
-    for table, where in ((SIZE_BOUNDS, text), (LINEAR_BOUNDS, text.get("linear_attn_config") or {})):
-        if not isinstance(where, dict):
-            raise ConfigError("config key 'linear_attn_config': expected an object")
-        prefix = "" if table is SIZE_BOUNDS else "linear_attn_config."
-        for key, (lo, hi) in table.items():
-            v = where.get(key)
-            if v is None:
-                continue
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise ConfigError(f"config key '{prefix}{key}': expected an integer, got {v!r}")
-            if not lo <= v <= hi:
-                raise ConfigError(f"config key '{prefix}{key}': {v:,} is outside {lo:,}..{hi:,}; this is not a "
-                                  "K3 checkpoint's config (re-download config.json)")
-    for key in ("kda_layers", "full_attn_layers"):
-        layers = (text.get("linear_attn_config") or {}).get(key)
-        if layers is not None and (not isinstance(layers, list) or len(layers) > SIZE_BOUNDS["num_hidden_layers"][1]):
-            raise ConfigError(f"config key 'linear_attn_config.{key}': expected a list of at most "
-                              f"{SIZE_BOUNDS['num_hidden_layers'][1]} layer numbers")
 
 
 def _int(d: dict, key: str) -> int:

@@ -55,7 +55,8 @@ class LLMEngine:
         self.eos_token_id = model.config.eos_token_id
         self.vocab_size = model.config.vocab_size
         # Ids a request may hold: with a tokenizer, only those it can decode (see Sampler).
-        self.usable_vocab = min(self.vocab_size, tokenizer.vocab_size) if tokenizer is not None else self.vocab_size
+        decodable = getattr(tokenizer, "vocab_size", None)
+        self.usable_vocab = min(self.vocab_size, decodable) if decodable else self.vocab_size
         self.sampler = Sampler(self.usable_vocab)
         self.max_model_len = _max_model_len(max_model_len, self.capacity, model.config)
         self.requests: dict[str, Request] = {}
