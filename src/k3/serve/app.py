@@ -7,11 +7,7 @@ Errors use OpenAI's shape. User errors are 4xx (400 invalid, 401 key, 404 unknow
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import hmac
 import json
-import time
-import uuid
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Request

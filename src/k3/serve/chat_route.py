@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
+import functools
 import json
 import time
 import uuid
@@ -16,6 +15,7 @@ from k3.chat.tools import tool_name, tool_names
 from k3.chat.validate import check_tool_choice, check_tools
 from k3.engine.request import SamplingParams
 from k3.serve.protocol import ChatRequest
+from k3.serve.sse import interleaved, next_output
 
 DEFAULT_MAX_TOKENS = 1024
 
@@ -100,21 +100,12 @@ async def stream(server, req: ChatRequest):
 
 
 async def _sse(server, head, ids, options, req, firsts, generators):
-    queue: asyncio.Queue = asyncio.Queue()
-    tasks = [asyncio.create_task(_choice(server, head, options, i, first, g, queue))
-             for i, (first, g) in enumerate(zip(firsts, generators))]
-    remaining = len(tasks)
-    try:
-        while remaining:
-            item = await queue.get()
-            if isinstance(item, str):
-                yield item
-            else:       # a choice's (output, message): that choice is complete
-                remaining -= 1
-        outs, messages = zip(*[await t for t in tasks])
-    finally:
-        for t in tasks:
-            t.cancel()
+    done: list = []       # each choice's (output, message)
+    workers = [functools.partial(_choice, server, head, options, i, first, g)
+               for i, (first, g) in enumerate(zip(firsts, generators))]
+    async for chunk in interleaved(workers, done):
+        yield chunk
+    outs, messages = zip(*done)
     if req.stream_options and req.stream_options.include_usage:
         yield "data: " + json.dumps(head | {"choices": [], "usage": usage(len(ids), outs, server.tokenizer,
                                                                             [m.reasoning_content for m in messages])}) + "\n\n"
@@ -144,13 +135,8 @@ async def _choice(server, head, options, index, first, generator, queue):
             await queue.put(chunk({}, logprobs={"content": _chat_logprobs(server.tokenizer, out)["content"][-1:]}))
         if out.finished:
             break
-        try:
-            out = await asyncio.wait_for(anext(generator), max(0.0, deadline - time.monotonic()))
-        except asyncio.TimeoutError:
-            await generator.aclose()
-            await queue.put("data: " + json.dumps({"error": {"message": f"request took longer than "
-                            f"{server.request_timeout:g} s", "type": "timeout", "code": 504}}) + "\n\n")
-            out = dataclasses.replace(out, finished=True, finish_reason="length")
+        out, cut = await next_output(generator, out, deadline, server.request_timeout, queue)
+        if cut:
             break
     for event in parser.close():
         delta = _delta(event)

@@ -6,14 +6,14 @@ lm-eval-style log-likelihoods use)."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import json
+import functools
 import time
 import uuid
 
 from k3.serve import chat_route
 from k3.serve.protocol import CompletionRequest, RequestError
+from k3.serve.sse import event as _event, interleaved, next_output
 
 
 def prompt_ids(server, req: CompletionRequest) -> list[int]:
@@ -68,21 +68,11 @@ async def stream(server, req: CompletionRequest):
 
 
 async def _sse(server, req, ids, head, firsts, generators):
-    queue: asyncio.Queue = asyncio.Queue()
-    tasks = [asyncio.create_task(_choice(server, req, ids, head, i, first, g, queue))
-             for i, (first, g) in enumerate(zip(firsts, generators))]
-    remaining = len(tasks)
-    try:
-        while remaining:
-            item = await queue.get()
-            if isinstance(item, str):
-                yield item
-            else:
-                remaining -= 1
-        outs = [await t for t in tasks]
-    finally:
-        for t in tasks:
-            t.cancel()
+    outs: list = []
+    workers = [functools.partial(_choice, server, req, ids, head, i, first, g)
+               for i, (first, g) in enumerate(zip(firsts, generators))]
+    async for chunk in interleaved(workers, outs):
+        yield chunk
     if req.stream_options and req.stream_options.include_usage:
         yield _event(head | {"choices": [], "usage": _usage(len(ids), outs)})
     yield "data: [DONE]\n\n"
@@ -104,23 +94,14 @@ async def _choice(server, req, ids, head, index, first, generator, queue):
             sent = len(text)
         if out.finished:
             break
-        try:
-            out = await asyncio.wait_for(anext(generator), max(0.0, deadline - time.monotonic()))
-        except asyncio.TimeoutError:
-            await generator.aclose()
-            await queue.put(_event({"error": {"message": f"request took longer than {server.request_timeout:g} s",
-                                              "type": "timeout", "code": 504}}))
-            out = dataclasses.replace(out, finished=True, finish_reason="length")
+        out, cut = await next_output(generator, out, deadline, server.request_timeout, queue)
+        if cut:
             break
     if out.finish_reason == "error":
         await queue.put(_event({"error": {"message": out.error, "type": "server_error", "code": 500}}))
     await queue.put(chunk("", out.finish_reason))
     await queue.put(out)
     return out
-
-
-def _event(obj: dict) -> str:
-    return "data: " + json.dumps(obj) + "\n\n"
 
 
 def _step_logprobs(tokenizer, out) -> dict:
