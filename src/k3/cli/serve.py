@@ -80,11 +80,10 @@ def run(args) -> int:
     llm = LLM(str(path), dtype=torch_dtype(args.dtype), device=args.device, max_num_seqs=args.max_num_seqs,
               max_num_batched_tokens=args.max_num_batched_tokens, cache_memory=args.cache_memory,
               memory_budget=args.memory_budget, tokenizer=args.tokenizer, max_model_len=args.max_model_len)
-    if args.max_model_len is None:
-        llm.engine.max_model_len = min(llm.engine.max_model_len, DEFAULT_MAX_MODEL_LEN)
     engine = AsyncEngine(llm.engine, max_queued=args.max_queued)
+    served_len = args.max_model_len or min(llm.engine.max_model_len, DEFAULT_MAX_MODEL_LEN)
     server = Server(engine, llm.tokenizer, args.served_model_name or path.name, args.api_key, args.request_timeout,
-                    public_metrics=args.public_metrics)
+                    max_model_len=served_len, public_metrics=args.public_metrics)
     print(f"k3 serve: {server.model_name} on http://{args.host}:{args.port} (max_model_len "
           f"{server.max_model_len:,})", file=sys.stderr, flush=True)
     serve(server, sock, args.shutdown_timeout)

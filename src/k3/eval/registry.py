@@ -42,8 +42,9 @@ def make_tasks(spec: str, settings: Settings, isolation: str = "namespaces") -> 
 
 
 def _sandbox_ready(isolation: str) -> str:
-    if isolation == "namespaces" and (why := namespaces.missing()):
-        raise ValueError(f"the agent and code tasks run model-written code in a sandbox whose default isolation "
-                         f"cannot run here: {why}. To fix: {namespaces.INSTALL_HINT}; or accept less isolation "
-                         "with --weak-sandbox")
+    if isolation == "namespaces":
+        try:
+            namespaces.require()
+        except namespaces.SandboxUnavailable as e:
+            raise ValueError(f"the agent and code tasks run model-written code in a sandbox: {e}") from None
     return isolation

@@ -32,16 +32,22 @@ def check_tensor_spec(config: K3Config, spec: TensorSpec, file: str, entry: Tens
         report.warnings.append(f"{entry.name}: stored {entry.dtype}, the release has {spec.dtype} (loads; converted)")
 
 
-def check_scales_on_disk(root: Path, found: dict[str, tuple[str, TensorEntry]], report) -> None:
-    """Count E8M0 bytes equal to 255 (NaN) in every `weight_scale`, reading only the scale bytes."""
+def _by_file(found: dict[str, tuple[str, TensorEntry]], keep) -> dict[str, list[TensorEntry]]:
+    """file -> the entries `keep(name, entry)` selects, in file order (files sorted, so reads are sequential)."""
     by_file: dict[str, list[TensorEntry]] = {}
     for name, (file, entry) in found.items():
-        if name.endswith(".weight_scale") and entry.dtype == "U8":
+        if keep(name, entry):
             by_file.setdefault(file, []).append(entry)
-    for file, entries in sorted(by_file.items()):
+    return {file: sorted(entries, key=lambda e: e.start) for file, entries in sorted(by_file.items())}
+
+
+def check_scales_on_disk(root: Path, found: dict[str, tuple[str, TensorEntry]], report) -> None:
+    """Count E8M0 bytes equal to 255 (NaN) in every `weight_scale`, reading only the scale bytes."""
+    by_file = _by_file(found, lambda name, e: name.endswith(".weight_scale") and e.dtype == "U8")
+    for file, entries in by_file.items():
         fd = os.open(member_path(root, file), os.O_RDONLY)
         try:
-            for e in sorted(entries, key=lambda e: e.start):
+            for e in entries:
                 bad = _count_byte(fd, e.start, e.nbytes, E8M0_NAN)
                 if bad:
                     report.add("mxfp4-scale", f"{bad} E8M0 scale byte(s) are 255 (NaN in OCP MX): corrupt; "
@@ -72,19 +78,15 @@ def scan_non_finite(root: Path, found: dict[str, tuple[str, TensorEntry]], repor
     NaN or Inf. Reads in SCAN_BLOCK pieces through the page cache; memory stays at one block."""
     import numpy as np
 
-    by_file: dict[str, list[TensorEntry]] = {}
-    for name, (file, entry) in found.items():
-        if entry.dtype in FLOAT_BITS:
-            by_file.setdefault(file, []).append(entry)
-    for file, entries in sorted(by_file.items()):
+    for file, entries in _by_file(found, lambda name, e: e.dtype in FLOAT_BITS).items():
         with open(member_path(root, file), "rb") as f:
-            for e in sorted(entries, key=lambda e: e.start):
+            for e in entries:
                 view, exp, mant = FLOAT_BITS[e.dtype]
                 width = np.dtype(view).itemsize
                 nan = inf = 0
-                for start in range(e.start, e.end, SCAN_BLOCK - SCAN_BLOCK % width):
+                for start in range(e.start, e.end, SCAN_BLOCK):    # SCAN_BLOCK is a multiple of every width
                     f.seek(start)
-                    bits = np.frombuffer(f.read(min(SCAN_BLOCK - SCAN_BLOCK % width, e.end - start)), dtype=view)
+                    bits = np.frombuffer(f.read(min(SCAN_BLOCK, e.end - start)), dtype=view)
                     special = (bits & exp) == exp
                     n_nan = int(np.count_nonzero(special & ((bits & mant) != 0)))
                     nan, inf = nan + n_nan, inf + int(np.count_nonzero(special)) - n_nan

@@ -12,6 +12,7 @@ nsenter (util-linux)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 MOUNT_POINT = "/workspace"         # where the child sees its workspace
 CONTROL_POINT = "/k3/run"          # this run's script, config and check files, read-only
 LAUNCHER_POINT = "/k3/sandbox"     # the launcher and its sibling modules, read-only
+NAMESPACES = ("user", "pid", "mnt", "ipc", "uts", "net")   # launcher.py keeps its own copy (it imports no k3)
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow unprivileged user "
                 "namespaces (sysctl kernel.unprivileged_userns_clone=1)")
@@ -38,6 +40,27 @@ def missing() -> str | None:
     if sys.platform != "linux":
         return "bubblewrap needs Linux"
     return None
+
+
+def require() -> None:
+    """Raise SandboxUnavailable, saying what to install and which flag lowers the isolation, when
+    isolation "namespaces" cannot run here."""
+    why = missing()
+    if why is not None:
+        raise SandboxUnavailable(f"the sandbox's default isolation cannot run here: {why}. To fix: {INSTALL_HINT}. "
+                                 "Or accept less isolation: k3 eval --weak-sandbox (Sandbox(isolation='process')).")
+
+
+@functools.cache
+def harness_links() -> dict[str, str]:
+    """The harness's own namespaces, for the child to check which of its own differ."""
+    links = {}
+    for ns in NAMESPACES:
+        try:
+            links[ns] = os.readlink(f"/proc/self/ns/{ns}")
+        except OSError:
+            pass
+    return links
 
 
 def interpreter_dirs() -> list[str]:

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from k3.eval.sandbox import namespaces
 from k3.eval.sandbox.limits import Limits
-from k3.eval.sandbox.namespaces import SandboxUnavailable
 from k3.eval.sandbox.paths import SandboxViolation, resolve_inside
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
@@ -60,11 +59,9 @@ class Sandbox:
         """audit_hook=False leaves only the kernel's layers: tests use it to show those hold on their own."""
         if isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}")
-        if isolation == "namespaces" and (why := namespaces.missing()):
-            raise SandboxUnavailable(f"the sandbox's default isolation cannot run here: {why}. To fix: "
-                                     f"{namespaces.INSTALL_HINT}. Or accept less isolation: k3 eval --weak-sandbox "
-                                     "(Sandbox(isolation='process')).")
-        if isolation == "process":
+        if isolation == "namespaces":
+            namespaces.require()
+        else:
             _warn_weak()
         self.limits, self.audit_hook, self.isolation = limits, audit_hook, isolation
         self.root = Path(tempfile.mkdtemp(prefix="k3-sandbox-"))
@@ -147,9 +144,9 @@ class Sandbox:
         cfg.write_text(json.dumps({
             "workspace": self.view, "limits": self.limits.to_dict(), "nproc": self._nproc(),
             "script": shown[str(script)], "args": [shown.get(a, a) for a in args], "audit_hook": self.audit_hook,
-            "outside_ns": _namespace_links(), "readable": readable,
+            "outside_ns": namespaces.harness_links(), "readable": readable,
             "workspace_cap": self.limits.workspace_bytes if self._mount else 0}))
-        return self._spawn(shown)
+        return self._spawn(shown, shown[str(cfg)])
 
     def _is_harness_file(self, arg: str) -> bool:
         return os.path.isabs(arg) and os.path.isfile(arg) and not self._under_workspace(arg)
@@ -163,18 +160,18 @@ class Sandbox:
         mine = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == uid)
         return mine + self.limits.processes
 
-    def _argv(self, shown: dict[str, str]) -> list[str]:
-        cfg = shown[str(self.control / f"run_{self._runs}.json")]
+    def _argv(self, shown: dict[str, str], cfg: str) -> list[str]:
+        """The child's command line; `cfg` is the run's config as the child sees it."""
         if self.isolation == "namespaces":
             prefix = namespaces.command(self._mount, self._host_workspace, shown, LAUNCHER.parent)
             return [*prefix, sys.executable, "-I", f"{namespaces.LAUNCHER_POINT}/{LAUNCHER.name}", cfg]
         return [sys.executable, "-I", str(LAUNCHER), cfg]
 
-    def _spawn(self, shown: dict[str, str]) -> RunResult:
+    def _spawn(self, shown: dict[str, str], cfg: str) -> RunResult:
         report_r, report_w = os.pipe()
         home = self.view
         env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
-        proc = subprocess.Popen([*self._argv(shown), str(report_w)], stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([*self._argv(shown, cfg), str(report_w)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w,),
                                 start_new_session=True, cwd=self.root if self._mount else self.workspace, env=env)
         os.close(report_w)
@@ -220,17 +217,6 @@ def _warn_weak() -> None:
     if not _warned:
         _warned.append(True)
         print(WEAK_WARNING, file=sys.stderr)
-
-
-def _namespace_links() -> dict[str, str]:
-    """The harness's namespaces, for the child to check which of its own differ."""
-    links = {}
-    for ns in ("user", "pid", "mnt", "ipc", "uts", "net"):
-        try:
-            links[ns] = os.readlink(f"/proc/self/ns/{ns}")
-        except OSError:
-            pass
-    return links
 
 
 def _owner(proc_dir: Path) -> int | None:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,9 +48,6 @@ def advertised_sha256(headers) -> str | None:
 
 
 def _b64_hex(value: str) -> str | None:
-    import base64
-    import binascii
-
     try:
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
