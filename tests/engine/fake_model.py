@@ -2,8 +2,9 @@
 cached for the sequence, read back through the same state views a real model uses.
 
 MLA view: each token id is stored in c_kv[..., 0]; the whole history is read back on every step.
-KDA view: recurrent[..., 0, 0, 0] counts tokens seen. next = (sum(history) + 3 * count) % (vocab - 1).
-A sequence whose history contains POISON (the last id, never generated) gets NaN logits.
+KDA view: recurrent[..., 0, 0, 0] counts tokens seen and [..., 0, 0, 1] sums their ids.
+next = (sum(history) + 3 * count) % (vocab - 1). A sequence whose history contains POISON (the last id,
+never generated), or whose KDA sum disagrees with its MLA history (state of another prefix), gets NaN logits.
 """
 
 from __future__ import annotations
@@ -50,12 +51,13 @@ class FakeModel(nn.Module):
             rec, tails = kda.gather(seqs)
             rec = rec.clone()
             rec[:, 0, 0, 0] += T
+            rec[:, 0, 0, 1] += ids.sum(1)
             kda.scatter(seqs, rec, tails)
             history = c_all[..., 0]
             nxt = (history.sum(1) + 3 * rec[:, 0, 0, 0]).long() % (VOCAB - 1)
             for row, s in enumerate(seqs):
                 out[s, nxt[row]] = 10.0
-                if bool((history[row] == POISON).any()):
+                if bool((history[row] == POISON).any()) or history[row].sum() != rec[row, 0, 0, 1]:
                     out[s] = float("nan")
         return out[_rows(batch, logits_index)]
 

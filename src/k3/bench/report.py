@@ -42,6 +42,11 @@ def format_table(result: dict) -> str:
         lines.append(f"{'local: peak RSS':<34}{rss / 2 ** 20:,.0f} MiB" if rss else "local: peak RSS unknown")
         lines.append(f"{'local: experts GB read / token':<34}{local['gb_read_per_token']:.4f} "
                      f"(hit rate {local.get('expert_hit_rate') or 0:.1%}, plan {local['memory_plan']})")
+        if "prefix_cache_hit_rate" in local:
+            lines.append(f"{'local: prefix cache hit rate':<34}{local['prefix_cache_hit_rate']:.1%} "
+                         f"({local['prefix_cache_hits']:,} of {local['prefix_cache_queries']:,} prompt tokens; "
+                         f"{local['prefix_cache_snapshots']} snapshots, "
+                         f"{local['prefix_cache_snapshot_bytes'] / 2 ** 20:,.1f} MiB)")
     return "\n".join(lines)
 
 

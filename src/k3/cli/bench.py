@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
+from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
+
 
 def add_arguments(p) -> None:
     p.add_argument("--model", help="checkpoint directory: benchmark the in-process k3 engine")
@@ -41,6 +43,8 @@ def add_arguments(p) -> None:
     p.add_argument("--memory-budget", help="local: weights + cache budget; experts beyond it stream")
     p.add_argument("--cache-memory", default="1GiB", help="local: sequence-state cache")
     p.add_argument("--max-num-seqs", type=int, default=8, help="local: sequences decoded together")
+    p.add_argument("--max-num-batched-tokens", type=int, default=512, help="local: tokens per engine step")
+    add_prefix_cache_arguments(p)
     p.add_argument("--save", metavar="FILE.json", help="write the result and every request's record")
     p.add_argument("--save-result", action="store_true", help="write the result JSON (vLLM's flat keys included)")
     p.add_argument("--result-dir", default=".", help="with --save-result: the directory (default .)")
@@ -81,7 +85,8 @@ def run(args) -> int:
         from k3.bench.local_client import LocalClient
 
         client = LocalClient(args.model, memory_budget=args.memory_budget, cache_memory=args.cache_memory,
-                             max_num_seqs=args.max_num_seqs, ignore_eos=args.ignore_eos, temperature=args.temperature)
+                             max_num_seqs=args.max_num_seqs, ignore_eos=args.ignore_eos, temperature=args.temperature,
+                             max_num_batched_tokens=args.max_num_batched_tokens, **prefix_cache_kwargs(args))
         vocab = client.vocab_size
     else:
         from k3.bench.openai_client import OpenAIClient

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 import time
 
+from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
+
 
 def add_arguments(p) -> None:
     p.add_argument("prompt_text", nargs="?", metavar="PROMPT", help="prompt text (the same as --prompt)")
@@ -26,6 +28,7 @@ def add_arguments(p) -> None:
     p.add_argument("--resume-state", metavar="FILE",
                    help="continue from a saved state (its tokens are not computed again); with --prompt-ids, "
                         "they must begin with the saved tokens")
+    add_prefix_cache_arguments(p)
 
 
 def _ids(text: str) -> list[int]:
@@ -51,7 +54,7 @@ def run(args) -> int:
     if args.prompt is not None:
         check_tokenizer(model, args.tokenizer, "a text prompt")
     llm = LLM(model, max_num_seqs=1, cache_memory=args.cache_memory, tokenizer=args.tokenizer,
-              memory_budget=args.memory_budget)
+              memory_budget=args.memory_budget, **prefix_cache_kwargs(args))
     print(llm.capacity.describe(), file=sys.stderr)
     if getattr(llm.model, "memory_plan", None) is not None:
         print(describe_plan(llm.model.memory_plan), file=sys.stderr)

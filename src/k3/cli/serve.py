@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
+
 
 def add_arguments(p) -> None:
     p.add_argument("model_path", nargs="?", metavar="MODEL", help="checkpoint directory (as `vllm serve MODEL`)")
@@ -29,6 +31,7 @@ def add_arguments(p) -> None:
     p.add_argument("--public-metrics", action="store_true", help="with --api-key, let /metrics answer without the key")
     p.add_argument("--shutdown-timeout", type=float, default=30.0,
                    help="on SIGTERM, seconds requests in flight get to finish before they are cut")
+    add_prefix_cache_arguments(p)
 
 
 DEFAULT_MAX_MODEL_LEN = 131_072   # past this a CPU prefill takes hours; ask for more with --max-model-len
@@ -79,7 +82,8 @@ def run(args) -> int:
     sock = bind(args.host, args.port)
     llm = LLM(str(path), dtype=torch_dtype(args.dtype), device=args.device, max_num_seqs=args.max_num_seqs,
               max_num_batched_tokens=args.max_num_batched_tokens, cache_memory=args.cache_memory,
-              memory_budget=args.memory_budget, tokenizer=args.tokenizer, max_model_len=args.max_model_len)
+              memory_budget=args.memory_budget, tokenizer=args.tokenizer, max_model_len=args.max_model_len,
+              **prefix_cache_kwargs(args))
     engine = AsyncEngine(llm.engine, max_queued=args.max_queued)
     served_len = args.max_model_len or min(llm.engine.max_model_len, DEFAULT_MAX_MODEL_LEN)
     server = Server(engine, llm.tokenizer, args.served_model_name or path.name, args.api_key, args.request_timeout,

@@ -20,6 +20,10 @@ import torch
 
 from k3.engine.cache.allocator import CacheAllocator
 from k3.engine.cache.manager import fit_capacity
+from k3.engine.cache.prefix_cache import PrefixCache
+from k3.engine.cache.prefix_index import BlockIndex
+from k3.engine.cache.snapshot_store import SnapshotStore
+from k3.engine.cache.spill import SpilledSnapshots
 from k3.engine.detokenize import OutputText
 from k3.engine.offload import StateOffloader
 from k3.engine.request import Request, RequestOutput, SamplingParams, Status
@@ -35,22 +39,42 @@ class LLMEngine:
     def __init__(self, model, *, max_num_seqs: int = 8, max_num_batched_tokens: int = 512,
                  cache_memory: int = 2 ** 30, block_size: int = 16, tokenizer=None, seed: int = 0,
                  max_resident_seqs: int | None = None, state_offload_dir: str | None = None,
-                 max_model_len: int | None = None):
+                 max_model_len: int | None = None, enable_prefix_caching: bool = True,
+                 prefix_cache_memory: int | None = None, prefix_cache_spill_dir: str | None = None,
+                 prefix_cache_spill_bytes: int = 16 * 2 ** 30):
         """max_resident_seqs: sequences whose state is in memory at once (default: as many of max_num_seqs
         as cache_memory holds). Fewer than max_num_seqs turns on state offload: the others' state waits
         on disk (in state_offload_dir, default a private temporary directory) until their turn.
         max_model_len: prompt + generated tokens one request may hold (default: what the cache holds for
-        one sequence, at most the model's max_position_embeddings)."""
+        one sequence, at most the model's max_position_embeddings).
+        enable_prefix_caching: reuse the state of earlier requests' prompt prefixes (see
+        `k3.engine.cache.prefix_cache`); prefix_cache_memory: bytes of cache_memory kept for its KDA
+        snapshots (default a quarter); prefix_cache_spill_dir: write evicted snapshots there (at most
+        prefix_cache_spill_bytes) rather than dropping them."""
         self.model = model
         device = next(iter(model.parameters()), torch.empty(0)).device
         spec = model.state_spec()
-        self.capacity = fit_capacity(spec, cache_memory, max_num_seqs, max_resident_seqs, block_size,
-                                     model.compute_dtype)
+        enable_prefix_caching = enable_prefix_caching and bool(spec.mla_layers)
+        snapshot_bytes = spec.slot_bytes(torch.empty((), dtype=model.compute_dtype).element_size())
+        snapshot_budget = _snapshot_budget(enable_prefix_caching, prefix_cache_memory, cache_memory, snapshot_bytes)
+        self.capacity = fit_capacity(spec, cache_memory - snapshot_budget, max_num_seqs, max_resident_seqs,
+                                     block_size, model.compute_dtype)
         offload = self.capacity.max_seqs < max_num_seqs
         offloader = StateOffloader(state_offload_dir, spec.kda_layers, spec.mla_layers, device) if offload else None
-        self.allocator = CacheAllocator(self.capacity, bool(spec.mla_layers))
-        self.scheduler = Scheduler(self.allocator, max_num_seqs, max_num_batched_tokens, offload)
-        self.runner = ModelRunner(model, spec, self.capacity, device, offloader)
+        index = BlockIndex(block_size) if enable_prefix_caching else None
+        self.allocator = CacheAllocator(self.capacity, bool(spec.mla_layers), index)
+        prefix = None
+        if enable_prefix_caching:
+            spill = None if prefix_cache_spill_dir is None else SpilledSnapshots(
+                prefix_cache_spill_dir, prefix_cache_spill_bytes, block_size, self.fingerprint, model.compute_dtype)
+            prefix = PrefixCache(index, SnapshotStore(snapshot_budget, snapshot_bytes, spill))
+            if not prefix.store.enabled:
+                log.warning("prefix caching: prefix_cache_memory (%s B) holds no KDA snapshot (%s B each), so "
+                            "no prefix can be reused; raise it or cache_memory", f"{snapshot_budget:,}",
+                            f"{snapshot_bytes:,}")
+        self.prefix_cache = prefix
+        self.scheduler = Scheduler(self.allocator, max_num_seqs, max_num_batched_tokens, offload, prefix=prefix)
+        self.runner = ModelRunner(model, spec, self.capacity, device, offloader, prefix.store if prefix else None)
         self.tokenizer = tokenizer
         self.eos_token_id = model.config.eos_token_id
         self.vocab_size = model.config.vocab_size
@@ -138,6 +162,8 @@ class LLMEngine:
             self._publish()
             return outs
         self.scheduler.update(plan)
+        if plan.snapshots:
+            self.runner.take_snapshots(plan.snapshots)
         self.counters["steps"] += 1
         self.counters["forward_tokens"] += plan.num_tokens
         self.counters["forward_seconds"] += time.perf_counter() - started
@@ -177,6 +203,9 @@ class LLMEngine:
     def _finish(self, req: Request, reason: str, new: list[int], error: str | None = None) -> RequestOutput:
         if req.save_state_path and reason in ("stop", "length"):
             self._save(req)
+        order = self.scheduler.snapshot_order(req) if reason != "error" else None
+        if order is not None:  # where the next turn of its conversation begins
+            self.runner.take_snapshots([order])
         req.status, req.finish_reason, req.error = Status.FINISHED, reason, error
         self.scheduler.remove(req)
         self.runner.forget(req.request_id)
@@ -205,6 +234,8 @@ class LLMEngine:
         out = dict(self.counters, **self.scheduler.counts(), **self.allocator.usage())
         if self.runner.offloader is not None:
             out |= self.runner.offloader.counters
+        if self.prefix_cache is not None:
+            out |= self.prefix_cache.stats()
         store = getattr(self.model, "expert_store", None)
         if store is not None:
             tokens = self.counters["forward_tokens"]
@@ -226,6 +257,19 @@ def _prompt_tokens(chunk) -> int:
     """How many of a computed chunk's tokens were prompt tokens (num_computed already includes it)."""
     start = chunk.request.num_computed - chunk.num_tokens
     return min(chunk.num_tokens, max(0, len(chunk.request.prompt_ids) - start))
+
+
+def _snapshot_budget(enabled: bool, asked: int | None, cache_memory: int, snapshot_bytes: int) -> int:
+    """Default: a quarter of cache_memory, or nothing if a quarter holds no snapshot."""
+    if not enabled:
+        return 0
+    if asked is None:
+        quarter = cache_memory // 4
+        return quarter if quarter >= snapshot_bytes else 0
+    if not isinstance(asked, int) or not 0 <= asked < cache_memory:
+        raise ValueError(f"prefix_cache_memory must be in 0..cache_memory ({cache_memory:,} B), got {asked!r}; "
+                         "it is taken out of cache_memory")
+    return asked
 
 
 def _max_model_len(asked: int | None, capacity, config) -> int:

@@ -33,14 +33,23 @@ class LLM:
     stream from the checkpoint's shards (bit-identical output). None: everything resident.
     tokenizer: a K3Tokenizer, a directory with tiktoken.model, or None to use the checkpoint's own
     tiktoken.model when it has one. With a tokenizer, prompts may be text and outputs carry `text`.
+    enable_prefix_caching: reuse earlier requests' prompt-prefix state (exact; on by default).
+    prefix_cache_memory: the part of cache_memory kept for its KDA snapshots (default a quarter).
+    prefix_cache_spill_dir: write snapshots evicted from memory there (up to prefix_cache_spill_bytes).
     """
 
     def __init__(self, model, dtype: torch.dtype | None = None, device: str = "cpu", *, max_num_seqs: int = 8,
                  max_num_batched_tokens: int = 512, cache_memory: int | str = "1GiB", block_size: int = 16,
                  tokenizer=None, seed: int = 0, memory_budget: int | str | None = None,
                  max_resident_seqs: int | None = None, state_offload_dir: str | None = None,
-                 max_model_len: int | None = None):
+                 max_model_len: int | None = None, enable_prefix_caching: bool = True,
+                 prefix_cache_memory: int | str | None = None, prefix_cache_spill_dir: str | None = None,
+                 prefix_cache_spill_bytes: int | str = "16GiB"):
         cache_bytes = parse_size(cache_memory, "cache_memory")
+        prefix = dict(enable_prefix_caching=enable_prefix_caching, prefix_cache_spill_dir=prefix_cache_spill_dir,
+                      prefix_cache_spill_bytes=parse_size(prefix_cache_spill_bytes, "prefix_cache_spill_bytes"),
+                      prefix_cache_memory=prefix_cache_memory if prefix_cache_memory in (None, 0)
+                      else parse_size(prefix_cache_memory, "prefix_cache_memory"))
         if isinstance(model, torch.nn.Module):
             self.model = model
         else:
@@ -56,7 +65,7 @@ class LLM:
         self.engine = LLMEngine(self.model, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                 cache_memory=cache_bytes, block_size=block_size,
                                 tokenizer=tokenizer, seed=seed, max_resident_seqs=max_resident_seqs,
-                                state_offload_dir=state_offload_dir, max_model_len=max_model_len)
+                                state_offload_dir=state_offload_dir, max_model_len=max_model_len, **prefix)
 
     @property
     def capacity(self):

@@ -116,6 +116,8 @@ class Request:
     initial_state: object | None = None     # SequenceState to resume from (imported at admission)
     save_state_path: str | None = None       # write the state here when the request finishes
     resident_since: int = 0                  # step its state last entered the pools (state offload)
+    prefix_cached: bool = False              # takes part in prefix caching (registers blocks, snapshots)
+    snapshot_at: list[int] = field(default_factory=list)   # prompt positions to cut a chunk and snapshot at
 
     @property
     def text(self) -> str | None:

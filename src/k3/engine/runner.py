@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import torch
 
 from k3.engine.cache.manager import Capacity, CachePools
-from k3.engine.cache.snapshot import SequenceState
+from k3.engine.cache.snapshot import SequenceState, export_kda, export_mla, import_mla
 from k3.engine.request import Request, TokenLogprob
-from k3.engine.scheduler import OFFLOADED, RESUME, SchedulerOutput
+from k3.engine.scheduler import OFFLOADED, PREFIX, RESUME, SchedulerOutput, SnapshotOrder
 from k3.layers.batch import ForwardBatch
 from k3.layers.state import StateSpec
 from k3.ops.sampling import top_logprobs_batched
@@ -31,12 +31,20 @@ class StepOutput:
 
 
 class ModelRunner:
-    def __init__(self, model, spec: StateSpec, capacity: Capacity, device: torch.device, offloader=None):
-        self.model, self.device, self.offloader = model, device, offloader
+    def __init__(self, model, spec: StateSpec, capacity: Capacity, device: torch.device, offloader=None,
+                 snapshots=None):
+        """snapshots: the prefix cache's SnapshotStore (None: prefix caching off)."""
+        self.model, self.device, self.offloader, self.snapshots = model, device, offloader, snapshots
         self.pools = CachePools(spec, capacity, model.compute_dtype, device)
+        if snapshots is not None:
+            snapshots.export_mla = lambda blocks, n: export_mla(self.pools.blocks, blocks, n)
 
     def move(self, out: SchedulerOutput) -> None:
-        """Swap-outs first (their blocks may already be someone else's), then placements."""
+        """Snapshots of reused blocks and swap-outs first (their blocks may already be someone else's),
+        then placements."""
+        for entry in out.evicted:
+            for snap in list(entry.snapshots.values()):
+                self.snapshots.evict(snap)
         for s in out.swapped_out:
             state = self.pools.export(s.placement, s.num_tokens)
             state.token_ids = s.request.all_ids[:s.num_tokens]
@@ -47,7 +55,10 @@ class ModelRunner:
                 state = self.offloader.take(p.request.request_id)
             elif p.source == RESUME:
                 state, p.request.initial_state = p.request.initial_state, None
-            self.pools.place(p.placement, state)
+            if p.source == PREFIX:
+                self._restore_snapshot(p)
+            else:
+                self.pools.place(p.placement, state)
         for request_id in out.prefetch:
             self.offloader.prefetch(request_id)
 
@@ -68,6 +79,25 @@ class ModelRunner:
         with torch.inference_mode():
             logits = self.model.forward_batch(torch.tensor(ids, dtype=torch.long, device=self.device), batch, views, index)
         return StepOutput(logits[:len(rows)], [reqs[i] for i in rows], _score_prompt(scored, logits[len(rows):]))
+
+    def _restore_snapshot(self, p) -> None:
+        """KDA state from the snapshot; the tail's MLA rows into the request's own first block (the full
+        blocks before it are shared, already holding their rows)."""
+        snap = p.snapshot
+        self.pools.place(p.placement, SequenceState([], kda=snap.kda))
+        if snap.tail:
+            block = p.placement.blocks[snap.num_tokens // self.pools.capacity.block_size]
+            import_mla(self.pools.blocks, [block], snap.tail_rows)
+
+    def take_snapshots(self, orders: list[SnapshotOrder]) -> None:
+        """Copy KDA state (and tail MLA rows) out of the ordered slots into the prefix cache."""
+        for o in orders:
+            existing = self.snapshots.find(o.holder, o.tail)
+            if existing is not None:
+                self.snapshots.touch(existing)
+                continue
+            rows = export_mla(self.pools.blocks, [o.tail_block], len(o.tail)) if o.tail else {}
+            self.snapshots.add(o.holder, o.tail, export_kda(self.pools.slots, o.slot), rows)
 
     def save_state(self, req: Request, placement) -> SequenceState:
         """A copy of a request's computed state, with its token ids (and the sampled, uncomputed ones)."""

@@ -10,6 +10,13 @@ and none starves. A running request in prefill takes as many prompt tokens as th
 (chunked prefill), interleaving with others' decode steps. Waiting requests are admitted first come,
 first served while there is budget, a free KDA slot and MLA blocks for prompt + max_tokens.
 
+Prefix caching (a `PrefixCache`): a new request is placed at the longest cached prefix of its prompt
+(shared MLA blocks + a KDA snapshot, or a spilled state), and its chunks are cut at its snapshot
+points so the state after the step is exactly there. `update()` registers the blocks a step filled
+and orders the snapshots the runner takes. New requests are admitted only while the running ones
+leave some of the step's token budget, so a request arriving behind a long prefill is matched once
+that prefill's blocks are cached rather than computing the same prefix alongside it.
+
 State offload: with offloading on, more sequences are active (up to max_num_seqs) than have state in
 the pools. The others are `swapped`: their state sits on disk until their turn. Each step the
 sequences waiting longest are swapped in, in place of residents that have run at least `quantum`
@@ -22,9 +29,14 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from k3.engine.cache.allocator import CacheAllocator, Placement
+from k3.engine.cache.prefix_cache import NO_MATCH, PrefixCache, PrefixMatch
+from k3.engine.cache.prefix_index import CachedBlock
+from k3.engine.cache.snapshot_store import Snapshot
 from k3.engine.request import Request, Status
 
-NEW, RESUME, OFFLOADED = "new", "resume", "offloaded"   # where a placed sequence's state comes from
+# Where a placed sequence's state comes from: zero, request.initial_state (saved or spilled state),
+# the offloader, or a prefix-cache snapshot plus shared blocks.
+NEW, RESUME, OFFLOADED, PREFIX = "new", "resume", "offloaded", "prefix"
 
 
 @dataclass(frozen=True)
@@ -38,7 +50,8 @@ class ScheduledChunk:
 class Placed:
     request: Request
     placement: Placement
-    source: str            # NEW (zero state), RESUME (request.initial_state), OFFLOADED (the offloader holds it)
+    source: str            # NEW, RESUME, OFFLOADED or PREFIX (see above)
+    snapshot: Snapshot | None = None   # PREFIX: the KDA state (and tail rows) to restore
 
 
 @dataclass(frozen=True)
@@ -48,12 +61,22 @@ class SwappedOut:
     num_tokens: int
 
 
+@dataclass(frozen=True)
+class SnapshotOrder:
+    holder: CachedBlock | None   # the last full block before the position (None: the root)
+    tail: tuple[int, ...]        # tokens after it, up to the position
+    slot: int                    # whose KDA state, as it is now
+    tail_block: int | None       # the request's block holding the tail's MLA rows
+
+
 @dataclass
 class SchedulerOutput:
     chunks: list[ScheduledChunk] = field(default_factory=list)
     swapped_out: list[SwappedOut] = field(default_factory=list)
     placed: list[Placed] = field(default_factory=list)
     prefetch: list[str] = field(default_factory=list)
+    evicted: list[CachedBlock] = field(default_factory=list)   # blocks being reused: spill or drop their snapshots first
+    snapshots: list[SnapshotOrder] = field(default_factory=list)  # filled by update()
 
     @property
     def num_tokens(self) -> int:
@@ -62,12 +85,12 @@ class SchedulerOutput:
 
 class Scheduler:
     def __init__(self, allocator: CacheAllocator, max_num_seqs: int, max_num_batched_tokens: int,
-                 offload: bool = False, quantum: int = 4):
+                 offload: bool = False, quantum: int = 4, prefix: PrefixCache | None = None):
         if max_num_seqs < 1 or max_num_batched_tokens < 1:
             raise ValueError("max_num_seqs and max_num_batched_tokens must be >= 1")
         if quantum < 1:
             raise ValueError("quantum must be >= 1 (a sequence runs at least one step before it is swapped out)")
-        self.allocator, self.offload, self.quantum = allocator, offload, quantum
+        self.allocator, self.offload, self.quantum, self.prefix = allocator, offload, quantum, prefix
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.waiting: deque[Request] = deque()
@@ -106,24 +129,52 @@ class Scheduler:
         for req in sorted(self.running, key=lambda r: (r.last_scheduled < 0, r.last_scheduled, r.arrival)):
             if budget == 0:
                 break
-            n = min(req.num_pending, budget)
+            n = _cut(req, min(req.num_pending, budget))
             self._out.chunks.append(ScheduledChunk(req, n, self.allocator.placement(req.request_id)))
             budget -= n
         for c in self._out.chunks:
             c.request.last_scheduled = step
+        self._out.evicted, self.allocator.evicted = self.allocator.evicted, []
         return self._out
 
     def update(self, out: SchedulerOutput) -> None:
-        """The step ran: its tokens are now in the cache."""
+        """The step ran: its tokens are now in the cache (and full blocks registered, snapshots ordered)."""
         for c in out.chunks:
             c.request.num_computed += c.num_tokens
+            if self.prefix is not None:
+                self._register(c.request, out)
+
+    def _register(self, req: Request, out: SchedulerOutput) -> None:
+        self.allocator.register(req.request_id, req.all_ids, req.num_computed)
+        if req.num_computed in req.snapshot_at or req.num_computed == len(req.prompt_ids):
+            order = self.snapshot_order(req)
+            if order is not None:
+                out.snapshots.append(order)
+
+    def snapshot_order(self, req: Request) -> SnapshotOrder | None:
+        """A snapshot of a placed request's state as it is now (after a step, or as it finishes), or None
+        when prefix caching is off for it or its prefix's blocks are no longer all cached."""
+        if self.prefix is None or not req.prefix_cached or not req.num_computed or not self.prefix.store.enabled:
+            return None
+        chain = self.allocator.chain_end(req.request_id)
+        bs = self.allocator.capacity.block_size
+        if chain is None or chain[1] != req.num_computed // bs:
+            return None
+        holder, count = chain
+        placement = self.allocator.placement(req.request_id)
+        tail = tuple(req.all_ids[count * bs:req.num_computed])
+        return SnapshotOrder(holder, tail, placement.slot, placement.blocks[count] if tail else None)
 
     def _admit(self, step: int) -> None:
-        while self.waiting and len(self.running) + len(self.swapped) < self.max_num_seqs:
+        committed = sum(r.num_pending for r in self.running)
+        while (self.waiting and len(self.running) + len(self.swapped) < self.max_num_seqs
+               and committed < self.max_num_batched_tokens):
             req = self.waiting[0]
-            if not self.swapped and self.allocator.can_admit(req.max_total_tokens):
+            match = self._match(req)
+            if not self.swapped and self.allocator.can_admit(req.max_total_tokens, _blocks(match)):
                 self.waiting.popleft()
-                self._place(req, step)
+                self._place(req, step, self._deeper_on_disk(req, match))
+                committed += req.num_pending
             elif self.offload and self.allocator.fits_ever(req.max_total_tokens):
                 self.waiting.popleft()
                 req.status = Status.RUNNING
@@ -131,31 +182,57 @@ class Scheduler:
             else:
                 break
 
-    def _place(self, req: Request, step: int) -> None:
-        placement = self.allocator.admit(req.request_id, req.max_total_tokens)
+    def _match(self, req: Request) -> PrefixMatch:
+        """A new request's cached prefix in memory (not one resumed, swapped back, or scoring its prompt)."""
+        if (self.prefix is None or req.initial_state is not None or req.prompt_logprobs is not None
+                or req.request_id in self._offloaded or req.num_computed):
+            return NO_MATCH
+        return self.prefix.match(req.prompt_ids)
+
+    def _deeper_on_disk(self, req: Request, match: PrefixMatch) -> PrefixMatch:
+        """Once admission is certain: a spilled state deeper than the memory match, if it fits."""
+        if match is NO_MATCH or self.prefix.store.spill is None:
+            return match
+        disk = self.prefix.on_disk(req.prompt_ids, match)
+        return disk if disk is not None and self.allocator.can_admit(req.max_total_tokens) else match
+
+    def _place(self, req: Request, step: int, match: PrefixMatch = NO_MATCH) -> None:
+        placement = self.allocator.admit(req.request_id, req.max_total_tokens, match.shared)
+        snapshot = None
         if req.request_id in self._offloaded:
             self._offloaded.discard(req.request_id)
             source = OFFLOADED
-        elif req.initial_state is not None:
-            source = RESUME
-            req.num_computed = len(req.initial_state.token_ids)
         else:
-            source = NEW
-        self._out.placed.append(Placed(req, placement, source))
+            if match.state is not None:
+                req.initial_state = match.state
+            if req.initial_state is not None:
+                source = RESUME
+                req.num_computed = len(req.initial_state.token_ids)
+            elif match.snapshot is not None:
+                source, snapshot = PREFIX, match.snapshot
+                req.num_computed = match.num_tokens
+            else:
+                source = NEW
+            if self.prefix is not None:
+                req.prefix_cached = True
+                req.snapshot_at = self.prefix.admitted(req.prompt_ids, match, looked_up=match is not NO_MATCH)
+        self._out.placed.append(Placed(req, placement, source, snapshot))
         req.status, req.resident_since = Status.RUNNING, step
         self.running.append(req)
 
     def _rotate(self, step: int) -> None:
         for req in sorted(self.swapped, key=lambda r: (r.last_scheduled, r.arrival)):
-            while not self.allocator.can_admit(req.max_total_tokens):
+            match = self._match(req)
+            while not self.allocator.can_admit(req.max_total_tokens, _blocks(match)):
                 victim = self._victim(step, req)
                 if victim is None:
                     break
                 self._swap_out(victim)
-            if not self.allocator.can_admit(req.max_total_tokens):
+                match = self._match(req)  # the victim's blocks may now be cached ones
+            if not self.allocator.can_admit(req.max_total_tokens, _blocks(match)):
                 break
             self.swapped.remove(req)
-            self._place(req, step)
+            self._place(req, step, self._deeper_on_disk(req, match))
         nxt = sorted(self.swapped, key=lambda r: (r.last_scheduled, r.arrival))[:1]
         self._out.prefetch.extend(r.request_id for r in nxt if r.request_id in self._offloaded)
 
@@ -171,3 +248,16 @@ class Scheduler:
         self._offloaded.add(req.request_id)
         self.running.remove(req)
         self.swapped.append(req)
+
+
+def _blocks(match: PrefixMatch) -> tuple[int, ...]:
+    return tuple(e.block for e in match.shared)
+
+
+def _cut(req: Request, n: int) -> int:
+    """End a chunk at the request's next snapshot point, if it falls inside the chunk."""
+    start = req.num_computed
+    for q in req.snapshot_at:
+        if start < q < start + n:
+            return q - start
+    return n

@@ -1,6 +1,7 @@
 """Sequence-state files: a safetensors file of the state's tensors, with metadata naming the format,
 its version, the model it belongs to (a fingerprint of config and weights) and the token ids.
-Written to a temporary name and renamed; anything that does not match is refused with the reason."""
+Written to a temporary name and renamed; anything that does not match is refused with the reason.
+A digest of the tensor bytes in the metadata catches a file damaged after it was written."""
 
 from __future__ import annotations
 
@@ -36,11 +37,13 @@ def model_fingerprint(model) -> str:
 
 def save_state(path: str | Path, state: SequenceState, fingerprint: str, dtype: torch.dtype) -> Path:
     path = Path(path)
+    tensors = {k: v.contiguous() for k, v in state.tensors().items()}
     meta = {"format": FORMAT, "version": str(VERSION), "model": fingerprint, "dtype": str(dtype),
             "token_ids": json.dumps(state.token_ids), "pending_ids": json.dumps(state.pending_ids),
-            "kda_layers": json.dumps(sorted(state.kda)), "mla_layers": json.dumps(sorted(state.mla))}
+            "kda_layers": json.dumps(sorted(state.kda)), "mla_layers": json.dumps(sorted(state.mla)),
+            "tensors_blake2b": _digest(tensors)}
     tmp = path.with_name(path.name + ".tmp")
-    save_file({k: v.contiguous() for k, v in state.tensors().items()}, str(tmp), metadata=meta)
+    save_file(tensors, str(tmp), metadata=meta)
     os.replace(tmp, path)
     return path
 
@@ -54,12 +57,24 @@ def load_state(path: str | Path, fingerprint: str, dtype: torch.dtype) -> Sequen
             meta = f.metadata() or {}
             _check_meta(path, meta, fingerprint, dtype)
             tensors = {k: f.get_tensor(k) for k in f.keys()}
+        if "tensors_blake2b" in meta and meta["tensors_blake2b"] != _digest(tensors):
+            raise StateFileError(f"state file {path} is damaged (its tensors do not match the digest it was "
+                                 "saved with); save it again")
         return SequenceState.from_tensors(tensors, json.loads(meta["token_ids"]), json.loads(meta["pending_ids"]),
                                           json.loads(meta["kda_layers"]), json.loads(meta["mla_layers"]))
     except (SafetensorError, OSError, KeyError, ValueError) as e:
         if isinstance(e, StateFileError):
             raise
         raise StateFileError(f"state file {path} is truncated or corrupt ({e}); save it again") from None
+
+
+def _digest(tensors: dict[str, torch.Tensor]) -> str:
+    h = hashlib.blake2b(digest_size=20)
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        h.update(name.encode() + str(t.dtype).encode() + str(tuple(t.shape)).encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
 
 
 def _check_meta(path: Path, meta: dict, fingerprint: str, dtype: torch.dtype) -> None:

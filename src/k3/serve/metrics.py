@@ -1,7 +1,10 @@
 """Prometheus metrics for the server: requests by status, TTFT and inter-token latency histograms,
-tokens generated, queue depth, running sequences, cache usage. One registry per app (no globals)."""
+tokens generated, queue depth, running sequences, cache usage, prefix-cache queries and hits (in
+prompt tokens, as vLLM counts them) and snapshots. One registry per app (no globals)."""
 
 from __future__ import annotations
+
+import threading
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -22,10 +25,25 @@ class Metrics:
         self.running = Gauge("k3_running_sequences", "sequences being generated", registry=r)
         self.slots = Gauge("k3_kda_slots_used", "KDA state slots in use", registry=r)
         self.blocks = Gauge("k3_mla_blocks_used", "MLA cache blocks in use", registry=r)
+        self.prefix_queries = Counter("k3_prefix_cache_queries", "prompt tokens looked up in the prefix cache",
+                                      registry=r)
+        self.prefix_hits = Counter("k3_prefix_cache_hits", "prompt tokens whose state came from the prefix cache",
+                                   registry=r)
+        self.snapshots = Gauge("k3_prefix_cache_snapshots", "KDA snapshots held in memory", registry=r)
+        self.snapshot_bytes = Gauge("k3_prefix_cache_snapshot_bytes", "bytes those snapshots take", registry=r)
+        self._counted = {"prefix_cache_queries": 0, "prefix_cache_hits": 0}
+        self._lock = threading.Lock()   # two scrapes at once must not count a delta twice
 
     def render(self, engine_stats: dict) -> bytes:
         self.queue.set(engine_stats["waiting"])
         self.running.set(engine_stats["running"])
         self.slots.set(engine_stats["slots_total"] - engine_stats["slots_free"])
         self.blocks.set(engine_stats["blocks_total"] - engine_stats["blocks_free"])
+        with self._lock:
+            for key, counter in (("prefix_cache_queries", self.prefix_queries), ("prefix_cache_hits", self.prefix_hits)):
+                now = engine_stats.get(key, 0)
+                counter.inc(max(0, now - self._counted[key]))
+                self._counted[key] = max(now, self._counted[key])
+        self.snapshots.set(engine_stats.get("prefix_cache_snapshots", 0))
+        self.snapshot_bytes.set(engine_stats.get("prefix_cache_snapshot_bytes", 0))
         return generate_latest(self.registry)

@@ -41,9 +41,16 @@ class SequenceState:
 
 def export_state(slots, blocks, slot: int, table: list[int], num_tokens: int) -> SequenceState:
     """Copy one sequence's state out of the pools (clones: the pools may be reused at once)."""
-    kda = {i: (rec[slot].clone(), tuple(t[slot].clone() for t in slots.tails[i])) for i, rec in slots.recurrent.items()}
-    mla = {i: pool[_rows(table, num_tokens, blocks.block_size, pool.device)].clone() for i, pool in blocks.pools.items()}
-    return SequenceState([], [], kda, mla)
+    return SequenceState([], [], export_kda(slots, slot), export_mla(blocks, table, num_tokens))
+
+
+def export_kda(slots, slot: int) -> dict[int, tuple[torch.Tensor, tuple[torch.Tensor, ...]]]:
+    return {i: (rec[slot].clone(), tuple(t[slot].clone() for t in slots.tails[i])) for i, rec in slots.recurrent.items()}
+
+
+def export_mla(blocks, table: list[int], num_tokens: int) -> dict[int, torch.Tensor]:
+    """layer -> rows [num_tokens, width] of the tokens the block table holds (a gather: a copy)."""
+    return {i: pool[_rows(table, num_tokens, blocks.block_size, pool.device)] for i, pool in blocks.pools.items()}
 
 
 def import_state(slots, blocks, slot: int, table: list[int], state: SequenceState) -> None:
@@ -51,10 +58,14 @@ def import_state(slots, blocks, slot: int, table: list[int], state: SequenceStat
         slots.recurrent[i][slot].copy_(rec)  # copy_ moves across devices
         for mine, saved in zip(slots.tails[i], tails):
             mine[slot].copy_(saved)
-    if state.mla:
-        for i, saved in state.mla.items():
-            pool = blocks.pools[i]
-            pool[_rows(table, len(state.token_ids), blocks.block_size, pool.device)] = saved.to(pool.device, pool.dtype)
+    import_mla(blocks, table, state.mla)
+
+
+def import_mla(blocks, table: list[int], rows: dict[int, torch.Tensor]) -> None:
+    """Write layer -> rows [n, width] at positions 0..n-1 of the block table."""
+    for i, saved in rows.items():
+        pool = blocks.pools[i]
+        pool[_rows(table, saved.shape[0], blocks.block_size, pool.device)] = saved.to(pool.device, pool.dtype)
 
 
 def _rows(table: list[int], num_tokens: int, block_size: int, device) -> torch.Tensor:

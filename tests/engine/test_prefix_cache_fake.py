@@ -1,0 +1,180 @@
+"""Prefix caching's bookkeeping on the weightless model: its next token depends on every cached MLA
+row and on the KDA token count, so reusing the wrong state (or a wrong amount of it) changes tokens."""
+
+import pytest
+
+from k3.engine import LLMEngine, SamplingParams
+from fake_model import FakeModel, expected_next
+
+GREEDY = dict(temperature=0.0, ignore_eos=True)
+
+
+def _engine(**kw):
+    kw.setdefault("cache_memory", 1 << 20)
+    kw.setdefault("block_size", 4)
+    return LLMEngine(FakeModel(), **kw)
+
+
+def _reference(prompt, n):
+    seq = list(prompt)
+    for _ in range(n):
+        seq.append(expected_next(seq))
+    return seq[len(prompt):]
+
+
+def _run(engine, prompts, n=5, **params):
+    ids = [engine.add_request(p, SamplingParams(max_tokens=n, **GREEDY, **params)) for p in prompts]
+    outs = {}
+    while engine.has_unfinished():
+        outs.update({o.request_id: o for o in engine.step() if o.finished})
+    for rid, p in zip(ids, prompts):
+        assert outs[rid].token_ids == _reference(p, n), p
+    return [outs[r] for r in ids]
+
+
+def _hits(engine):
+    return engine.stats()["prefix_cache_hits"]
+
+
+def test_the_next_turn_resumes_where_the_last_one_stopped():
+    engine = _engine()
+    first = list(range(1, 12))
+    out = _run(engine, [first])[0]
+    second = first + out.token_ids + [5, 6, 7]
+    _run(engine, [second])
+    # The finished request's state covers its prompt and all but its last token.
+    assert _hits(engine) == len(first) + len(out.token_ids) - 1
+    s = engine.stats()
+    assert s["prefix_cache_queries"] == len(first) + len(second)
+    assert s["prefix_cache_hit_rate"] == _hits(engine) / s["prefix_cache_queries"]
+
+
+def test_a_resent_prompt_with_new_text_resumes_at_the_prompt_end():
+    engine = _engine()
+    first = list(range(1, 12))
+    _run(engine, [first])
+    _run(engine, [first + [40, 41]])        # the answer was not resent (a template that drops it)
+    assert _hits(engine) == len(first)
+
+
+def test_a_shared_prefix_becomes_a_branch_point_for_later_requests():
+    engine = _engine(max_num_batched_tokens=6)
+    system = list(range(1, 19))              # 18 tokens: 4 full blocks of 4
+    prompts = [system + [30 + i, 31 + i, 32] for i in range(5)]
+    _run(engine, prompts)
+    # The second request finds 4 cached blocks but no snapshot; it snapshots at 16; the rest resume there.
+    assert _hits(engine) >= 3 * 16
+    for calls in engine.model.calls:
+        assert sum(calls[0]) <= 6
+
+
+def test_forced_hash_collisions_never_reuse_another_prefix():
+    engine = _engine()
+    engine.prefix_cache.index.block_hash = lambda parent, tokens: 7   # every block in one bucket
+    a = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    b = [1, 2, 3, 4, 9, 9, 9, 9, 9, 10]     # same first block, different second
+    c = [2, 2, 3, 4, 5, 6, 7, 8, 9, 10]     # different first block, same second
+    _run(engine, [a, b, c])
+    _run(engine, [a + [11, 12], b + [11, 12], c + [11, 12]])
+    assert _hits(engine) == 3 * len(a)      # each from its own prompt's end, none from a lookalike
+
+
+def test_eviction_under_pressure_keeps_every_answer_right():
+    engine = _engine(cache_memory=24_000, max_num_seqs=2, prefix_cache_memory=600)
+    prompts = [[(7 * i + j) % 45 + 1 for j in range(13)] for i in range(12)]
+    _run(engine, prompts)
+    _run(engine, [p + [3, 4] for p in prompts])   # most of those prefixes were evicted meanwhile
+    s = engine.stats()
+    assert s["prefix_snapshots_evicted"] > 0 and s["prefix_cache_snapshot_bytes"] <= 600
+    assert s["blocks_free"] == s["blocks_total"] and s["slots_free"] == s["slots_total"]
+
+
+def test_a_block_shared_by_two_running_requests_survives_one_aborting():
+    engine = _engine(max_num_seqs=3)
+    base = list(range(1, 14))
+    _run(engine, [base])
+    a = engine.add_request(base + [20], SamplingParams(max_tokens=8, **GREEDY))
+    b = engine.add_request(base + [21], SamplingParams(max_tokens=8, **GREEDY))
+    engine.step()
+    engine.abort(a)
+    outs = {}
+    while engine.has_unfinished():
+        outs.update({o.request_id: o for o in engine.step() if o.finished})
+    assert outs[b].token_ids == _reference(base + [21], 8)
+    assert _hits(engine) == 2 * len(base)
+
+
+def test_an_abort_mid_prefill_leaves_a_usable_snapshot():
+    engine = _engine(max_num_batched_tokens=5)
+    prompt = list(range(1, 30))
+    rid = engine.add_request(prompt, SamplingParams(max_tokens=3, **GREEDY))
+    engine.step(), engine.step()
+    engine.abort(rid)                        # 10 of 29 prompt tokens computed
+    _run(engine, [prompt], n=3)
+    assert _hits(engine) == 10
+
+
+def test_state_offload_with_prefix_caching():
+    engine = _engine(max_num_seqs=4, max_resident_seqs=1, cache_memory=60_000)
+    base = list(range(1, 10))
+    _run(engine, [base])
+    _run(engine, [base + [i, i + 1] for i in range(4)], n=7)
+    assert _hits(engine) > 0 and engine.stats()["swap_outs"] > 0
+
+
+def test_turned_off_it_reuses_nothing_and_reports_nothing():
+    engine = _engine(enable_prefix_caching=False)
+    prompt = list(range(1, 12))
+    _run(engine, [prompt, prompt + [1, 2]])
+    assert "prefix_cache_hits" not in engine.stats() and engine.prefix_cache is None
+
+
+def test_bad_prefix_cache_memory_is_a_clear_error():
+    with pytest.raises(ValueError, match="prefix_cache_memory"):
+        _engine(prefix_cache_memory=2 << 20)
+
+
+def _spilling(tmp_path, **kw):
+    # Room for one snapshot in memory: every earlier one goes to disk.
+    return _engine(prefix_cache_memory=200, prefix_cache_spill_dir=str(tmp_path), **kw)
+
+
+def test_a_snapshot_spilled_to_disk_is_read_back(tmp_path):
+    engine = _spilling(tmp_path)
+    first, other = list(range(1, 12)), list(range(20, 31))
+    _run(engine, [first])
+    _run(engine, [other])                    # evicts first's snapshots to disk
+    s = engine.stats()
+    assert s["prefix_spill_writes"] >= 2 and s["prefix_cache_snapshot_bytes"] <= 200
+    _run(engine, [first + [3, 4]])
+    assert engine.stats()["prefix_spill_reads"] == 1 and _hits(engine) == len(first)
+
+
+def test_a_restarted_engine_resumes_from_spilled_files_and_refuses_bad_ones(tmp_path):
+    engine = _spilling(tmp_path)
+    first = list(range(1, 12))
+    _run(engine, [first])
+    _run(engine, [list(range(20, 31)), list(range(30, 41))])
+    engine.prefix_cache.store.spill.close()   # writes finished
+    files = sorted(tmp_path.glob("*.safetensors"))
+    assert files
+    again = _spilling(tmp_path)
+    _run(again, [first + [3, 4]])
+    assert _hits(again) == len(first)
+    for i, f in enumerate(files):             # a cut or flipped file is a miss, never wrong state
+        data = bytearray(f.read_bytes())
+        data[-1] ^= 1
+        f.write_bytes(data if i % 2 else data[:40])
+    third = _spilling(tmp_path)
+    _run(third, [first + [3, 4], list(range(30, 41)) + [5]])
+    assert _hits(third) == 0 and third.stats()["prefix_spill_rejected"] >= 1
+
+
+def test_blocks_reused_under_pressure_spill_their_snapshots_first(tmp_path):
+    engine = _engine(cache_memory=8_000, max_num_seqs=1, prefix_cache_memory=4_000,
+                     prefix_cache_spill_dir=str(tmp_path))
+    prompts = [[(5 * i + j) % 45 + 1 for j in range(9)] for i in range(16)]
+    _run(engine, prompts)
+    _run(engine, [prompts[0] + [2, 3]])
+    s = engine.stats()
+    assert s["prefix_spill_writes"] > 0 and _hits(engine) == len(prompts[0])
