@@ -47,3 +47,9 @@ def tool_server(scripted_model):
     uv.should_exit = True
     thread.join(5)
     engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def own_llm():
+    """A second engine, for tests that start their own server while `base` drives `llm`."""
+    return LLM(str(default_model()), max_num_seqs=8, cache_memory="64MiB")

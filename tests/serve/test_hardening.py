@@ -68,8 +68,8 @@ def test_chunked_body_without_length_is_cut_at_the_limit(base):
     assert r.status_code == 413 and r.json()["error"]["code"] == 413
 
 
-def test_maximum_context_is_enforced_before_tokenizing(llm):
-    with serving(llm, max_model_len=64) as url:
+def test_maximum_context_is_enforced_before_tokenizing(own_llm):
+    with serving(own_llm, max_model_len=64) as url:
         long = _chat(url, messages=[{"role": "user", "content": "word " * 70}])
         assert long.status_code == 400 and "maximum context length is 64" in long.json()["error"]["message"]
         asked = _chat(url, max_tokens=60)
@@ -91,8 +91,8 @@ def test_a_non_streamed_request_is_aborted_when_its_client_leaves(base, llm):
     assert stats["running"] == 0 and stats["waiting"] == 0, stats
 
 
-def test_every_route_but_health_needs_the_key(llm):
-    with serving(llm, api_key="s3cret") as url:
+def test_every_route_but_health_needs_the_key(own_llm):
+    with serving(own_llm, api_key="s3cret") as url:
         for method, path, body in (("GET", "/", None), ("GET", "/metrics", None), ("GET", "/openapi.json", None),
                                    ("POST", "/tokenize", {"prompt": "x"}), ("POST", "/detokenize", {"tokens": [1]}),
                                    ("GET", "/v1/models", None)):
@@ -102,7 +102,7 @@ def test_every_route_but_health_needs_the_key(llm):
             assert ok.status_code == 200, (path, ok.status_code)
         assert httpx.get(url + "/health").status_code == 200
         assert httpx.get(url + "/?api_key=s3cret").status_code == 200
-    with serving(llm, api_key="s3cret", public_metrics=True) as url:
+    with serving(own_llm, api_key="s3cret", public_metrics=True) as url:
         assert httpx.get(url + "/metrics").status_code == 200
         assert httpx.post(url + "/tokenize", json={"prompt": "x"}).status_code == 401
 
@@ -156,7 +156,7 @@ def test_sigterm_exits_within_the_shutdown_timeout_with_requests_alive():
         from test_server_tools_and_ops import _wait_healthy
         _wait_healthy(proc, port)
         url = f"http://127.0.0.1:{port}/v1/completions"
-        body = {"model": MODEL, "prompt": "It was", "max_tokens": 20000, "ignore_eos": True}
+        body = {"model": MODEL, "prompt": "It was", "max_tokens": 10000, "ignore_eos": True}
 
         def stay():
             try:
@@ -170,7 +170,7 @@ def test_sigterm_exits_within_the_shutdown_timeout_with_requests_alive():
         staying.start()
         gone.join()
         time.sleep(0.5)
-        assert staying.is_alive()            # its 20,000 tokens are far from done
+        assert staying.is_alive()            # its 10,000 tokens are far from done
         t0 = time.monotonic()
         proc.terminate()
         proc.wait(timeout=20)
@@ -184,3 +184,10 @@ def _leave(url, body):
         httpx.post(url, json=body, timeout=0.5)
     except httpx.HTTPError:
         pass
+
+
+def test_a_second_driver_for_one_engine_is_refused(base, llm):
+    from k3.serve.async_engine import AsyncEngine
+
+    with pytest.raises(RuntimeError, match="already driven by another AsyncEngine"):
+        AsyncEngine(llm.engine)

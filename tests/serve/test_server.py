@@ -147,8 +147,8 @@ def test_disconnect_mid_stream_frees_the_request(base, llm):
     assert stats["running"] == 0 and stats["slots_free"] == stats["slots_total"]
 
 
-def test_api_key_and_full_queue(llm):
-    with serving(llm, max_queued=0, api_key="s3cret") as url:
+def test_api_key_and_full_queue(own_llm):
+    with serving(own_llm, max_queued=0, api_key="s3cret") as url:
         body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "max_tokens": 2}
         assert httpx.post(url + "/v1/chat/completions", json=body).status_code == 401
         bad = httpx.post(url + "/v1/chat/completions", json=body, headers={"authorization": "Bearer nope"})

@@ -3,6 +3,8 @@
 The engine runs on one background thread that owns it: handlers never call it directly but send
 commands (add, abort) through a thread-safe queue; outputs come back to each request's asyncio
 queue with `call_soon_threadsafe`. One engine loop serves every client (continuous batching).
+An LLMEngine has at most one AsyncEngine driving it: a second one, while the first runs, is refused
+(two threads stepping one engine would corrupt it).
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ class QueueFull(Exception):
 
 class AsyncEngine:
     def __init__(self, engine: LLMEngine, max_queued: int = 64, metrics=None):
+        driver = getattr(engine, "_async_driver", None)
+        if driver is not None and driver._thread.is_alive():
+            raise RuntimeError("this LLMEngine is already driven by another AsyncEngine (a server running on it); "
+                               "shut that one down first, or give this server its own LLM")
+        engine._async_driver = self
         self.engine = engine
         self.metrics = metrics
         self.max_queued = max_queued
@@ -111,6 +118,8 @@ class AsyncEngine:
         self._stop.set()
         self._commands.put(("stop",))
         self._thread.join(timeout=5)
+        if getattr(self.engine, "_async_driver", None) is self and not self._thread.is_alive():
+            self.engine._async_driver = None
 
 
 def _settle(future: asyncio.Future, setter, value) -> None:
