@@ -45,7 +45,8 @@ K3_SNAPSHOT = state_spec(released()).slot_bytes(2)   # bf16 conv tails, fp32 rec
 def bench(model, prompts, caching: bool, concurrency: int, cache_memory: str):
     client = LocalClient(model, cache_memory=cache_memory, max_num_seqs=max(8, concurrency),
                          enable_prefix_caching=caching)
-    client.llm.generate([[1, 2, 3]], None)                    # warm up threads and kernels
+    with torch.inference_mode():                               # warm up threads and kernels
+        model(torch.tensor([[1, 2, 3]]))
     args = SimpleNamespace(concurrency=concurrency, request_rate=float("inf"), warmup=0, seed=0, goodput=None)
     result, records = run_bench(client, prompts, args)
     return result, sorted(records, key=lambda r: r.index)

@@ -62,8 +62,10 @@ def test_a_shared_prefix_becomes_a_branch_point_for_later_requests():
     system = list(range(1, 19))              # 18 tokens: 4 full blocks of 4
     prompts = [system + [30 + i, 31 + i, 32] for i in range(5)]
     _run(engine, prompts)
-    # The second request finds 4 cached blocks but no snapshot; it snapshots at 16; the rest resume there.
-    assert _hits(engine) >= 3 * 16
+    # The second request finds 4 cached blocks but no snapshot; it snapshots at 16; the rest wait for
+    # that snapshot rather than compute the prefix again, and resume there.
+    assert _hits(engine) == 3 * 16
+    assert engine.stats()["prompt_tokens"] == sum(map(len, prompts)) - _hits(engine)
     for calls in engine.model.calls:
         assert sum(calls[0]) <= 6
 

@@ -57,10 +57,8 @@ def test_the_next_turn_equals_a_saved_state_resume_and_cache_off(model, tmp_path
     (o_hit,), (l_hit,) = _logits(cached, rows, [second])
     assert cached.engine.stats()["prefix_cache_hits"] == len(first) + len(out.token_ids) - 1
 
-    # The cache cut each prompt at its last block boundary (64 and 96): chunk the reference there too.
-    plain = LLM(model, cache_memory=CACHE, enable_prefix_caching=False, max_num_batched_tokens=64)
+    plain = LLM(model, cache_memory=CACHE, enable_prefix_caching=False)
     plain.generate([first], GREEDY, save_state=tmp_path / "s.safetensors")
-    plain = LLM(model, cache_memory=CACHE, enable_prefix_caching=False, max_num_batched_tokens=96 - 77)
     rows = _capture(plain)
     (o_saved,), (l_saved,) = _logits(plain, rows, [second], resume_from=tmp_path / "s.safetensors")
     assert torch.equal(l_hit, l_saved) and o_hit.token_ids == o_saved.token_ids
@@ -101,6 +99,22 @@ def test_requests_sharing_a_system_prompt_arriving_together(model):
     # A request admitted while the first finishes its prompt finds its cached blocks but no snapshot,
     # and takes one where they end (a branch point); the ones after it resume there (32 or 48 tokens).
     assert cached.engine.stats()["prefix_cache_hits"] >= 3 * 32
+
+
+def test_a_long_prompt_sent_again_resumes_at_its_last_block_boundary(model):
+    prompt = _prompt(530, 9)                 # 512 tokens or more: a chunk is cut at 528 for a snapshot there
+    cached = LLM(model, cache_memory=CACHE)
+    rows = _capture(cached)
+    outs, logits = _logits(cached, rows, [prompt, prompt])
+    assert cached.engine.stats()["prefix_cache_hits"] == 0      # sent together: nothing cached yet
+    (again,), (l_again,) = _logits(cached, rows, [prompt])
+    assert cached.engine.stats()["prefix_cache_hits"] == 528
+    off = LLM(model, cache_memory=CACHE, enable_prefix_caching=False)
+    rows = _capture(off)
+    (o_off,), (l_off,) = _logits(off, rows, [prompt])
+    assert again.token_ids == outs[0].token_ids == o_off.token_ids
+    if model.compute_dtype == torch.float32:
+        assert_close("resumed at 528 vs cache off", l_again, l_off, TOL)
 
 
 def test_prompt_logprobs_are_computed_not_reused(model):

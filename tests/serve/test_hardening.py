@@ -191,3 +191,5 @@ def test_a_second_driver_for_one_engine_is_refused(base, llm):
 
     with pytest.raises(RuntimeError, match="already driven by another AsyncEngine"):
         AsyncEngine(llm.engine)
+    with pytest.raises(RuntimeError, match="driven by a server"):
+        llm.generate([[1, 2]])

@@ -111,6 +111,8 @@ class Scheduler:
                 break
         self.allocator.release(request.request_id)
         self._offloaded.discard(request.request_id)
+        if self.prefix is not None:
+            self.prefix.passed(request.request_id)
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.swapped)
@@ -146,6 +148,8 @@ class Scheduler:
 
     def _register(self, req: Request, out: SchedulerOutput) -> None:
         self.allocator.register(req.request_id, req.all_ids, req.num_computed)
+        if req.snapshot_at and req.num_computed >= req.snapshot_at[0]:
+            self.prefix.passed(req.request_id)
         if req.num_computed in req.snapshot_at or req.num_computed == len(req.prompt_ids):
             order = self.snapshot_order(req)
             if order is not None:
@@ -171,6 +175,8 @@ class Scheduler:
                and committed < self.max_num_batched_tokens):
             req = self.waiting[0]
             match = self._match(req)
+            if self.prefix is not None and self.prefix.should_wait(match):
+                break   # a running request is about to snapshot where this one would resume
             if not self.swapped and self.allocator.can_admit(req.max_total_tokens, _blocks(match)):
                 self.waiting.popleft()
                 self._place(req, step, self._deeper_on_disk(req, match))
@@ -215,7 +221,8 @@ class Scheduler:
                 source = NEW
             if self.prefix is not None:
                 req.prefix_cached = True
-                req.snapshot_at = self.prefix.admitted(req.prompt_ids, match, looked_up=match is not NO_MATCH)
+                req.snapshot_at = self.prefix.admitted(req.request_id, req.prompt_ids, match,
+                                                       looked_up=match is not NO_MATCH)
         self._out.placed.append(Placed(req, placement, source, snapshot))
         req.status, req.resident_since = Status.RUNNING, step
         self.running.append(req)

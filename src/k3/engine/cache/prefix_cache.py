@@ -16,7 +16,8 @@ and at two kinds of block boundary a prefill chunk is cut for (one more, short, 
   same prompt sent again resumes there, recomputing fewer than block_size tokens;
 - a branch point: the end of the cached full blocks a new request shares with earlier ones but has
   no snapshot for (a system prompt that several requests begin with), learnt when the second such
-  request arrives; later ones resume there.
+  request arrives; later ones resume there. While that request is on its way to the point, a new
+  request that would resume there waits (`should_wait`) rather than compute the prefix a third time.
 """
 
 from __future__ import annotations
@@ -35,16 +36,18 @@ class PrefixMatch:
     snapshot: Snapshot | None = None             # KDA state (and tail rows) at num_tokens (a memory hit)
     state: SequenceState | None = None           # the whole state at num_tokens, read from disk (a disk hit)
     cached_blocks: int = 0                       # prompt blocks found registered (with or without a snapshot)
+    beyond: tuple[CachedBlock, ...] = ()         # registered prompt blocks past num_tokens (no snapshot there yet)
 
 
 NO_MATCH = PrefixMatch()
-LONG_PROMPT_BLOCKS = 4   # a cut costs about one decode step; below this, the prompt's own prefill is that cheap
+LONG_PROMPT_BLOCKS = 32  # a cut costs about one decode step: worth it once the prompt is 512 tokens (at 16 a block)
 
 
 class PrefixCache:
     def __init__(self, index: BlockIndex, store: SnapshotStore):
         self.index, self.store, self.block_size = index, store, index.block_size
         self.counters = {"prefix_cache_queries": 0, "prefix_cache_hits": 0}
+        self._branches: dict[CachedBlock, str] = {}   # branch point's block -> the request snapshotting there
 
     def match(self, prompt: list[int]) -> PrefixMatch:
         """Where a request with this prompt may resume in memory (counters untouched: it may wait)."""
@@ -56,8 +59,13 @@ class PrefixCache:
                      if k * bs + len(tail) <= limit and tuple(prompt[k * bs:k * bs + len(tail)]) == tail]
             if snaps:
                 best = max(snaps, key=lambda s: len(s.tail))
-                return PrefixMatch(best.num_tokens, tuple(chain[:k]), best, cached_blocks=len(chain))
-        return PrefixMatch(cached_blocks=len(chain))
+                return PrefixMatch(best.num_tokens, tuple(chain[:k]), best, cached_blocks=len(chain),
+                                   beyond=tuple(chain[k:]))
+        return PrefixMatch(cached_blocks=len(chain), beyond=tuple(chain))
+
+    def should_wait(self, match: PrefixMatch) -> bool:
+        """True while a running request is computing towards a branch point this match would resume at."""
+        return any(e in self._branches for e in match.beyond)
 
     def on_disk(self, prompt: list[int], match: PrefixMatch) -> PrefixMatch | None:
         """A spilled state for a longer prefix than `match` (read from disk), or None."""
@@ -66,7 +74,7 @@ class PrefixCache:
             return None
         return PrefixMatch(len(state.token_ids), state=state, cached_blocks=match.cached_blocks)
 
-    def admitted(self, prompt: list[int], match: PrefixMatch, looked_up: bool = True) -> list[int]:
+    def admitted(self, request_id: str, prompt: list[int], match: PrefixMatch, looked_up: bool = True) -> list[int]:
         """Count the lookup (if one was made); returns the positions to cut chunks at and snapshot."""
         if looked_up:
             self.counters["prefix_cache_queries"] += len(prompt)
@@ -76,10 +84,17 @@ class PrefixCache:
         if not self.store.enabled:
             return []
         bs = self.block_size
+        if match.beyond:
+            self._branches[match.beyond[-1]] = request_id
         points = {match.cached_blocks * bs}
         if len(prompt) >= LONG_PROMPT_BLOCKS * bs:
             points.add((len(prompt) - 1) // bs * bs)
         return sorted(p for p in points if match.num_tokens < p < len(prompt))
+
+    def passed(self, request_id: str) -> None:
+        """The request took its branch snapshot, or ended: nobody need wait for it any more."""
+        for entry in [e for e, r in self._branches.items() if r == request_id]:
+            del self._branches[entry]
 
     def stats(self) -> dict:
         q, h = self.counters["prefix_cache_queries"], self.counters["prefix_cache_hits"]
