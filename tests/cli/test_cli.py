@@ -177,3 +177,15 @@ def test_generate_with_a_memory_budget_reports_streaming(tiny_checkpoint, capsys
     out = capsys.readouterr()
     assert "memory plan: stream-experts" in out.err
     assert "GB read per token" in out.out and "hit rate" in out.out
+
+
+def test_generate_resumes_from_the_last_runs_spilled_prefix(tiny_checkpoint, tmp_path, capsys):
+    ids = ",".join(str(i) for i in range(1, 21))
+    base = ["generate", "--model", str(tiny_checkpoint), "--max-tokens", "3", "--ignore-eos", "--cache-memory", "8MiB",
+            "--prefix-cache-spill-dir", str(tmp_path)]
+    assert main(base + ["--prompt-ids", ids]) == 0
+    assert "prefix cache" not in capsys.readouterr().out
+    assert main(base + ["--prompt-ids", ids + ",7"]) == 0
+    assert "[prefix cache: 20 of 21 prompt tokens reused]" in capsys.readouterr().out
+    assert main(base + ["--prompt-ids", ids + ",7", "--no-enable-prefix-caching"]) == 0
+    assert "prefix cache" not in capsys.readouterr().out

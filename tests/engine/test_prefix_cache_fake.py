@@ -180,3 +180,13 @@ def test_blocks_reused_under_pressure_spill_their_snapshots_first(tmp_path):
     _run(engine, [prompts[0] + [2, 3]])
     s = engine.stats()
     assert s["prefix_spill_writes"] > 0 and _hits(engine) == len(prompts[0])
+
+
+def test_close_leaves_the_memory_snapshots_on_disk_for_the_next_engine(tmp_path):
+    engine = _engine(prefix_cache_spill_dir=str(tmp_path))
+    first = list(range(1, 12))
+    out = _run(engine, [first])[0]
+    engine.close()
+    again = _engine(prefix_cache_spill_dir=str(tmp_path))
+    _run(again, [first + out.token_ids + [5]])
+    assert _hits(again) == len(first) + len(out.token_ids) - 1

@@ -12,6 +12,7 @@ from k3.config.presets import released, tiny
 from k3.engine import LLM, SamplingParams
 from k3.offload import plan_memory
 from k3.testing import make_checkpoint
+from k3.testing.tolerance import assert_close
 
 STREAM_CONFIG = tiny(num_experts=13, num_experts_per_token=3)
 
@@ -58,6 +59,20 @@ def test_generation_through_the_engine_is_identical(ckpt):
     stats = llm.engine.stats()
     assert stats["expert_reads"] > 0 and stats["expert_bytes_per_token"] > 0
     assert 0 <= stats["expert_hit_rate"] <= 1 and stats["compute_seconds"] > 0
+
+
+def test_prefix_caching_while_streaming_gives_the_resident_answers(ckpt):
+    params = SamplingParams(max_tokens=6, temperature=0.0, logprobs=0, ignore_eos=True)
+    first = [3, 1, 4, 1, 5, 9, 2, 6] * 3
+    resident = LLM(str(ckpt), cache_memory="4MiB", enable_prefix_caching=False)
+    llm = LLM(str(ckpt), cache_memory="4MiB", memory_budget=budget_for(3, state_bytes=4 * 2 ** 20))
+    out = llm.generate([first], params)[0]
+    second = first + out.token_ids + [7, 7, 8]
+    a, b = resident.generate([second], params)[0], llm.generate([second], params)[0]
+    assert llm.engine.stats()["prefix_cache_hits"] == len(first) + len(out.token_ids) - 1
+    assert a.token_ids == b.token_ids
+    assert_close("streamed + cached vs resident logprobs", torch.tensor([lp.logprob for lp in b.logprobs]),
+                 torch.tensor([lp.logprob for lp in a.logprobs]), 1e-5)
 
 
 def distinct_routed(model, x) -> set[tuple[int, int]]:

@@ -74,12 +74,17 @@ def run(args) -> int:
             print(" ".join(map(str, out.new_token_ids)), end=" ", flush=True)
         last = out
     end = time.perf_counter()
+    llm.engine.close()   # with --prefix-cache-spill-dir: the next run resumes from this one's snapshots
     n = len(last.token_ids) if last else 0
     decode_s = end - first if first else 0.0
     rate = (n - 1) / decode_s if n > 1 and decode_s > 0 else float("nan")
     print(f"\n[prompt {len(last.prompt_token_ids) if last else 0} tokens, generated {n}, finish {last.finish_reason if last else None}, "
           f"TTFT {(first - start) * 1e3 if first else float('nan'):.1f} ms, {rate:.1f} tokens/s]")
-    streaming = streaming_summary(llm.engine.stats())
+    stats = llm.engine.stats()
+    if stats.get("prefix_cache_hits"):
+        print(f"[prefix cache: {stats['prefix_cache_hits']:,} of {stats['prefix_cache_queries']:,} prompt tokens "
+              "reused]")
+    streaming = streaming_summary(stats)
     if streaming:
         print(streaming)
     return 0 if last is None or last.finish_reason != "error" else 1

@@ -91,4 +91,7 @@ def run(args) -> int:
     print(f"k3 serve: {server.model_name} on http://{args.host}:{args.port} (max_model_len "
           f"{server.max_model_len:,})", file=sys.stderr, flush=True)
     serve(server, sock, args.shutdown_timeout)
+    engine.shutdown()
+    if not engine.running:  # the engine is ours again: keep its prefix snapshots on disk
+        llm.engine.close()
     return 0

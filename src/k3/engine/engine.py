@@ -20,10 +20,7 @@ import torch
 
 from k3.engine.cache.allocator import CacheAllocator
 from k3.engine.cache.manager import fit_capacity
-from k3.engine.cache.prefix_cache import PrefixCache
-from k3.engine.cache.prefix_index import BlockIndex
-from k3.engine.cache.snapshot_store import SnapshotStore
-from k3.engine.cache.spill import SpilledSnapshots
+from k3.engine.cache.prefix_setup import build_prefix_cache, snapshot_budget, snapshot_bytes
 from k3.engine.detokenize import OutputText
 from k3.engine.offload import StateOffloader
 from k3.engine.request import Request, RequestOutput, SamplingParams, Status
@@ -54,25 +51,18 @@ class LLMEngine:
         self.model = model
         device = next(iter(model.parameters()), torch.empty(0)).device
         spec = model.state_spec()
-        enable_prefix_caching = enable_prefix_caching and bool(spec.mla_layers)
-        snapshot_bytes = spec.slot_bytes(torch.empty((), dtype=model.compute_dtype).element_size())
-        snapshot_budget = _snapshot_budget(enable_prefix_caching, prefix_cache_memory, cache_memory, snapshot_bytes)
-        self.capacity = fit_capacity(spec, cache_memory - snapshot_budget, max_num_seqs, max_resident_seqs,
+        enable_prefix_caching = enable_prefix_caching and bool(spec.mla_layers)  # blocks address the prefixes
+        one_snapshot = snapshot_bytes(spec, model.compute_dtype)
+        budget = snapshot_budget(enable_prefix_caching, prefix_cache_memory, cache_memory, one_snapshot)
+        self.capacity = fit_capacity(spec, cache_memory - budget, max_num_seqs, max_resident_seqs,
                                      block_size, model.compute_dtype)
         offload = self.capacity.max_seqs < max_num_seqs
         offloader = StateOffloader(state_offload_dir, spec.kda_layers, spec.mla_layers, device) if offload else None
-        index = BlockIndex(block_size) if enable_prefix_caching else None
-        self.allocator = CacheAllocator(self.capacity, bool(spec.mla_layers), index)
-        prefix = None
-        if enable_prefix_caching:
-            spill = None if prefix_cache_spill_dir is None else SpilledSnapshots(
-                prefix_cache_spill_dir, prefix_cache_spill_bytes, block_size, self.fingerprint, model.compute_dtype)
-            prefix = PrefixCache(index, SnapshotStore(snapshot_budget, snapshot_bytes, spill))
-            if not prefix.store.enabled:
-                log.warning("prefix caching: prefix_cache_memory (%s B) holds no KDA snapshot (%s B each), so "
-                            "no prefix can be reused; raise it or cache_memory", f"{snapshot_budget:,}",
-                            f"{snapshot_bytes:,}")
+        prefix = build_prefix_cache(budget, one_snapshot, block_size, prefix_cache_spill_dir, prefix_cache_spill_bytes,
+                                    lambda: self.fingerprint, model.compute_dtype, quiet=prefix_cache_memory == 0
+                                    ) if enable_prefix_caching else None
         self.prefix_cache = prefix
+        self.allocator = CacheAllocator(self.capacity, bool(spec.mla_layers), prefix.index if prefix else None)
         self.scheduler = Scheduler(self.allocator, max_num_seqs, max_num_batched_tokens, offload, prefix=prefix)
         self.runner = ModelRunner(model, spec, self.capacity, device, offloader, prefix.store if prefix else None)
         self.tokenizer = tokenizer
@@ -229,6 +219,12 @@ class LLMEngine:
                              req.finish_reason, list(req.logprobs) if req.params.logprobs is not None else None,
                              req.error, list(req.prompt_logprobs) if req.prompt_logprobs is not None else None)
 
+    def close(self) -> None:
+        """With a prefix-cache spill directory: write the snapshots still in memory there, so the next
+        engine on that directory resumes from them. Safe to call more than once."""
+        if self.prefix_cache is not None:
+            self.prefix_cache.store.flush()
+
     def stats(self) -> dict:
         """Live statistics: call from the thread that steps the engine (others read `stats_snapshot()`)."""
         out = dict(self.counters, **self.scheduler.counts(), **self.allocator.usage())
@@ -257,19 +253,6 @@ def _prompt_tokens(chunk) -> int:
     """How many of a computed chunk's tokens were prompt tokens (num_computed already includes it)."""
     start = chunk.request.num_computed - chunk.num_tokens
     return min(chunk.num_tokens, max(0, len(chunk.request.prompt_ids) - start))
-
-
-def _snapshot_budget(enabled: bool, asked: int | None, cache_memory: int, snapshot_bytes: int) -> int:
-    """Default: a quarter of cache_memory, or nothing if a quarter holds no snapshot."""
-    if not enabled:
-        return 0
-    if asked is None:
-        quarter = cache_memory // 4
-        return quarter if quarter >= snapshot_bytes else 0
-    if not isinstance(asked, int) or not 0 <= asked < cache_memory:
-        raise ValueError(f"prefix_cache_memory must be in 0..cache_memory ({cache_memory:,} B), got {asked!r}; "
-                         "it is taken out of cache_memory")
-    return asked
 
 
 def _max_model_len(asked: int | None, capacity, config) -> int:

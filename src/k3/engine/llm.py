@@ -94,7 +94,7 @@ class LLM:
     def _run(self, prompts, sampling_params, order: list[str], save_state=None, resume_from=None
              ) -> Iterator[RequestOutput]:
         driver = getattr(self.engine, "_async_driver", None)
-        if driver is not None and driver._thread.is_alive():
+        if driver is not None and driver.running:
             raise RuntimeError("this LLM's engine is driven by a server (AsyncEngine) in another thread; send "
                                "requests through it, or shut it down first")
         states = self._load_states(resume_from)

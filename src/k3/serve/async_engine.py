@@ -27,7 +27,7 @@ class QueueFull(Exception):
 class AsyncEngine:
     def __init__(self, engine: LLMEngine, max_queued: int = 64, metrics=None):
         driver = getattr(engine, "_async_driver", None)
-        if driver is not None and driver._thread.is_alive():
+        if driver is not None and driver.running:
             raise RuntimeError("this LLMEngine is already driven by another AsyncEngine (a server running on it); "
                                "shut that one down first, or give this server its own LLM")
         engine._async_driver = self
@@ -42,6 +42,11 @@ class AsyncEngine:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="k3-engine", daemon=True)
         self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        """Its thread still steps the engine."""
+        return self._thread.is_alive()
 
     @property
     def in_flight(self) -> int:
@@ -118,7 +123,7 @@ class AsyncEngine:
         self._stop.set()
         self._commands.put(("stop",))
         self._thread.join(timeout=5)
-        if getattr(self.engine, "_async_driver", None) is self and not self._thread.is_alive():
+        if getattr(self.engine, "_async_driver", None) is self and not self.running:
             self.engine._async_driver = None
 
 

@@ -101,6 +101,15 @@ class SnapshotStore:
         self.holder_map(snap.holder).pop(snap.tail, None)
         self.counters["prefix_snapshots_evicted"] += 1
 
+    def flush(self) -> None:
+        """Write every snapshot still in memory to the disk tier (at shutdown: the next run resumes from
+        them), and wait for the writes."""
+        if self.spill is None or self.export_mla is None:
+            return
+        for snap in list(self._lru):
+            self.spill.put(self._whole(snap))
+        self.spill.wait()
+
     def _whole(self, snap: Snapshot) -> SequenceState:
         chain = chain_of(snap.holder)
         full = len(chain) * len(chain[0].tokens) if chain else 0

@@ -123,8 +123,8 @@ class SpilledSnapshots:
         if f.write is not None:
             try:
                 f.write.result()
-            except OSError as e:
-                log.warning("prefix cache: writing %s failed (%s)", f.path, e)
+            except OSError:
+                pass  # it is being removed anyway
         f.path.unlink(missing_ok=True)
         self.nbytes -= f.nbytes
 
@@ -147,5 +147,18 @@ class SpilledSnapshots:
     def stats(self) -> dict:
         return dict(self.counters, prefix_spill_files=len(self._files), prefix_spill_bytes=self.nbytes)
 
+    def wait(self) -> None:
+        """Until every write submitted so far is on disk (a failed one is dropped, with a warning)."""
+        for key, f in list(self._files.items()):
+            if f.write is None:
+                continue
+            try:
+                f.write.result()
+                f.write = None
+            except OSError as e:
+                log.warning("prefix cache: writing %s failed (%s); dropped", f.path, e)
+                self._remove(key)
+
     def close(self) -> None:
+        self.wait()
         self._pool.shutdown(wait=True)

@@ -1,0 +1,45 @@
+"""Sizing and building the prefix cache from the engine's settings: how much of cache_memory its KDA
+snapshots get, and the index, store and optional disk tier it is made of."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from k3.engine.cache.prefix_cache import PrefixCache
+from k3.engine.cache.prefix_index import BlockIndex
+from k3.engine.cache.snapshot_store import SnapshotStore
+from k3.engine.cache.spill import SpilledSnapshots
+from k3.layers.state import StateSpec
+
+log = logging.getLogger("k3.engine")
+
+
+def snapshot_bytes(spec: StateSpec, dtype: torch.dtype) -> int:
+    """One snapshot: a KDA slot's worth (fp32 recurrent state, conv tails in the compute dtype)."""
+    return spec.slot_bytes(torch.empty((), dtype=dtype).element_size())
+
+
+def snapshot_budget(enabled: bool, asked: int | None, cache_memory: int, one_snapshot: int) -> int:
+    """Bytes of cache_memory kept for snapshots. Default: a quarter, or nothing if a quarter holds none."""
+    if not enabled:
+        return 0
+    if asked is None:
+        quarter = cache_memory // 4
+        return quarter if quarter >= one_snapshot else 0
+    if not isinstance(asked, int) or not 0 <= asked < cache_memory:
+        raise ValueError(f"prefix_cache_memory must be in 0..cache_memory ({cache_memory:,} B), got {asked!r}; "
+                         "it is taken out of cache_memory")
+    return asked
+
+
+def build_prefix_cache(budget: int, one_snapshot: int, block_size: int, spill_dir: str | None, spill_bytes: int,
+                       fingerprint, dtype: torch.dtype, quiet: bool = False) -> PrefixCache:
+    """fingerprint: a callable giving the model's fingerprint (computed only for a disk tier)."""
+    spill = None if spill_dir is None else SpilledSnapshots(spill_dir, spill_bytes, block_size, fingerprint(), dtype)
+    prefix = PrefixCache(BlockIndex(block_size), SnapshotStore(budget, one_snapshot, spill))
+    if not prefix.store.enabled and not quiet:
+        log.warning("prefix caching: prefix_cache_memory (%s B) holds no KDA snapshot (%s B each), so no prefix "
+                    "can be reused; raise it or cache_memory", f"{budget:,}", f"{one_snapshot:,}")
+    return prefix
