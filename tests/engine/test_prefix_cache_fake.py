@@ -190,3 +190,14 @@ def test_close_leaves_the_memory_snapshots_on_disk_for_the_next_engine(tmp_path)
     again = _engine(prefix_cache_spill_dir=str(tmp_path))
     _run(again, [first + out.token_ids + [5]])
     assert _hits(again) == len(first) + len(out.token_ids) - 1
+
+
+def test_spilled_snapshots_of_another_model_are_not_used(tmp_path):
+    engine = _engine(prefix_cache_spill_dir=str(tmp_path))
+    first = list(range(1, 12))
+    _run(engine, [first])
+    engine.close()
+    other = LLMEngine(FakeModel(eos_token_id=47), cache_memory=1 << 20, block_size=4,
+                      prefix_cache_spill_dir=str(tmp_path))   # another config: another fingerprint
+    _run(other, [first + [5]])
+    assert _hits(other) == 0 and other.stats()["prefix_spill_files"] == 0
