@@ -24,6 +24,21 @@ def expected_next(history: list[int]) -> int:
     return (sum(history) + 3 * len(history)) % (VOCAB - 1)
 
 
+def reference(prompt: list[int], n: int) -> list[int]:
+    """The n tokens a correct engine generates greedily after `prompt`."""
+    seq = list(prompt)
+    for _ in range(n):
+        seq.append(expected_next(seq))
+    return seq[len(prompt):]
+
+
+def fake_engine(**kw):
+    from k3.engine import LLMEngine
+
+    kw.setdefault("cache_memory", 1 << 20)
+    return LLMEngine(FakeModel(), **kw)
+
+
 class FakeModel(nn.Module):
     def __init__(self, eos_token_id: int | None = 48):
         super().__init__()

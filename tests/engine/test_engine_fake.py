@@ -3,21 +3,9 @@
 import pytest
 
 from k3.engine import LLMEngine, SamplingParams
-from fake_model import POISON, FakeModel, expected_next
+from fake_model import POISON, FakeModel, expected_next, fake_engine as _engine, reference as _reference
 
 GREEDY = dict(temperature=0.0, ignore_eos=True)
-
-
-def _engine(**kw):
-    kw.setdefault("cache_memory", 1 << 20)
-    return LLMEngine(FakeModel(), **kw)
-
-
-def _reference(prompt, n):
-    seq = list(prompt)
-    for _ in range(n):
-        seq.append(expected_next(seq))
-    return seq[len(prompt):]
 
 
 def _drain(engine):

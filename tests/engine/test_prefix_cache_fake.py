@@ -4,22 +4,14 @@ row and on the KDA token count, so reusing the wrong state (or a wrong amount of
 import pytest
 
 from k3.engine import LLMEngine, SamplingParams
-from fake_model import FakeModel, expected_next
+from fake_model import FakeModel, fake_engine, reference as _reference
 
 GREEDY = dict(temperature=0.0, ignore_eos=True)
 
 
 def _engine(**kw):
-    kw.setdefault("cache_memory", 1 << 20)
     kw.setdefault("block_size", 4)
-    return LLMEngine(FakeModel(), **kw)
-
-
-def _reference(prompt, n):
-    seq = list(prompt)
-    for _ in range(n):
-        seq.append(expected_next(seq))
-    return seq[len(prompt):]
+    return fake_engine(**kw)
 
 
 def _run(engine, prompts, n=5, **params):

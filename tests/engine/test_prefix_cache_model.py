@@ -48,6 +48,17 @@ def _logits(llm, rows, prompts, **kw):
     return outs, [torch.stack(rows[o.request_id]) for o in outs]
 
 
+def _same_as_cache_off(model, prompts, outs, logits):
+    """Each prompt run alone with the cache off: the same greedy tokens, logits within TOL (fp32)."""
+    off = LLM(model, cache_memory=CACHE, enable_prefix_caching=False)
+    rows = _capture(off)
+    for p, o, l in zip(prompts, outs, logits):
+        (alone,), (l_alone,) = _logits(off, rows, [p])
+        assert o.token_ids == alone.token_ids
+        if model.compute_dtype == torch.float32:
+            assert_close("with the cache vs alone without it", l, l_alone, TOL)
+
+
 def test_the_next_turn_equals_a_saved_state_resume_and_cache_off(model, tmp_path):
     first = _prompt(70, 1)                    # crosses the 64-token KDA chunk
     cached = LLM(model, cache_memory=CACHE)
@@ -63,12 +74,7 @@ def test_the_next_turn_equals_a_saved_state_resume_and_cache_off(model, tmp_path
     (o_saved,), (l_saved,) = _logits(plain, rows, [second], resume_from=tmp_path / "s.safetensors")
     assert torch.equal(l_hit, l_saved) and o_hit.token_ids == o_saved.token_ids
 
-    off = LLM(model, cache_memory=CACHE, enable_prefix_caching=False)
-    rows = _capture(off)
-    (o_off,), (l_off,) = _logits(off, rows, [second])
-    assert o_hit.token_ids == o_off.token_ids
-    if model.compute_dtype == torch.float32:
-        assert_close("resumed vs cache off", l_hit, l_off, TOL)
+    _same_as_cache_off(model, [second], [o_hit], [l_hit])
 
 
 def test_a_resumed_request_among_fresh_batchmates(model):
@@ -80,13 +86,7 @@ def test_a_resumed_request_among_fresh_batchmates(model):
     outs, logits = _logits(cached, rows, prompts)
     assert cached.engine.stats()["prefix_cache_hits"] == len(system) + 1   # only the first resumes
 
-    plain = LLM(model, cache_memory=CACHE, enable_prefix_caching=False)
-    rows = _capture(plain)
-    for p, o, l in zip(prompts, outs, logits):
-        (alone,), (l_alone,) = _logits(plain, rows, [p])
-        assert o.token_ids == alone.token_ids
-        if model.compute_dtype == torch.float32:
-            assert_close("batched, resumed or not, vs alone without the cache", l, l_alone, TOL)
+    _same_as_cache_off(model, prompts, outs, logits)
 
 
 def test_requests_sharing_a_system_prompt_arriving_together(model):
@@ -109,12 +109,8 @@ def test_a_long_prompt_sent_again_resumes_at_its_last_block_boundary(model):
     assert cached.engine.stats()["prefix_cache_hits"] == 0      # sent together: nothing cached yet
     (again,), (l_again,) = _logits(cached, rows, [prompt])
     assert cached.engine.stats()["prefix_cache_hits"] == 528
-    off = LLM(model, cache_memory=CACHE, enable_prefix_caching=False)
-    rows = _capture(off)
-    (o_off,), (l_off,) = _logits(off, rows, [prompt])
-    assert again.token_ids == outs[0].token_ids == o_off.token_ids
-    if model.compute_dtype == torch.float32:
-        assert_close("resumed at 528 vs cache off", l_again, l_off, TOL)
+    assert again.token_ids == outs[0].token_ids
+    _same_as_cache_off(model, [prompt], [again], [l_again])
 
 
 def test_prompt_logprobs_are_computed_not_reused(model):
