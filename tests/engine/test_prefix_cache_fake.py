@@ -49,17 +49,26 @@ def test_a_resent_prompt_with_new_text_resumes_at_the_prompt_end():
     assert _hits(engine) == len(first)
 
 
-def test_a_shared_prefix_becomes_a_branch_point_for_later_requests():
+def test_requests_sent_together_compute_their_shared_prefix_once():
     engine = _engine(max_num_batched_tokens=6)
     system = list(range(1, 19))              # 18 tokens: 4 full blocks of 4
     prompts = [system + [30 + i, 31 + i, 32] for i in range(5)]
     _run(engine, prompts)
-    # The second request finds 4 cached blocks but no snapshot; it snapshots at 16; the rest wait for
-    # that snapshot rather than compute the prefix again, and resume there.
-    assert _hits(engine) == 3 * 16
+    # The first is asked to snapshot at 16, where the shared blocks end; the others wait, resume there.
+    assert _hits(engine) == 4 * 16
     assert engine.stats()["prompt_tokens"] == sum(map(len, prompts)) - _hits(engine)
     for calls in engine.model.calls:
         assert sum(calls[0]) <= 6
+
+
+def test_a_shared_prefix_found_cached_becomes_a_branch_point():
+    engine = _engine()
+    system = list(range(1, 19))
+    _run(engine, [system + [30, 31]])
+    # The next finds 4 cached blocks but no snapshot at 16 (the first snapshotted at 20 and at its end):
+    # it takes one there; the ones after it wait for that snapshot, then resume at 16.
+    _run(engine, [system + [40 + i, 41] for i in range(4)])
+    assert _hits(engine) == 3 * 16
 
 
 def test_forced_hash_collisions_never_reuse_another_prefix():
@@ -69,8 +78,9 @@ def test_forced_hash_collisions_never_reuse_another_prefix():
     b = [1, 2, 3, 4, 9, 9, 9, 9, 9, 10]     # same first block, different second
     c = [2, 2, 3, 4, 5, 6, 7, 8, 9, 10]     # different first block, same second
     _run(engine, [a, b, c])
+    assert _hits(engine) == 4                # b shares a's first block: a snapshots there, b resumes
     _run(engine, [a + [11, 12], b + [11, 12], c + [11, 12]])
-    assert _hits(engine) == 3 * len(a)      # each from its own prompt's end, none from a lookalike
+    assert _hits(engine) == 4 + 3 * len(a)  # each from its own prompt's end, none from a lookalike
 
 
 def test_eviction_under_pressure_keeps_every_answer_right():

@@ -106,11 +106,11 @@ def test_a_long_prompt_sent_again_resumes_at_its_last_block_boundary(model):
     cached = LLM(model, cache_memory=CACHE)
     rows = _capture(cached)
     outs, logits = _logits(cached, rows, [prompt, prompt])
-    assert cached.engine.stats()["prefix_cache_hits"] == 0      # sent together: nothing cached yet
+    assert cached.engine.stats()["prefix_cache_hits"] == 528    # sent together: the second waits for 528
     (again,), (l_again,) = _logits(cached, rows, [prompt])
-    assert cached.engine.stats()["prefix_cache_hits"] == 528
-    assert again.token_ids == outs[0].token_ids
-    _same_as_cache_off(model, [prompt], [again], [l_again])
+    assert cached.engine.stats()["prefix_cache_hits"] == 2 * 528
+    assert again.token_ids == outs[0].token_ids == outs[1].token_ids
+    _same_as_cache_off(model, [prompt, prompt], [again, outs[1]], [l_again, logits[1]])
 
 
 def test_prompt_logprobs_are_computed_not_reused(model):

@@ -13,9 +13,8 @@ first served while there is budget, a free KDA slot and MLA blocks for prompt + 
 Prefix caching (a `PrefixCache`): a new request is placed at the longest cached prefix of its prompt
 (shared MLA blocks + a KDA snapshot, or a spilled state), and its chunks are cut at its snapshot
 points so the state after the step is exactly there. `update()` registers the blocks a step filled
-and orders the snapshots the runner takes. New requests are admitted only while the running ones
-leave some of the step's token budget, so a request arriving behind a long prefill is matched once
-that prefill's blocks are cached rather than computing the same prefix alongside it.
+and orders the snapshots the runner takes. A waiting request whose prefix a running request is
+about to snapshot stays waiting (the requests behind it are still admitted) until it can resume there.
 
 State offload: with offloading on, more sequences are active (up to max_num_seqs) than have state in
 the pools. The others are `swapped`: their state sits on disk until their turn. Each step the
@@ -112,7 +111,7 @@ class Scheduler:
         self.allocator.release(request.request_id)
         self._offloaded.discard(request.request_id)
         if self.prefix is not None:
-            self.prefix.passed(request.request_id)
+            self.prefix.passed(request.request_id, None)
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.swapped)
@@ -148,8 +147,7 @@ class Scheduler:
 
     def _register(self, req: Request, out: SchedulerOutput) -> None:
         self.allocator.register(req.request_id, req.all_ids, req.num_computed)
-        if req.snapshot_at and req.num_computed >= req.snapshot_at[0]:
-            self.prefix.passed(req.request_id)
+        self.prefix.passed(req.request_id, req.num_computed)
         if req.num_computed in req.snapshot_at or req.num_computed == len(req.prompt_ids):
             order = self.snapshot_order(req)
             if order is not None:
@@ -170,23 +168,23 @@ class Scheduler:
         return SnapshotOrder(holder, tail, placement.slot, placement.blocks[count] if tail else None)
 
     def _admit(self, step: int) -> None:
-        committed = sum(r.num_pending for r in self.running)
-        while (self.waiting and len(self.running) + len(self.swapped) < self.max_num_seqs
-               and committed < self.max_num_batched_tokens):
+        held_back: list[Request] = []
+        while self.waiting and len(self.running) + len(self.swapped) < self.max_num_seqs:
             req = self.waiting[0]
             match = self._match(req)
-            if self.prefix is not None and self.prefix.should_wait(match):
-                break   # a running request is about to snapshot where this one would resume
+            if match is not NO_MATCH and self.prefix.should_wait(req, match, self.running):
+                held_back.append(self.waiting.popleft())   # a running request will soon snapshot its prefix
+                continue
             if not self.swapped and self.allocator.can_admit(req.max_total_tokens, _blocks(match)):
                 self.waiting.popleft()
                 self._place(req, step, self._deeper_on_disk(req, match))
-                committed += req.num_pending
             elif self.offload and self.allocator.fits_ever(req.max_total_tokens):
                 self.waiting.popleft()
                 req.status = Status.RUNNING
                 self.swapped.append(req)  # not started: swapped in (from zero state) at its turn
             else:
                 break
+        self.waiting.extendleft(reversed(held_back))
 
     def _match(self, req: Request) -> PrefixMatch:
         """A new request's cached prefix in memory (not one resumed, swapped back, or scoring its prompt)."""

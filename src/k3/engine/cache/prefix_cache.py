@@ -16,11 +16,17 @@ and at two kinds of block boundary a prefill chunk is cut for (one more, short, 
   same prompt sent again resumes there, recomputing fewer than block_size tokens;
 - a branch point: the end of the cached full blocks a new request shares with earlier ones but has
   no snapshot for (a system prompt that several requests begin with), learnt when the second such
-  request arrives; later ones resume there. While that request is on its way to the point, a new
-  request that would resume there waits (`should_wait`) rather than compute the prefix a third time.
+  request arrives; later ones resume there;
+- an in-flight branch point: when a request arrives sharing full prompt blocks with one still in
+  prefill, beyond where that one has computed, the one in prefill is asked to snapshot where the
+  shared blocks end (requests sent together with one system prompt compute it once).
+A request that would resume at a snapshot another request is on its way to take waits for it
+(`should_wait`) rather than compute the same prefix alongside.
 """
 
 from __future__ import annotations
+
+from bisect import insort
 
 from dataclasses import dataclass
 
@@ -47,7 +53,7 @@ class PrefixCache:
     def __init__(self, index: BlockIndex, store: SnapshotStore):
         self.index, self.store, self.block_size = index, store, index.block_size
         self.counters = {"prefix_cache_queries": 0, "prefix_cache_hits": 0}
-        self._branches: dict[CachedBlock, str] = {}   # branch point's block -> the request snapshotting there
+        self._branches: dict[CachedBlock, tuple[str, int]] = {}   # branch block -> (request snapshotting, where)
 
     def match(self, prompt: list[int]) -> PrefixMatch:
         """Where a request with this prompt may resume in memory (counters untouched: it may wait)."""
@@ -63,9 +69,21 @@ class PrefixCache:
                                    beyond=tuple(chain[k:]))
         return PrefixMatch(cached_blocks=len(chain), beyond=tuple(chain))
 
-    def should_wait(self, match: PrefixMatch) -> bool:
-        """True while a running request is computing towards a branch point this match would resume at."""
-        return any(e in self._branches for e in match.beyond)
+    def should_wait(self, req, match: PrefixMatch, running) -> bool:
+        """True if `req` should wait a step: a running request is computing towards a snapshot that would
+        let `req` resume further than `match` does (a promised branch point, or a prefix `req` shares
+        with a request in prefill, which is then asked to snapshot where their shared blocks end)."""
+        if any(e in self._branches for e in match.beyond):
+            return True
+        for r in running:
+            if not r.prefix_cached or r.num_computed >= len(r.prompt_ids):
+                continue
+            shared = _shared_blocks(req.prompt_ids, r.prompt_ids, self.block_size) * self.block_size
+            if shared > max(match.num_tokens, r.num_computed) and self.store.enabled:
+                if shared not in r.snapshot_at:
+                    insort(r.snapshot_at, shared)
+                return True
+        return False
 
     def on_disk(self, prompt: list[int], match: PrefixMatch) -> PrefixMatch | None:
         """A spilled state for a longer prefix than `match` (read from disk), or None."""
@@ -84,18 +102,32 @@ class PrefixCache:
         if not self.store.enabled:
             return []
         bs = self.block_size
-        if match.beyond:
-            self._branches[match.beyond[-1]] = request_id
         points = {match.cached_blocks * bs}
+        if match.beyond:
+            self._branches[match.beyond[-1]] = (request_id, match.cached_blocks * bs)
         if len(prompt) >= LONG_PROMPT_BLOCKS * bs:
             points.add((len(prompt) - 1) // bs * bs)
         return sorted(p for p in points if match.num_tokens < p < len(prompt))
 
-    def passed(self, request_id: str) -> None:
-        """The request took its branch snapshot, or ended: nobody need wait for it any more."""
-        for entry in [e for e, r in self._branches.items() if r == request_id]:
-            del self._branches[entry]
+    def passed(self, request_id: str, num_computed: int | None) -> None:
+        """The request has computed num_computed tokens (None: it ended): the branch snapshots it has
+        taken (or will never take) need no one to wait any more."""
+        for entry, (rid, pos) in list(self._branches.items()):
+            if rid == request_id and (num_computed is None or pos <= num_computed):
+                del self._branches[entry]
 
     def stats(self) -> dict:
         q, h = self.counters["prefix_cache_queries"], self.counters["prefix_cache_hits"]
         return dict(self.counters, prefix_cache_hit_rate=h / q if q else 0.0, **self.store.stats())
+
+
+def _shared_blocks(prompt: list[int], other: list[int], block_size: int) -> int:
+    """Leading full blocks `prompt` shares with `other`, leaving at least one token of `prompt` after them."""
+    lo, hi = 0, min((len(prompt) - 1) // block_size, len(other) // block_size)
+    while lo < hi:   # binary search on slice equality: C-speed comparisons, log(blocks) of them
+        mid = (lo + hi + 1) // 2
+        if prompt[:mid * block_size] == other[:mid * block_size]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
