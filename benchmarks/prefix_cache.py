@@ -45,8 +45,6 @@ K3_SNAPSHOT = state_spec(released()).slot_bytes(2)   # bf16 conv tails, fp32 rec
 def bench(model, prompts, caching: bool, concurrency: int, cache_memory: str):
     client = LocalClient(model, cache_memory=cache_memory, max_num_seqs=max(8, concurrency),
                          enable_prefix_caching=caching)
-    with torch.inference_mode():                               # warm up threads and kernels
-        model(torch.tensor([[1, 2, 3]]))
     args = SimpleNamespace(concurrency=concurrency, request_rate=float("inf"), warmup=0, seed=0, goodput=None)
     result, records = run_bench(client, prompts, args)
     return result, sorted(records, key=lambda r: r.index)
@@ -95,6 +93,8 @@ def main() -> None:
     path = make_checkpoint(Path(tempfile.mkdtemp(prefix="k3-prefix-")), compare_config(), num_shards=4,
                            with_vision=False)
     model = k3.load(path)
+    with torch.inference_mode():   # warm up: weights paged in, kernels built, threads started
+        model(torch.arange(512).reshape(1, 512) % model.config.vocab_size)
     mt = multi_turn(model, a.turns, a.turn_len, a.reply_len, a.cache_memory)
     sp = shared_prefix(model, a.requests, a.prefix_len, a.question_len, a.cache_memory)
     print(f"{'turn':>4} {'prompt':>7} {'TTFT on':>9} {'TTFT off':>9} {'on/off':>7} {'floor':>6}")

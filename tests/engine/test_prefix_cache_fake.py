@@ -203,3 +203,24 @@ def test_spilled_snapshots_of_another_model_are_not_used(tmp_path):
                       prefix_cache_spill_dir=str(tmp_path))   # another config: another fingerprint
     _run(other, [first + [5]])
     assert _hits(other) == 0 and other.stats()["prefix_spill_files"] == 0
+
+
+def test_a_request_resumed_from_saved_state_caches_its_prefix_for_others(tmp_path):
+    from k3.engine.state_file import load_state
+
+    engine = _engine()
+    first = list(range(1, 12))
+    rid = engine.add_request(first, SamplingParams(max_tokens=4, **GREEDY), save_state_path=str(tmp_path / "s"))
+    while engine.has_unfinished():
+        engine.step()
+    state = load_state(tmp_path / "s", engine.fingerprint, engine.model.compute_dtype)
+    fresh = _engine()                                   # a new engine: nothing cached
+    prompt = state.token_ids + state.pending_ids + [9, 9]
+    resumed = fresh.add_request(prompt, SamplingParams(max_tokens=4, **GREEDY), resume_state=state)
+    outs = {}
+    while fresh.has_unfinished():
+        outs.update({o.request_id: o for o in fresh.step() if o.finished})
+    assert outs[resumed].token_ids == _reference(prompt, 4) and rid
+    assert _hits(fresh) == 0                            # resumed from the file, not looked up
+    _run(fresh, [prompt + [3]])                         # its prompt end was snapshotted
+    assert _hits(fresh) == len(prompt)
