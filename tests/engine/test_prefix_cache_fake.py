@@ -224,3 +224,8 @@ def test_a_request_resumed_from_saved_state_caches_its_prefix_for_others(tmp_pat
     assert _hits(fresh) == 0                            # resumed from the file, not looked up
     _run(fresh, [prompt + [3]])                         # its prompt end was snapshotted
     assert _hits(fresh) == len(prompt)
+
+
+def test_a_snapshot_budget_that_leaves_too_little_cache_says_so():
+    with pytest.raises(ValueError, match="lower prefix_cache_memory"):
+        _engine(cache_memory=1000, prefix_cache_memory=990)

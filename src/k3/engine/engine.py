@@ -53,9 +53,16 @@ class LLMEngine:
         spec = model.state_spec()
         enable_prefix_caching = enable_prefix_caching and bool(spec.mla_layers)  # blocks address the prefixes
         one_snapshot = snapshot_bytes(spec, model.compute_dtype)
-        budget = snapshot_budget(enable_prefix_caching, prefix_cache_memory, cache_memory, one_snapshot)
-        self.capacity = fit_capacity(spec, cache_memory - budget, max_num_seqs, max_resident_seqs,
-                                     block_size, model.compute_dtype)
+        budget = snapshot_budget(enable_prefix_caching, prefix_cache_memory, cache_memory, one_snapshot,
+                                 max_resident_seqs or max_num_seqs)
+        try:
+            self.capacity = fit_capacity(spec, cache_memory - budget, max_num_seqs, max_resident_seqs,
+                                         block_size, model.compute_dtype)
+        except ValueError as e:
+            if not budget:
+                raise
+            raise ValueError(f"{e} (the budget left after prefix_cache_memory's {budget:,} B for prefix-cache "
+                             "snapshots; lower prefix_cache_memory or turn prefix caching off)") from None
         offload = self.capacity.max_seqs < max_num_seqs
         offloader = StateOffloader(state_offload_dir, spec.kda_layers, spec.mla_layers, device) if offload else None
         prefix = build_prefix_cache(budget, one_snapshot, block_size, prefix_cache_spill_dir, prefix_cache_spill_bytes,

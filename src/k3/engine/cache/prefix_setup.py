@@ -21,13 +21,15 @@ def snapshot_bytes(spec: StateSpec, dtype: torch.dtype) -> int:
     return spec.slot_bytes(torch.empty((), dtype=dtype).element_size())
 
 
-def snapshot_budget(enabled: bool, asked: int | None, cache_memory: int, one_snapshot: int) -> int:
-    """Bytes of cache_memory kept for snapshots. Default: a quarter, or nothing if a quarter holds none."""
+def snapshot_budget(enabled: bool, asked: int | None, cache_memory: int, one_snapshot: int, seqs: int) -> int:
+    """Bytes of cache_memory kept for snapshots. Default: a quarter, but at most half of what the `seqs`
+    resident sequences' KDA slots leave (so the default never makes fewer sequences resident), and
+    nothing if that holds no snapshot."""
     if not enabled:
         return 0
     if asked is None:
-        quarter = cache_memory // 4
-        return quarter if quarter >= one_snapshot else 0
+        auto = min(cache_memory // 4, max(0, cache_memory - seqs * one_snapshot) // 2)
+        return auto if auto >= one_snapshot else 0
     if not isinstance(asked, int) or not 0 <= asked < cache_memory:
         raise ValueError(f"prefix_cache_memory must be in 0..cache_memory ({cache_memory:,} B), got {asked!r}; "
                          "it is taken out of cache_memory")
