@@ -69,6 +69,7 @@ class LLMEngine:
                                     lambda: self.fingerprint, model.compute_dtype, quiet=prefix_cache_memory == 0
                                     ) if enable_prefix_caching else None
         self.prefix_cache = prefix
+        self.driver = None   # the AsyncEngine stepping this engine from its own thread, if any
         self.allocator = CacheAllocator(self.capacity, bool(spec.mla_layers), prefix.index if prefix else None)
         self.scheduler = Scheduler(self.allocator, max_num_seqs, max_num_batched_tokens, offload, prefix=prefix)
         self.runner = ModelRunner(model, spec, self.capacity, device, offloader, prefix.store if prefix else None)

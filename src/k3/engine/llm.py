@@ -93,8 +93,7 @@ class LLM:
 
     def _run(self, prompts, sampling_params, order: list[str], save_state=None, resume_from=None
              ) -> Iterator[RequestOutput]:
-        driver = getattr(self.engine, "_async_driver", None)
-        if driver is not None and driver.running:
+        if self.engine.driver is not None and self.engine.driver.running:
             raise RuntimeError("this LLM's engine is driven by a server (AsyncEngine) in another thread; send "
                                "requests through it, or shut it down first")
         states = self._load_states(resume_from)

@@ -26,11 +26,10 @@ class QueueFull(Exception):
 
 class AsyncEngine:
     def __init__(self, engine: LLMEngine, max_queued: int = 64, metrics=None):
-        driver = getattr(engine, "_async_driver", None)
-        if driver is not None and driver.running:
+        if engine.driver is not None and engine.driver.running:
             raise RuntimeError("this LLMEngine is already driven by another AsyncEngine (a server running on it); "
                                "shut that one down first, or give this server its own LLM")
-        engine._async_driver = self
+        engine.driver = self
         self.engine = engine
         self.metrics = metrics
         self.max_queued = max_queued
@@ -123,8 +122,8 @@ class AsyncEngine:
         self._stop.set()
         self._commands.put(("stop",))
         self._thread.join(timeout=5)
-        if getattr(self.engine, "_async_driver", None) is self and not self.running:
-            self.engine._async_driver = None
+        if self.engine.driver is self and not self.running:
+            self.engine.driver = None
 
 
 def _settle(future: asyncio.Future, setter, value) -> None:

@@ -36,6 +36,7 @@ class CachedBlock:
 
     @property
     def end(self) -> int:
+        """Tokens from the root to the end of this block."""
         return self.depth * len(self.tokens)
 
 

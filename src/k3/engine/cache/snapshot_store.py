@@ -33,7 +33,7 @@ class Snapshot:
 
     @property
     def num_tokens(self) -> int:
-        return (self.holder.depth * len(self.holder.tokens) if self.holder else 0) + len(self.tail)
+        return (self.holder.end if self.holder else 0) + len(self.tail)
 
 
 def chain_of(entry: CachedBlock | None) -> list[CachedBlock]:
@@ -72,8 +72,7 @@ class SnapshotStore:
         """Keep a snapshot (tensors already copied), evicting least recently used ones to stay in budget."""
         if not self.enabled or (holder is not None and not holder.registered):
             return None
-        nbytes = sum(r.nbytes + sum(t.nbytes for t in tails) for r, tails in kda.values())
-        nbytes += sum(r.nbytes for r in tail_rows.values())
+        nbytes = SequenceState([], [], kda, tail_rows).nbytes
         if nbytes > self.budget_bytes:
             return None
         while self._lru and self.nbytes + nbytes > self.budget_bytes:
@@ -112,8 +111,7 @@ class SnapshotStore:
 
     def _whole(self, snap: Snapshot) -> SequenceState:
         chain = chain_of(snap.holder)
-        full = len(chain) * len(chain[0].tokens) if chain else 0
-        mla = self.export_mla([e.block for e in chain], full)
+        mla = self.export_mla([e.block for e in chain], snap.holder.end if snap.holder else 0)
         if snap.tail:
             mla = {i: torch.cat((rows, snap.tail_rows[i].to(rows.device))) for i, rows in mla.items()}
         tokens = [t for e in chain for t in e.tokens] + list(snap.tail)
