@@ -229,3 +229,9 @@ def test_a_request_resumed_from_saved_state_caches_its_prefix_for_others(tmp_pat
 def test_a_snapshot_budget_that_leaves_too_little_cache_says_so():
     with pytest.raises(ValueError, match="lower prefix_cache_memory"):
         _engine(cache_memory=1000, prefix_cache_memory=990)
+
+
+def test_a_spill_dir_that_is_a_file_is_a_clear_error(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ValueError, match="prefix_cache_spill_dir .* cannot write there"):
+        _engine(prefix_cache_spill_dir=str(tmp_path / "f"))

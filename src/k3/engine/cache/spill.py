@@ -40,7 +40,14 @@ class SpilledSnapshots:
     def __init__(self, directory: str | Path, budget_bytes: int, block_size: int, fingerprint: str,
                  dtype: torch.dtype):
         self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            probe = self.dir / ".k3-write-probe"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            raise ValueError(f"prefix_cache_spill_dir {self.dir}: cannot write there ({e.strerror or e}); give a "
+                             "writable directory") from None
         self.budget_bytes, self.block_size = budget_bytes, block_size
         self.fingerprint, self.dtype = fingerprint, dtype
         self._files: OrderedDict[tuple[str, tuple[int, ...]], _File] = OrderedDict()   # least recently used first
