@@ -189,3 +189,17 @@ def test_generate_resumes_from_the_last_runs_spilled_prefix(tiny_checkpoint, tmp
     assert "[prefix cache: 20 of 21 prompt tokens reused]" in capsys.readouterr().out
     assert main(base + ["--prompt-ids", ids + ",7", "--no-enable-prefix-caching"]) == 0
     assert "prefix cache" not in capsys.readouterr().out
+
+
+def test_generate_with_speculative_decoding(tiny_checkpoint, capsys):
+    base = ["generate", "--model", str(tiny_checkpoint), "--prompt-ids", "5,6,7,5,6,7,5,6", "--max-tokens", "12",
+            "--ignore-eos", "--cache-memory", "8MiB"]
+    assert main(base) == 0
+    plain = capsys.readouterr().out.splitlines()[0]
+    spec = '{"method": "draft_model", "model": "%s", "num_speculative_tokens": 3}' % tiny_checkpoint
+    assert main(base + ["--speculative-config", spec]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == plain.split()           # greedy: the same tokens
+    assert any("[speculative:" in line and "(100.0%)" in line for line in out)
+    assert main(base + ["--speculative-config", '{"method": "ngram"}']) == 2
+    assert "num_speculative_tokens" in capsys.readouterr().err

@@ -4,7 +4,10 @@ cached for the sequence, read back through the same state views a real model use
 MLA view: each token id is stored in c_kv[..., 0]; the whole history is read back on every step.
 KDA view: recurrent[..., 0, 0, 0] counts tokens seen and [..., 0, 0, 1] sums their ids.
 next = (sum(history) + 3 * count) % (vocab - 1). A sequence whose history contains POISON (the last id,
-never generated), or whose KDA sum disagrees with its MLA history (state of another prefix), gets NaN logits.
+never generated), or whose KDA sum disagrees with its MLA history (state of another prefix, or drafts a
+rejected verify window left behind), gets NaN logits. Verify windows (speculative decoding) are read
+through the same views' window calls and give logits at every window position. `soft=True` spreads the
+logits over the vocabulary (a known distribution per history) for tests of sampled speculation.
 """
 
 from __future__ import annotations
@@ -36,17 +39,19 @@ def fake_engine(**kw):
     from k3.engine import LLMEngine
 
     kw.setdefault("cache_memory", 1 << 20)
-    return LLMEngine(FakeModel(), **kw)
+    model = {k: kw.pop(k) for k in ("eos_token_id", "soft") if k in kw}
+    return LLMEngine(FakeModel(**model), **kw)
 
 
 class FakeModel(nn.Module):
-    def __init__(self, eos_token_id: int | None = 48):
+    def __init__(self, eos_token_id: int | None = 48, soft: bool = False):
         super().__init__()
         self.anchor = nn.Parameter(torch.zeros(1), requires_grad=False)
         self.config = SimpleNamespace(vocab_size=VOCAB, eos_token_id=eos_token_id, num_hidden_layers=2,
                                       max_position_embeddings=1 << 20)
         self.compute_dtype = torch.float64
         self.calls: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        self.soft = soft
 
     def state_spec(self) -> StateSpec:
         return StateSpec(kda_layers=(0,), kda_heads=1, kda_key_dim=2, kda_value_dim=2, conv_tail=1,
@@ -55,11 +60,13 @@ class FakeModel(nn.Module):
     def forward_batch(self, input_ids, batch, views, logits_index):
         self.calls.append((batch.seq_lens, batch.context_lens))
         kda, mla = views
-        out = torch.zeros(batch.num_seqs, VOCAB, dtype=torch.float64)
+        rows: dict[int, torch.Tensor] = {}   # packed position -> logits (last positions and window positions)
         for group in batch.groups(by_context=True):
-            seqs, idx = group.seqs, group.index
-            ids = input_ids[idx].to(torch.float64)                      # [b, T]
-            b, T = ids.shape
+            ids = input_ids[group.index].to(torch.float64)                      # [b, T]
+            if group.window:
+                self._window(group, ids, kda, mla, rows)
+                continue
+            seqs, (b, T) = group.seqs, ids.shape
             c = torch.zeros(b, T, 3, dtype=torch.float64)
             c[..., 0] = ids
             c_all, _, _ = mla.extend(seqs, c, torch.zeros(b, T, 1, dtype=torch.float64))
@@ -68,15 +75,38 @@ class FakeModel(nn.Module):
             rec[:, 0, 0, 0] += T
             rec[:, 0, 0, 1] += ids.sum(1)
             kda.scatter(seqs, rec, tails)
-            history = c_all[..., 0]
-            nxt = (history.sum(1) + 3 * rec[:, 0, 0, 0]).long() % (VOCAB - 1)
             for row, s in enumerate(seqs):
-                out[s, nxt[row]] = 10.0
-                if bool((history[row] == POISON).any()) or history[row].sum() != rec[row, 0, 0, 1]:
-                    out[s] = float("nan")
-        return out[_rows(batch, logits_index)]
+                rows[int(group.index[row, -1])] = self._logits(c_all[row, :, 0], rec[row, 0, 0, 0], rec[row, 0, 0, 1])
+        return torch.stack([rows[int(i)] for i in logits_index]) if len(logits_index) else torch.zeros(0, VOCAB)
 
+    def _window(self, group, ids, kda, mla, rows) -> None:
+        b, T = ids.shape
 
-def _rows(batch, logits_index) -> list[int]:
-    last = batch.last_token_index.tolist()
-    return [last.index(int(i)) for i in logits_index]
+        def step(t, sel, pools):
+            rec, _, index = pools
+            rec[index, 0, 0, 0] += 1
+            rec[index, 0, 0, 1] += ids[:, t] if sel is None else ids[sel, t]
+            return rec[index, 0, 0, :2].clone().unsqueeze(1)                  # [n, 1, 2]: count, sum
+
+        counts = kda.run_window(group.seqs, T, step, None)                     # [b, T, 2]
+        c = torch.zeros(b, T, 3, dtype=torch.float64)
+        c[..., 0] = ids
+        paged = mla.append_window(group.seqs, c, torch.zeros(b, T, 1, dtype=torch.float64))
+        bs = paged.block_size
+        for r in range(b * T):
+            pos = torch.arange(int(paged.lens[r]))
+            history = paged.pool[paged.tables[r, pos // bs].long() * bs + pos % bs, 0]
+            i, t = divmod(r, T)
+            rows[int(group.index[i, t])] = self._logits(history, counts[i, t, 0], counts[i, t, 1])
+
+    def _logits(self, history: torch.Tensor, count, kda_sum) -> torch.Tensor:
+        out = torch.zeros(VOCAB, dtype=torch.float64)
+        if bool((history == POISON).any()) or history.sum() != kda_sum:
+            return out.fill_(float("nan"))
+        if self.soft:   # a spread, history-dependent distribution over the ids below POISON
+            key = float(history.sum() + 3 * count)
+            out[:POISON] = torch.cos(torch.arange(POISON, dtype=torch.float64) * (0.37 + key * 0.011)) * 2.0
+            out[POISON] = -30.0   # never drawn in practice, and finite (the engine refuses non-finite logits)
+            return out
+        out[int(history.sum() + 3 * count) % (VOCAB - 1)] = 10.0
+        return out

@@ -26,7 +26,7 @@ class LocalClient:
     def __init__(self, model: str, *, memory_budget: str | None = None, cache_memory: str = "1GiB",
                  max_num_seqs: int = 8, max_num_batched_tokens: int = 512, ignore_eos: bool = True,
                  temperature: float = 0.0, **engine_kwargs):
-        """engine_kwargs: more LLM(...) keywords (the prefix cache's)."""
+        """engine_kwargs: more LLM(...) keywords (the prefix cache's, speculative_config)."""
         self.llm = LLM(model, max_num_seqs=max_num_seqs, cache_memory=cache_memory, memory_budget=memory_budget,
                        max_num_batched_tokens=max_num_batched_tokens, **engine_kwargs)
         self.engine = AsyncEngine(self.llm.engine, max_queued=10 ** 6)
@@ -75,7 +75,7 @@ class LocalClient:
                 "wait_seconds", "compute_seconds")
         out |= {k: stats.get(k, 0.0) for k in keys}  # zeros when every expert is resident
         out["gb_read_per_token"] = out["expert_bytes_per_token"] / 1e9
-        out |= {k: v for k, v in stats.items() if k.startswith("prefix_")}
+        out |= {k: v for k, v in stats.items() if k.startswith(("prefix_", "spec_"))}
         plan = getattr(self.llm.model, "memory_plan", None)
         out["memory_plan"] = plan.mode if plan is not None else "resident"
         return out

@@ -47,6 +47,10 @@ def format_table(result: dict) -> str:
                          f"({local['prefix_cache_hits']:,} of {local['prefix_cache_queries']:,} prompt tokens; "
                          f"{local['prefix_cache_snapshots']} snapshots, "
                          f"{local['prefix_cache_snapshot_bytes'] / 2 ** 20:,.1f} MiB)")
+        if local.get("spec_windows"):
+            lines.append(f"{'local: speculative acceptance':<34}{local['spec_acceptance_rate']:.1%} "
+                         f"({local['spec_accepted_tokens']:,} of {local['spec_drafted_tokens']:,} drafts; "
+                         f"mean accepted length {local['spec_mean_accepted_length']:.2f})")
     return "\n".join(lines)
 
 

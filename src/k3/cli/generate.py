@@ -84,6 +84,9 @@ def run(args) -> int:
     if stats.get("prefix_cache_hits"):
         print(f"[prefix cache: {stats['prefix_cache_hits']:,} of {stats['prefix_cache_queries']:,} prompt tokens "
               "reused]")
+    if stats.get("spec_windows"):
+        print(f"[speculative: {stats['spec_accepted_tokens']:,} of {stats['spec_drafted_tokens']:,} drafts accepted "
+              f"({stats['spec_acceptance_rate']:.1%}), {stats['spec_mean_accepted_length']:.2f} tokens per verify step]")
     streaming = streaming_summary(stats)
     if streaming:
         print(streaming)

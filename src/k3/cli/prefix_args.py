@@ -1,4 +1,5 @@
-"""The prefix-cache flags shared by `k3 serve`, `k3 generate`, `k3 bench --model` (vLLM's names)."""
+"""The prefix-cache and speculative-decoding flags shared by `k3 serve`, `k3 generate`, `k3 bench --model`
+(vLLM's names)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ def add_prefix_cache_arguments(p) -> None:
                    help="write snapshots evicted from memory here, to resume from later (off by default)")
     p.add_argument("--prefix-cache-spill-bytes", metavar="SIZE", default="16GiB",
                    help="disk the spilled snapshots may take (default 16GiB)")
+    p.add_argument("--speculative-config", metavar="JSON",
+                   help='speculative decoding, vLLM\'s JSON: {"method": "ngram", "num_speculative_tokens": 4, '
+                        '"prompt_lookup_max": 4, "prompt_lookup_min": 2} or {"method": "draft_model", '
+                        '"model": "PATH", "num_speculative_tokens": 4} (off by default)')
 
 
 def prefix_cache_kwargs(args) -> dict:
@@ -22,4 +27,5 @@ def prefix_cache_kwargs(args) -> dict:
     return dict(enable_prefix_caching=args.enable_prefix_caching,
                 prefix_cache_memory=0 if memory in ("0", 0) else memory,
                 prefix_cache_spill_dir=args.prefix_cache_spill_dir,
-                prefix_cache_spill_bytes=args.prefix_cache_spill_bytes)
+                prefix_cache_spill_bytes=args.prefix_cache_spill_bytes,
+                speculative_config=args.speculative_config)

@@ -22,11 +22,14 @@ from k3.engine.cache.allocator import CacheAllocator
 from k3.engine.cache.manager import fit_capacity
 from k3.engine.cache.prefix_setup import build_prefix_cache, snapshot_budget, snapshot_bytes
 from k3.engine.detokenize import OutputText
+from k3.engine.emit import emit
 from k3.engine.offload import StateOffloader
 from k3.engine.request import Request, RequestOutput, SamplingParams, Status
 from k3.engine.runner import ModelRunner
 from k3.engine.sampler import Sampler
 from k3.engine.scheduler import Scheduler
+from k3.engine.spec import SpeculativeConfig
+from k3.engine.spec.setup import build_drafter
 from k3.engine.state_file import check_resumable, model_fingerprint, save_state
 
 log = logging.getLogger("k3.engine")
@@ -38,7 +41,7 @@ class LLMEngine:
                  max_resident_seqs: int | None = None, state_offload_dir: str | None = None,
                  max_model_len: int | None = None, enable_prefix_caching: bool = True,
                  prefix_cache_memory: int | None = None, prefix_cache_spill_dir: str | None = None,
-                 prefix_cache_spill_bytes: int = 16 * 2 ** 30):
+                 prefix_cache_spill_bytes: int = 16 * 2 ** 30, speculative_config=None):
         """max_resident_seqs: sequences whose state is in memory at once (default: as many of max_num_seqs
         as cache_memory holds). Fewer than max_num_seqs turns on state offload: the others' state waits
         on disk (in state_offload_dir, default a private temporary directory) until their turn.
@@ -47,8 +50,9 @@ class LLMEngine:
         enable_prefix_caching: reuse the state of earlier requests' prompt prefixes (see
         `k3.engine.cache.prefix_cache`); prefix_cache_memory: bytes of cache_memory kept for its KDA
         snapshots (default a quarter); prefix_cache_spill_dir: write evicted snapshots there (at most
-        prefix_cache_spill_bytes) rather than dropping them."""
-        self.model = model
+        prefix_cache_spill_bytes) rather than dropping them.
+        speculative_config: vLLM's dict (or its JSON) for speculative decoding, see `k3.engine.spec`."""
+        self.model, self.cache_memory = model, cache_memory
         device = next(iter(model.parameters()), torch.empty(0)).device
         spec = model.state_spec()
         enable_prefix_caching = enable_prefix_caching and bool(spec.mla_layers)  # blocks address the prefixes
@@ -86,6 +90,7 @@ class LLMEngine:
         self._arrivals = 0
         self.counters = {"steps": 0, "prompt_tokens": 0, "generated_tokens": 0, "finished": 0, "errors": 0,
                          "forward_tokens": 0, "forward_seconds": 0.0}
+        self.drafter = build_drafter(SpeculativeConfig.parse(speculative_config), self)
         self._snapshot = MappingProxyType({})
         self._publish()
         log.info(self.capacity.describe())
@@ -159,44 +164,31 @@ class LLMEngine:
             outs = [self._finish(r, "error", [], f"model step failed: {type(e).__name__}: {e}") for r in failed.values()]
             self._publish()
             return outs
-        self.scheduler.update(plan)
+        self.counters["forward_seconds"] += time.perf_counter() - started
+        samples = self.sampler(result.logits, result.requests, result.drafts)
+        emitted = [emit(req, s, self.eos_token_id) for req, s in zip(result.requests, samples)]
+        self.counters["generated_tokens"] += sum(len(new) for new, _ in emitted)
+        # A window keeps its pending token and the accepted drafts that were emitted (not those past a stop).
+        kept = {req.request_id: min(len(new), 1 + s.accepted) or 1
+                for req, s, d, (new, _) in zip(result.requests, samples, result.drafts, emitted) if d}
+        self.runner.keep_windows(result, kept)
+        self.scheduler.update(plan, kept)
         if plan.snapshots:
             self.runner.take_snapshots(plan.snapshots)
         self.counters["steps"] += 1
         self.counters["forward_tokens"] += plan.num_tokens
-        self.counters["forward_seconds"] += time.perf_counter() - started
         self.counters["prompt_tokens"] += sum(_prompt_tokens(c) for c in plan.chunks)
         for req, pos, lp in result.prompt_logprobs:
             req.prompt_logprobs[pos] = lp
-        outs = [self._take(req, s) for req, s in zip(result.requests, self.sampler(result.logits, result.requests))]
+        outs = []
+        for req, s, d, (new, reason) in zip(result.requests, samples, result.drafts, emitted):
+            if d and self.drafter is not None and s.tokens:
+                self.drafter.observe(req, len(d), s.accepted)
+            outs.append(self._finish(req, reason, new, s.error) if reason else self._output(req, new))
+        if self.drafter is not None:
+            self.drafter.propose(self.scheduler.running)
         self._publish()
         return outs
-
-    def _take(self, req: Request, sample) -> RequestOutput:
-        if sample.token is None:
-            return self._finish(req, "error", [], sample.error)
-        if sample.logprob is not None:
-            req.logprobs.append(sample.logprob)
-        req.output_ids.append(sample.token)
-        req.first_token_time = req.first_token_time or time.perf_counter()
-        self.counters["generated_tokens"] += 1
-        return self._after_token(req, sample.token)
-
-    def _after_token(self, req: Request, token: int) -> RequestOutput:
-        p = req.params
-        stop_token = token in p.stop_token_ids or (token == self.eos_token_id and not p.ignore_eos)
-        done = stop_token or len(req.output_ids) >= p.max_tokens
-        if req.detok is not None:
-            # A stop token is not part of the text; a stop string ends the request.
-            if not stop_token and req.detok.add(token, final=done):
-                return self._finish(req, "stop", [token])
-            if stop_token:
-                req.detok.finish()
-        if stop_token:
-            return self._finish(req, "stop", [token])
-        if done:
-            return self._finish(req, "length", [token])
-        return self._output(req, [token])
 
     def _finish(self, req: Request, reason: str, new: list[int], error: str | None = None) -> RequestOutput:
         if req.save_state_path and reason in ("stop", "length"):
@@ -207,6 +199,8 @@ class LLMEngine:
         req.status, req.finish_reason, req.error = Status.FINISHED, reason, error
         self.scheduler.remove(req)
         self.runner.forget(req.request_id)
+        if self.drafter is not None:
+            self.drafter.forget(req.request_id)
         self.requests.pop(req.request_id, None)
         self.counters["finished"] += 1
         self.counters["errors"] += reason == "error"
@@ -240,6 +234,8 @@ class LLMEngine:
             out |= self.runner.offloader.counters
         if self.prefix_cache is not None:
             out |= self.prefix_cache.stats()
+        if self.drafter is not None:
+            out |= self.drafter.stats()
         store = getattr(self.model, "expert_store", None)
         if store is not None:
             tokens = self.counters["forward_tokens"]

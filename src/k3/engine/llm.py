@@ -36,6 +36,9 @@ class LLM:
     enable_prefix_caching: reuse earlier requests' prompt-prefix state (exact; on by default).
     prefix_cache_memory: the part of cache_memory kept for its KDA snapshots (default a quarter).
     prefix_cache_spill_dir: write snapshots evicted from memory there (up to prefix_cache_spill_bytes).
+    speculative_config: vLLM's speculative-decoding dict (or its JSON), e.g. {"method": "ngram",
+    "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2} or {"method": "draft_model",
+    "model": PATH, "num_speculative_tokens": 4}; greedy output is unchanged, sampled output keeps its distribution.
     """
 
     def __init__(self, model, dtype: torch.dtype | None = None, device: str = "cpu", *, max_num_seqs: int = 8,
@@ -44,7 +47,7 @@ class LLM:
                  max_resident_seqs: int | None = None, state_offload_dir: str | None = None,
                  max_model_len: int | None = None, enable_prefix_caching: bool = True,
                  prefix_cache_memory: int | str | None = None, prefix_cache_spill_dir: str | None = None,
-                 prefix_cache_spill_bytes: int | str = "16GiB"):
+                 prefix_cache_spill_bytes: int | str = "16GiB", speculative_config=None):
         cache_bytes = parse_size(cache_memory, "cache_memory")
         prefix = dict(enable_prefix_caching=enable_prefix_caching, prefix_cache_spill_dir=prefix_cache_spill_dir,
                       prefix_cache_spill_bytes=parse_size(prefix_cache_spill_bytes, "prefix_cache_spill_bytes"),
@@ -65,7 +68,8 @@ class LLM:
         self.engine = LLMEngine(self.model, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                                 cache_memory=cache_bytes, block_size=block_size,
                                 tokenizer=tokenizer, seed=seed, max_resident_seqs=max_resident_seqs,
-                                state_offload_dir=state_offload_dir, max_model_len=max_model_len, **prefix)
+                                state_offload_dir=state_offload_dir, max_model_len=max_model_len,
+                                speculative_config=speculative_config, **prefix)
 
     @property
     def capacity(self):

@@ -118,6 +118,7 @@ class Request:
     resident_since: int = 0                  # step its state last entered the pools (state offload)
     prefix_cached: bool = False              # takes part in prefix caching (registers blocks, snapshots)
     snapshot_at: list[int] = field(default_factory=list)   # prompt positions to cut a chunk and snapshot at
+    draft_ids: list[int] = field(default_factory=list)     # speculative drafts for its next step (not output)
 
     @property
     def text(self) -> str | None:

@@ -16,6 +16,7 @@ import torch
 
 from k3.engine.cache.manager import Capacity, CachePools
 from k3.engine.cache.snapshot import SequenceState, export_kda, export_mla, import_mla
+from k3.engine.cache.window_log import WindowLog
 from k3.engine.request import Request, TokenLogprob
 from k3.engine.scheduler import OFFLOADED, PREFIX, RESUME, SchedulerOutput, SnapshotOrder
 from k3.layers.batch import ForwardBatch
@@ -25,9 +26,12 @@ from k3.ops.sampling import top_logprobs_batched
 
 @dataclass
 class StepOutput:
-    logits: torch.Tensor                     # [len(requests), vocab]: rows to sample, in order
-    requests: list[Request]                  # whose next token those rows give
+    logits: torch.Tensor                     # [rows, vocab]: each request's rows, in order
+    requests: list[Request]                  # whose next token(s) those rows give
+    drafts: list[tuple[int, ...]] = field(default_factory=list)  # per request: drafts its rows verify
     prompt_logprobs: list[tuple[Request, int, TokenLogprob]] = field(default_factory=list)
+    window_log: WindowLog | None = None      # the verify windows' KDA steps, for keep_windows
+    window_seqs: dict[str, int] = field(default_factory=dict)   # request id -> its batch sequence
 
 
 class ModelRunner:
@@ -68,17 +72,32 @@ class ModelRunner:
         if not chunks:
             return StepOutput(torch.empty(0), [])
         reqs = [c.request for c in chunks]
-        batch = ForwardBatch(tuple(c.num_tokens for c in chunks), tuple(r.num_computed for r in reqs), self.device)
-        ids = [t for c in chunks for t in c.request.all_ids[c.request.num_computed:c.request.num_computed + c.num_tokens]]
+        windows = tuple(c.window for c in chunks)
+        batch = ForwardBatch(tuple(c.num_tokens for c in chunks), tuple(r.num_computed for r in reqs), self.device,
+                             windows if any(windows) else ())
+        ids = [t for c in chunks for t in c.token_ids()]
+        log = WindowLog() if any(windows) else None
         views = self.pools.layer_views([c.placement for c in chunks], batch.context_lens,
-                                       self.model.config.num_hidden_layers)
-        rows = [i for i, c in enumerate(chunks) if c.request.num_computed + c.num_tokens == c.request.num_tokens]
+                                       self.model.config.num_hidden_layers, log)
+        # Rows to sample: a finished prompt's or decode's last position; every position of a window.
+        rows = [i for i, c in enumerate(chunks)
+                if c.window or c.request.num_computed + c.num_tokens == c.request.num_tokens]
+        sampled = [p for i in rows for p in range(batch.starts[i] + (0 if chunks[i].window else chunks[i].num_tokens - 1),
+                                                  batch.starts[i] + chunks[i].num_tokens)]
         scored = _prompt_positions(chunks, batch)
-        index = torch.tensor([batch.starts[i] + chunks[i].num_tokens - 1 for i in rows] + [i for i, _, _ in scored],
-                             dtype=torch.long, device=self.device)
+        index = torch.tensor(sampled + [i for i, _, _ in scored], dtype=torch.long, device=self.device)
         with torch.inference_mode():
             logits = self.model.forward_batch(torch.tensor(ids, dtype=torch.long, device=self.device), batch, views, index)
-        return StepOutput(logits[:len(rows)], [reqs[i] for i in rows], _score_prompt(scored, logits[len(rows):]))
+        return StepOutput(logits[:len(sampled)], [reqs[i] for i in rows], [chunks[i].draft for i in rows],
+                          _score_prompt(scored, logits[len(sampled):]), log,
+                          {c.request.request_id: i for i, c in enumerate(chunks) if c.window})
+
+    def keep_windows(self, result: StepOutput, kept: dict[str, int]) -> None:
+        """kept: request id -> positions of its verify window to keep. KDA state of the positions not
+        kept is undone (MLA rows past the kept positions are simply never read: they are overwritten)."""
+        if result.window_log is not None:
+            with torch.inference_mode():
+                result.window_log.keep({result.window_seqs[r]: n for r, n in kept.items() if r in result.window_seqs})
 
     def _restore_snapshot(self, p) -> None:
         """KDA state from the snapshot; the tail's MLA rows into the request's own first block (the full

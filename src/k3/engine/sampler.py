@@ -5,6 +5,10 @@ min-p and seeded draws in a few batched tensor ops (`k3.ops.sampling`), one host
 A request's draws depend only on its seed and how many tokens it has drawn, never on its batchmates
 or the device. A row whose logits are not finite fails alone; if the batched pass itself raises, the
 rows are retried one by one so only the row that fails is lost.
+
+A request with drafts (speculative decoding) owns one row per draft plus one, and gets back the drafts
+its target distributions accept followed by one more token (`k3.ops.speculative`): for greedy requests
+exactly the tokens plain decoding would give; for sampled ones tokens distributed as plain sampling's.
 """
 
 from __future__ import annotations
@@ -14,14 +18,21 @@ from dataclasses import dataclass
 import torch
 
 from k3.engine.request import Request, TokenLogprob
-from k3.ops.sampling import apply_penalties_batched, sample_rows, top_logprobs_batched
+from k3.ops.sampling import (GREEDY_BELOW, apply_penalties_batched, filter_logits_batched, sample_rows,
+                             top_logprobs_batched)
+from k3.ops.speculative import verify_greedy, verify_sampled
 
 
 @dataclass(frozen=True)
 class Sample:
-    token: int | None                 # None when the row failed
-    logprob: TokenLogprob | None = None
+    tokens: tuple[int, ...] = ()      # to emit, in order (accepted drafts, then one more); () when it failed
+    logprobs: tuple[TokenLogprob, ...] | None = None
     error: str | None = None
+
+    @property
+    def accepted(self) -> int:
+        """Drafts accepted (tokens before the last)."""
+        return max(0, len(self.tokens) - 1)
 
 
 class Sampler:
@@ -31,15 +42,43 @@ class Sampler:
         model); those ids are masked from sampling, so no request can fail decoding one."""
         self.sampleable = sampleable
 
-    def __call__(self, logits: torch.Tensor, requests: list[Request]) -> list[Sample]:
-        """logits [n, V] (one row per request, in order) -> one Sample per request."""
+    def __call__(self, logits: torch.Tensor, requests: list[Request],
+                 drafts: list[tuple[int, ...]] | None = None) -> list[Sample]:
+        """logits [rows, V] (1 + len(drafts[i]) rows per request, in order) -> one Sample per request."""
         if not requests:
             return []
         if self.sampleable is not None and self.sampleable < logits.shape[-1]:
             logits = logits[:, :self.sampleable]
+        if drafts and any(drafts):
+            return self._with_windows(logits, requests, drafts)
+        return self._rows(logits, requests)
+
+    def _with_windows(self, logits, requests, drafts) -> list[Sample]:
+        starts = [0]
+        for d in drafts:
+            starts.append(starts[-1] + 1 + len(d))
+        plain = [i for i, d in enumerate(drafts) if not d]
+        out: list[Sample] = [Sample()] * len(requests)
+        if plain:
+            for i, s in zip(plain, self._rows(logits[[starts[i] for i in plain]], [requests[i] for i in plain])):
+                out[i] = s
+        for i, d in enumerate(drafts):
+            if d:
+                out[i] = self._window(logits[starts[i]:starts[i + 1]], requests[i], list(d))
+        return out
+
+    def _window(self, rows: torch.Tensor, req: Request, drafts: list[int]) -> Sample:
+        if not bool(torch.isfinite(rows).all()):
+            return Sample(error=NON_FINITE)
+        try:
+            return verify_window(rows, req, drafts)
+        except Exception as e:  # noqa: BLE001
+            return Sample(error=f"sampling failed: {type(e).__name__}: {e}")
+
+    def _rows(self, logits: torch.Tensor, requests: list[Request]) -> list[Sample]:
         finite = torch.isfinite(logits).all(dim=-1).tolist()
         ok = [i for i, f in enumerate(finite) if f]
-        out = [Sample(None, error="the model produced non-finite logits (NaN/inf) for this request")] * len(requests)
+        out = [Sample(error=NON_FINITE)] * len(requests)
         rows = logits if len(ok) == len(requests) else logits[ok]
         try:
             done = self._sample(rows, [requests[i] for i in ok]) if ok else []
@@ -53,14 +92,14 @@ class Sampler:
         try:
             return self._sample(row, [req])[0]
         except Exception as e:  # noqa: BLE001
-            return Sample(None, error=f"sampling failed: {type(e).__name__}: {e}")
+            return Sample(error=f"sampling failed: {type(e).__name__}: {e}")
 
     def _sample(self, logits: torch.Tensor, reqs: list[Request]) -> list[Sample]:
         dev = logits.device
         params = [r.params for r in reqs]
         if all(p.temperature == 0 and p.logprobs is None and p.repetition_penalty == 1.0 and not p.presence_penalty
                and not p.frequency_penalty for p in params):
-            return [Sample(t) for t in logits.argmax(dim=-1).tolist()]   # greedy: the first maximum
+            return [Sample((t,)) for t in logits.argmax(dim=-1).tolist()]   # greedy: the first maximum
         x = logits.float()
         if any(p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty for p in params):
             x = apply_penalties_batched(x, [r.prompt_ids for r in reqs], [r.output_ids for r in reqs],
@@ -71,7 +110,7 @@ class Sampler:
             return torch.tensor(values, dtype=dtype, device=dev)
 
         tokens = sample_rows(x, col([p.temperature for p in params], torch.float32),
-                             col([p.top_k for p in params], torch.long), col([p.top_p for p in params], torch.float32),
+                             col([min(p.top_k, logits.shape[-1]) for p in params], torch.long), col([p.top_p for p in params], torch.float32),
                              col([p.min_p for p in params], torch.float32), col([r.seed for r in reqs], torch.long),
                              col([len(r.output_ids) for r in reqs], torch.long))
         want = [i for i, p in enumerate(params) if p.logprobs is not None]
@@ -82,4 +121,44 @@ class Sampler:
             ids = tokens[idx].tolist()
             for i, t, lp, top in zip(want, ids, chosen, tops):
                 logprobs[i] = TokenLogprob(t, lp, top)
-        return [Sample(t, lp) for t, lp in zip(tokens.tolist(), logprobs)]
+        return [Sample((t,), None if lp is None else (lp,)) for t, lp in zip(tokens.tolist(), logprobs)]
+
+
+NON_FINITE = "the model produced non-finite logits (NaN/inf) for this request"
+
+
+def verify_window(rows: torch.Tensor, req: Request, drafts: list[int]) -> Sample:
+    """rows [k+1, V]: the target's logits at the pending token and each draft -> the tokens to emit."""
+    p = req.params
+    x = rows.float()
+    k = len(drafts)
+    if p.repetition_penalty != 1.0 or p.presence_penalty or p.frequency_penalty:
+        # Row j follows drafts 0..j-1: they count as output for its penalties.
+        x = apply_penalties_batched(x, [req.prompt_ids] * (k + 1), [req.output_ids + drafts[:j] for j in range(k + 1)],
+                                    [p.repetition_penalty] * (k + 1), [p.presence_penalty] * (k + 1),
+                                    [p.frequency_penalty] * (k + 1))
+    if p.temperature < GREEDY_BELOW:
+        tokens = verify_greedy(x, drafts)
+    else:
+        tokens = verify_sampled(target_probs(x, p), drafts, req.seed, len(req.output_ids))
+    logprobs = None
+    if p.logprobs is not None:
+        n = len(tokens)
+        chosen, tops = top_logprobs_batched(rows[:n], torch.tensor(tokens, device=rows.device), [p.logprobs] * n)
+        logprobs = tuple(TokenLogprob(t, lp, top) for t, lp, top in zip(tokens, chosen, tops))
+    return Sample(tuple(tokens), logprobs)
+
+
+def target_probs(x: torch.Tensor, p) -> torch.Tensor:
+    """Penalised logits [T, V] fp32 -> the distributions plain sampling draws from (temperature, top-k,
+    top-p, min-p, as `sample_rows`); a row its filters empty is a point mass on its maximum."""
+    T, V = x.shape
+    dev = x.device
+    scaled = torch.nan_to_num(x / p.temperature, nan=float("-inf"), posinf=torch.finfo(x.dtype).max)
+    filtered = filter_logits_batched(scaled, torch.full((T,), min(p.top_k, V), dtype=torch.long, device=dev),
+                                     torch.full((T,), p.top_p, device=dev), torch.full((T,), p.min_p, device=dev))
+    probs = torch.softmax(filtered, dim=-1)
+    empty = ~torch.isfinite(filtered).any(dim=-1)
+    if bool(empty.any()):
+        probs[empty] = torch.nn.functional.one_hot(scaled[empty].argmax(dim=-1), V).to(probs.dtype)
+    return probs

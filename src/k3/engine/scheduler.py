@@ -7,7 +7,9 @@ the only owner of allocation (`CacheAllocator`) and of `num_computed`; it never 
 
 Running requests go first, least recently scheduled first, so with a small budget they take turns
 and none starves. A running request in prefill takes as many prompt tokens as the budget leaves
-(chunked prefill), interleaving with others' decode steps. Waiting requests are admitted first come,
+(chunked prefill), interleaving with others' decode steps. A decoding request with drafts
+(`Request.draft_ids`, speculative decoding) runs them as a verify window: its pending token and as many
+drafts as the budget leaves; `update()` then keeps the positions the verifier accepted. Waiting requests are admitted first come,
 first served while there is budget, a free KDA slot and MLA blocks for prompt + max_tokens.
 
 Prefix caching (a `PrefixCache`): a new request is placed at the longest cached prefix of its prompt
@@ -41,8 +43,17 @@ NEW, RESUME, OFFLOADED, PREFIX = "new", "resume", "offloaded", "prefix"
 @dataclass(frozen=True)
 class ScheduledChunk:
     request: Request
-    num_tokens: int
+    num_tokens: int                    # counting the drafts
     placement: Placement | None = None
+    draft: tuple[int, ...] = ()        # speculative drafts after the request's pending token: a verify window
+
+    @property
+    def window(self) -> bool:
+        return bool(self.draft)
+
+    def token_ids(self) -> list[int]:
+        req = self.request
+        return req.all_ids[req.num_computed:req.num_computed + self.num_tokens - len(self.draft)] + list(self.draft)
 
 
 @dataclass(frozen=True)
@@ -130,18 +141,20 @@ class Scheduler:
         for req in sorted(self.running, key=lambda r: (r.last_scheduled < 0, r.last_scheduled, r.arrival)):
             if budget == 0:
                 break
-            n = _cut(req, min(req.num_pending, budget))
-            self._out.chunks.append(ScheduledChunk(req, n, self.allocator.placement(req.request_id)))
+            draft = tuple(req.draft_ids[:budget - 1]) if req.num_pending == 1 else ()
+            n = _cut(req, min(req.num_pending, budget)) + len(draft)
+            self._out.chunks.append(ScheduledChunk(req, n, self.allocator.placement(req.request_id), draft))
             budget -= n
         for c in self._out.chunks:
             c.request.last_scheduled = step
         self._out.evicted, self.allocator.evicted = self.allocator.evicted, []
         return self._out
 
-    def update(self, out: SchedulerOutput) -> None:
-        """The step ran: its tokens are now in the cache (and full blocks registered, snapshots ordered)."""
+    def update(self, out: SchedulerOutput, kept: dict[str, int] | None = None) -> None:
+        """The step ran: its tokens are now in the cache (and full blocks registered, snapshots ordered).
+        kept: request id -> positions of its verify window kept (its pending token + accepted drafts)."""
         for c in out.chunks:
-            c.request.num_computed += c.num_tokens
+            c.request.num_computed += kept[c.request.request_id] if c.window else c.num_tokens
             if self.prefix is not None:
                 self._register(c.request, out)
 

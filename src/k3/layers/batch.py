@@ -4,6 +4,10 @@ Sequence s contributes `seq_lens[s]` new tokens, packed in order into one [N] id
 already has `context_lens[s]` tokens in its cache. There is no padding: per-sequence operations
 (KDA recurrence and conv, MLA attention) run on groups of sequences whose segments line up; the
 sequences with one new token (decode) form one group whatever their cached lengths.
+
+A sequence marked in `windows` is a speculative-decoding verify window: its few new tokens (the last
+sampled token and the drafts after it) go through the decode kernels one position at a time, so each
+position's result is bit for bit what decoding it alone would give, and the engine can keep any prefix.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ class ForwardBatch:
     seq_lens: tuple[int, ...]
     context_lens: tuple[int, ...]
     device: torch.device = field(default=torch.device("cpu"), compare=False)  # where index tensors live
+    windows: tuple[bool, ...] = ()   # per sequence: a verify window (empty: none)
 
     def __post_init__(self) -> None:
         if len(self.seq_lens) != len(self.context_lens):
@@ -26,6 +31,11 @@ class ForwardBatch:
         if any(n < 1 for n in self.seq_lens) or any(c < 0 for c in self.context_lens):
             raise ValueError(f"every sequence needs >= 1 new token and >= 0 context, got {self.seq_lens}, "
                              f"{self.context_lens}")
+        if self.windows and len(self.windows) != len(self.seq_lens):
+            raise ValueError("windows must be empty or have one entry per sequence")
+
+    def is_window(self, s: int) -> bool:
+        return bool(self.windows) and self.windows[s]
 
     @classmethod
     def uniform(cls, batch_size: int, tokens: int, context: int = 0, device=torch.device("cpu")) -> "ForwardBatch":
@@ -60,7 +70,7 @@ class ForwardBatch:
         """Every sequence with one new token, whatever its cached length (decode runs them in one call)."""
         memo = self._memo()
         if "decode" not in memo:
-            seqs = [s for s, n in enumerate(self.seq_lens) if n == 1]
+            seqs = [s for s, n in enumerate(self.seq_lens) if n == 1 and not self.is_window(s)]
             memo["decode"] = self._group(seqs, 1, len(seqs) == self.num_seqs) if seqs else None
         return memo["decode"]
 
@@ -68,27 +78,32 @@ class ForwardBatch:
         """Sequences with more than one new token, grouped by (new tokens, cached length)."""
         memo = self._memo()
         if "prefill" not in memo:
-            memo["prefill"] = [g for g in self.groups(by_context=True) if g.index.shape[1] > 1]
+            memo["prefill"] = [g for g in self.groups(by_context=True) if g.index.shape[1] > 1 and not g.window]
         return memo["prefill"]
 
-    def _group(self, seqs: list[int], n: int, whole: bool) -> "TokenGroup":
+    def window_groups(self) -> list["TokenGroup"]:
+        """Verify windows, grouped by their number of new tokens (whatever their cached lengths)."""
+        return [g for g in self.groups(by_context=False) if g.window]
+
+    def _group(self, seqs: list[int], n: int, whole: bool, window: bool = False) -> "TokenGroup":
         starts = torch.tensor([self.starts[s] for s in seqs], dtype=torch.long, device=self.device)
-        return TokenGroup(seqs, starts.unsqueeze(1) + torch.arange(n, device=self.device).unsqueeze(0), whole)
+        return TokenGroup(seqs, starts.unsqueeze(1) + torch.arange(n, device=self.device).unsqueeze(0), whole, window)
 
     def groups(self, by_context: bool) -> list["TokenGroup"]:
-        """Sequences whose segments have equal length (and, with by_context, equal cached length).
-        Built once per batch and flag: every layer of a step asks for the same groups."""
+        """Sequences whose segments have equal length (and, with by_context, equal cached length), verify
+        windows apart. Built once per batch and flag: every layer of a step asks for the same groups."""
         memo = self._memo()
         if by_context not in memo:
             memo[by_context] = self._make_groups(by_context)
         return memo[by_context]
 
     def _make_groups(self, by_context: bool) -> list["TokenGroup"]:
-        keyed: dict[tuple[int, int], list[int]] = {}
+        keyed: dict[tuple[int, int, bool], list[int]] = {}
         for s, (n, c) in enumerate(zip(self.seq_lens, self.context_lens)):
-            keyed.setdefault((n, c if by_context else 0), []).append(s)
+            window = self.is_window(s)
+            keyed.setdefault((n, c if by_context and not window else 0, window), []).append(s)
         # A group that holds every sequence, in order, is the packed order itself: [b, T] views suffice.
-        return [self._group(seqs, n, len(keyed) == 1) for (n, _), seqs in keyed.items()]
+        return [self._group(seqs, n, len(keyed) == 1, w) for (n, _, w), seqs in keyed.items()]
 
 
 @dataclass(frozen=True)
@@ -97,6 +112,7 @@ class TokenGroup:
     seqs: list[int]
     index: torch.Tensor
     whole: bool  # the group is every packed token in order (index == arange(N).view(b, T)): views suffice
+    window: bool = False  # verify windows (see ForwardBatch)
 
     def take(self, t: torch.Tensor) -> torch.Tensor:
         """t [N, ...] packed -> [b, T, ...] for this group."""

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 from k3.ops.activation import glu
 from k3.ops.mxfp4 import dequantize, quantize
-from k3.ops.mxfp4.expert import KEYS, glu_expert, moe_token
+from k3.ops.mxfp4.expert import KEYS, glu_expert, moe_token, moe_tokens
 
 
 class ExpertBank(nn.Module):
@@ -30,6 +30,15 @@ class ExpertBank(nn.Module):
         rounded to acc.dtype before it is added. Returns acc."""
         for (_, run_expert), w in zip(self.iterate(experts), weights):
             acc.add_(run_expert(z).to(acc.dtype) * torch.tensor(w, dtype=acc.dtype))
+        return acc
+
+    def routed_sum(self, z: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Several tokens: z [N, dim], routing weights [N, k] fp32 and ids [N, k] -> sum_j w_j E_j(z) [N, dim]
+        in fp32 (or wider): each expert used runs once, in ascending order, on the rows routed to it."""
+        acc = torch.zeros(z.shape, dtype=torch.promote_types(z.dtype, torch.float32), device=z.device)
+        for e, run_expert in self.iterate(torch.unique(ids).tolist()):
+            tok, slot = (ids == e).nonzero(as_tuple=True)
+            acc.index_add_(0, tok, run_expert(z[tok]).to(acc.dtype) * weights[tok, slot].unsqueeze(-1))
         return acc
 
 
@@ -50,6 +59,9 @@ class PackedExperts(ExpertBank):
 
     def weighted_sum(self, z, experts, weights, acc):
         return moe_token(z, self._bank(), experts, weights, self.group_size, self.act, self.beta, self.linear_beta, acc)
+
+    def routed_sum(self, z, weights, ids):
+        return moe_tokens(z, self._bank(), ids, weights, self.group_size, self.act, self.beta, self.linear_beta)
 
     def forward(self, e: int, z: torch.Tensor) -> torch.Tensor:
         """z [N, dim] -> [N, dim] in z.dtype."""

@@ -2,7 +2,9 @@
 
 Prefill of more than `CHUNK_MIN_TOKENS` tokens runs the chunked core; shorter segments run the
 recurrence. Decode (one new token per sequence) runs the whole batch in one step on the state slots
-in place. All continue from and update the sequences' state when one is given.
+in place; a verify window (speculative decoding) runs that same step once per position, and hands the
+step to its state view so the engine can replay a kept prefix after a rejection. All continue from and
+update the sequences' state when one is given.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from k3.layers.basic import Linear, WeightOnly, frozen
 from k3.layers.state import KDAStateView
 from k3.layers.batch import ForwardBatch
 from k3.ops.conv import short_conv_silu
+from k3.ops.elementwise import sigmoid
 from k3.ops.kda import chunk_kda, kda_gate, kda_step, recurrent_kda
 from k3.ops.precision import wide
 from k3.ops.norm import gated_rms_norm, l2_norm
@@ -82,15 +85,31 @@ class KimiDeltaAttention(nn.Module):
         step = (group.take(t) for t in (q, k, v, g, beta))
         return kda_step(*step, self._conv_weights(), rec, tails, index, self.head_dim ** -0.5)
 
+    def _window(self, group, q, k, v, g, beta, state: KDAStateView) -> torch.Tensor:
+        """Verify windows [b, T]: position t of every sequence stepped exactly as `_decode` steps a token
+        -> o [b, T, H, D]. `step(t, rows, pools)` runs position t for group rows `rows` (None: all)."""
+        inputs = [group.take(t) for t in (q, k, v, g, beta)]
+        weights, scale = self._conv_weights(), self.head_dim ** -0.5
+
+        def step(t: int, rows, pools) -> torch.Tensor:
+            rec, tails, index = pools
+            at = (x[:, t:t + 1] if rows is None else x[rows, t:t + 1] for x in inputs)
+            return kda_step(*at, weights, rec, tails, index, scale)
+
+        return state.run_window(group.seqs, group.index.shape[1], step, self._zero_state(q))
+
     def forward(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`."""
         N = x.shape[0]
         H, D = self.num_heads, self.head_dim
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        beta = torch.sigmoid(wide(self.b_proj(x)))
+        beta = sigmoid(wide(self.b_proj(x)))
         g = kda_gate(self.f_b_proj(self.f_a_proj(x)).view(N, H, D), self.A_log, self.dt_bias, self.lower_bound)
         o = torch.empty((N, H, D), dtype=g.dtype, device=x.device)
         for group in batch.groups(by_context=False):
+            if group.window:
+                group.put(o, self._window(group, q, k, v, g, beta, state))
+                continue
             if group.index.shape[1] == 1:
                 group.put(o, self._decode(group, q, k, v, g, beta, state))
                 continue

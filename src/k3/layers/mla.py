@@ -2,7 +2,8 @@
 
 Decode (one new token per sequence) attends in the latent space (absorbed): with a cache, every
 decoding sequence of the step in one call over the paged cache read in place, whatever its length.
-Longer segments (prefill) expand K/V once and run SDPA, one call per group of equal cached length.
+Verify windows (speculative decoding) take the same path with one query row per window position, so
+each position is computed exactly as decoding it alone would. Longer segments (prefill) expand K/V once and run SDPA, one call per group of equal cached length.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm
 from k3.layers.batch import ForwardBatch
 from k3.layers.state import MLACacheView
+from k3.ops.elementwise import sigmoid
 from k3.ops.linear import head_linear
 from k3.ops.mla import mla_absorbed, mla_sdpa, paged_decode
 
@@ -60,6 +62,12 @@ class GatedMLA(nn.Module):
             paged = cache.append_decode(decode.seqs, decode.take(c_kv)[:, 0], decode.take(k_x)[:, 0])
             q_lat = torch.cat((head_linear(q_d[..., :self.nope], w_uk, transpose=True), q_d[..., self.nope:]), dim=-1)
             decode.put(o, head_linear(paged_decode(q_lat, paged, self.scale), w_uv).unsqueeze(1))
+        for window in batch.window_groups() if cache is not None else ():
+            b, T = window.index.shape
+            q_w = window.take(q).reshape(b * T, H, self.nope + self.extra)
+            paged = cache.append_window(window.seqs, window.take(c_kv), window.take(k_x))
+            q_lat = torch.cat((head_linear(q_w[..., :self.nope], w_uk, transpose=True), q_w[..., self.nope:]), dim=-1)
+            window.put(o, head_linear(paged_decode(q_lat, paged, self.scale), w_uv).view(b, T, H, self.v_dim))
         for group in batch.prefill_groups() if cache is not None else batch.groups(by_context=True):
             c_all, kx_all, offset = group.take(c_kv), group.take(k_x), 0
             if cache is not None:
@@ -70,5 +78,5 @@ class GatedMLA(nn.Module):
             group.put(o, core(q_g[..., :self.nope], q_g[..., self.nope:], c_all, kx_all, w_uk, w_uv, self.scale, offset))
         o = o.reshape(N, H * self.v_dim)
         if hasattr(self, "g_proj"):
-            o = o * torch.sigmoid(self.g_proj(x))
+            o = o * sigmoid(self.g_proj(x))
         return self.o_proj(o)

@@ -1,7 +1,8 @@
 """Stable LatentMoE (spec section 4.6): fp32 sigmoid router with selection-only bias, routed experts in a
 latent space (down-proj, experts, RMSNorm, up-proj), plus full-width shared experts.
 
-Each expert runs once per step on all tokens routed to it. Expert outputs (activation dtype) are
+Each expert runs once per step on all tokens routed to it (so a step's tokens read each expert they use
+once: a verify window or a batch of decodes costs its distinct experts, not its tokens times k). Expert outputs (activation dtype) are
 weighted by fp32 routing weights and summed in fp32 (the official precision contract).
 """
 
@@ -66,11 +67,7 @@ class LatentMoE(nn.Module):
         if z.shape[0] == 1:  # decode: no gather/scatter, same sums in the same (ascending expert) order
             order = sorted(zip(ids[0].tolist(), weights[0].tolist()))
             return self.experts.weighted_sum(z, [e for e, _ in order], [w for _, w in order], acc).to(z.dtype)
-        for e, run_expert in self.experts.iterate(torch.unique(ids).tolist()):
-            tok, slot = (ids == e).nonzero(as_tuple=True)
-            y = run_expert(z[tok])
-            acc.index_add_(0, tok, y.to(acc.dtype) * weights[tok, slot].unsqueeze(-1))
-        return acc.to(z.dtype)
+        return self.experts.routed_sum(z, weights, ids).to(z.dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., hidden] (already normalised) -> [..., hidden]."""

@@ -20,6 +20,8 @@ from k3.config.model import LAYER_KDA, K3Config
 from k3.ops.mla.paged import PagedLatents
 
 ZeroState = Callable[[int], tuple[torch.Tensor, tuple[torch.Tensor, ...]]]   # b -> zero (recurrent, tails)
+# (position t, group rows or None for all, (recurrent pool, tail pools, slot index of those rows)) -> output
+WindowStep = Callable[[int, "list[int] | None", tuple], torch.Tensor]
 
 
 class KDAStateView(Protocol):
@@ -33,6 +35,11 @@ class KDAStateView(Protocol):
         """-> (recurrent pool [slots, H, K, V], tail pools, index [b] long): sequence seqs[i] lives in slot
         index[i], to be updated in place. `zeros(b)` makes zero state where none exists yet."""
 
+    def run_window(self, seqs: list[int], T: int, step: WindowStep, zeros: ZeroState) -> torch.Tensor:
+        """Verify windows of T positions: step(t, None, slot_tensors) for t = 0..T-1 on the state in place
+        -> the outputs concatenated along positions ([b, T, ...]). An engine view also keeps `step` so it
+        can restore the state before the window and replay its first positions (see WindowLog)."""
+
 
 class MLACacheView(Protocol):
     def extend(self, seqs: list[int], c_kv: torch.Tensor, k_x: torch.Tensor
@@ -43,6 +50,10 @@ class MLACacheView(Protocol):
     def append_decode(self, seqs: list[int], c_kv: torch.Tensor, k_x: torch.Tensor) -> PagedLatents:
         """Append one token per sequence ([b, R], [b, Dr]; cached lengths may differ) -> the paged
         latents decode attends over, in place."""
+
+    def append_window(self, seqs: list[int], c_kv: torch.Tensor, k_x: torch.Tensor) -> PagedLatents:
+        """Append verify windows ([b, T, R], [b, T, Dr]; cached lengths may differ) -> paged latents with
+        one query row per window position (row i*T + t attends its sequence up to position t), in place."""
 
 
 class DenseKDAState:
@@ -76,6 +87,10 @@ class DenseKDAState:
         if self.recurrent is None:
             self.recurrent, self.tails = zeros(len(seqs))
         return self.recurrent, self.tails, torch.tensor(list(seqs), dtype=torch.long, device=self.recurrent.device)
+
+    def run_window(self, seqs, T, step, zeros):
+        pools = self.slot_tensors(seqs, zeros)
+        return torch.cat([step(t, None, pools) for t in range(T)], dim=1)
 
 
 class DenseMLACache:

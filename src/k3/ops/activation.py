@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
+from k3.ops.elementwise import STEP, padded, silu
 from k3.ops.precision import wide
 
 
@@ -20,15 +20,19 @@ def situ_glu(gate: torch.Tensor, up: torch.Tensor, beta: float, linear_beta: flo
         if linear_beta is not None:
             u = linear_beta * torch.tanh(u / linear_beta)
         return (a * u).to(up.dtype)
-    # Inference: the same operations in the same order (so the same bits), in place on three buffers.
+    # Inference: the same operations in the same order (so the same bits), in place on three buffers,
+    # padded so that every element takes the SIMD path whatever the size (see k3.ops.elementwise).
+    shape, n = g.shape, g.numel()
+    if n % STEP:
+        g, u = padded(g), padded(u)
     a = torch.div(g, beta).tanh_().mul_(beta).mul_(torch.sigmoid(g))
     if linear_beta is not None:
         u = torch.div(u, linear_beta).tanh_().mul_(linear_beta)
-    return a.mul_(u).to(up.dtype)
+    return a.mul_(u)[:n].view(shape).to(up.dtype)
 
 
 def silu_glu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    return F.silu(gate) * up
+    return silu(gate) * up
 
 
 def glu(gate: torch.Tensor, up: torch.Tensor, act: str, beta: float, linear_beta: float | None) -> torch.Tensor:

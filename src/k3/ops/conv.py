@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from k3.ops.elementwise import silu
+
 
 def short_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor | None = None
                     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -21,9 +23,9 @@ def short_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor |
     full = torch.cat((state.to(x.dtype), x), dim=1)
     new_state = full[:, full.shape[1] - (K - 1):]
     if T <= SMALL_T:  # decode: K multiply-adds beat a convolution call's set-up
-        return F.silu(conv_taps(full.to(cdt), weight.to(cdt), T)).to(x.dtype), new_state
+        return silu(conv_taps(full.to(cdt), weight.to(cdt), T)).to(x.dtype), new_state
     y = F.conv1d(full.to(cdt).transpose(1, 2), weight.to(cdt).unsqueeze(1), groups=C)
-    return F.silu(y).transpose(1, 2).to(x.dtype), new_state
+    return silu(y).transpose(1, 2).to(x.dtype), new_state
 
 
 SMALL_T = 4

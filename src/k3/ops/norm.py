@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from k3.ops.elementwise import sigmoid
+
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """x [..., D], weight [D]. Normalise in fp32, cast back to x.dtype, then scale (KimiRMSNorm)."""
@@ -22,4 +24,4 @@ def gated_rms_norm(o: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor, ep
     """o, gate [..., D]; weight [D]. RMSNorm(o) * weight * sigmoid(gate) in fp32, returned in gate.dtype."""
     of = o.to(torch.promote_types(o.dtype, torch.float32))
     y = of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + eps) * weight.to(of.dtype)
-    return (y * torch.sigmoid(gate.to(of.dtype))).to(gate.dtype)
+    return (y * sigmoid(gate.to(of.dtype))).to(gate.dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from k3.ops.elementwise import sigmoid
 from k3.ops.precision import wide
 
 
@@ -13,7 +14,7 @@ def sigmoid_topk_route(logits: torch.Tensor, bias: torch.Tensor | None, top_k: i
 
     The bias only chooses experts; the weights come from the unbiased sigmoid scores.
     """
-    scores = torch.sigmoid(wide(logits))
+    scores = sigmoid(wide(logits))
     choose = scores if bias is None else scores + bias.to(scores.dtype)
     ids = torch.topk(choose, top_k, dim=-1).indices
     weights = scores.gather(-1, ids)

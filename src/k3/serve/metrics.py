@@ -1,6 +1,7 @@
 """Prometheus metrics for the server: requests by status, TTFT and inter-token latency histograms,
 tokens generated, queue depth, running sequences, cache usage, prefix-cache queries and hits (in
-prompt tokens, as vLLM counts them) and snapshots. One registry per app (no globals)."""
+prompt tokens, as vLLM counts them) and snapshots, speculative drafts and accepted drafts. One registry
+per app (no globals)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,14 @@ class Metrics:
                                    registry=r)
         self.snapshots = Gauge("k3_prefix_cache_snapshots", "KDA snapshots held in memory", registry=r)
         self.snapshot_bytes = Gauge("k3_prefix_cache_snapshot_bytes", "bytes those snapshots take", registry=r)
-        self._counted = {"prefix_cache_queries": 0, "prefix_cache_hits": 0}
+        self.spec_windows = Counter("k3_spec_decode_num_drafts", "verify windows (steps with drafts)", registry=r)
+        self.spec_drafted = Counter("k3_spec_decode_num_draft_tokens", "draft tokens verified", registry=r)
+        self.spec_accepted = Counter("k3_spec_decode_num_accepted_tokens", "draft tokens accepted", registry=r)
+        self.spec_rate = Gauge("k3_spec_decode_acceptance_rate", "accepted / drafted tokens so far", registry=r)
+        self._deltas = {"prefix_cache_queries": self.prefix_queries, "prefix_cache_hits": self.prefix_hits,
+                        "spec_windows": self.spec_windows, "spec_drafted_tokens": self.spec_drafted,
+                        "spec_accepted_tokens": self.spec_accepted}
+        self._counted = dict.fromkeys(self._deltas, 0)
         self._lock = threading.Lock()   # two scrapes at once must not count a delta twice
 
     def render(self, engine_stats: dict) -> bytes:
@@ -40,10 +48,11 @@ class Metrics:
         self.slots.set(engine_stats["slots_total"] - engine_stats["slots_free"])
         self.blocks.set(engine_stats["blocks_total"] - engine_stats["blocks_free"])
         with self._lock:
-            for key, counter in (("prefix_cache_queries", self.prefix_queries), ("prefix_cache_hits", self.prefix_hits)):
+            for key, counter in self._deltas.items():
                 now = engine_stats.get(key, 0)
                 counter.inc(max(0, now - self._counted[key]))
                 self._counted[key] = max(now, self._counted[key])
         self.snapshots.set(engine_stats.get("prefix_cache_snapshots", 0))
         self.snapshot_bytes.set(engine_stats.get("prefix_cache_snapshot_bytes", 0))
+        self.spec_rate.set(engine_stats.get("spec_acceptance_rate", 0.0))
         return generate_latest(self.registry)

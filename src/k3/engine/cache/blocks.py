@@ -39,3 +39,10 @@ class PagedMLAView:
         tables, lens, new_rows = self.step.decode(seqs)
         self.pool.index_copy_(0, new_rows, torch.cat((c_kv, k_x), dim=-1).to(self.pool.dtype))
         return PagedLatents(self.pool, tables, lens, self.step.block_size, self.rank)
+
+    def append_window(self, seqs, c_kv, k_x):
+        """Verify windows: write their rows; each window position then reads the rows up to its own."""
+        tables, lens, new_rows = self.step.window(seqs, c_kv.shape[1])
+        rows = torch.cat((c_kv, k_x), dim=-1).reshape(new_rows.shape[0], -1)
+        self.pool.index_copy_(0, new_rows, rows.to(self.pool.dtype))
+        return PagedLatents(self.pool, tables, lens, self.step.block_size, self.rank)

@@ -13,8 +13,10 @@ import torch
 
 class StepIndex:
     def __init__(self, slots: list[int], blocks: list[tuple[int, ...]], context_lens: tuple[int, ...],
-                 block_tables: torch.Tensor, block_size: int):
+                 block_tables: torch.Tensor, block_size: int, window_log=None):
+        """window_log: where KDA views record verify windows (a WindowLog; None when the step has none)."""
         self.slots, self.blocks, self.context_lens = slots, blocks, context_lens
+        self.window_log = window_log
         self.block_tables, self.block_size = block_tables, block_size
         self.device = block_tables.device
         self._memo: dict = {}
@@ -50,3 +52,16 @@ class StepIndex:
                 + pos % self.block_size
             return tables, (pos + 1).to(torch.int32), new_rows
         return self._cached(("decode", tuple(seqs)), make)
+
+    def window(self, seqs: list[int], T: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(block tables [b*T, max_blocks] int32, lengths [b*T] int32, new-token rows [b*T] long) for
+        verify windows of T positions: row i*T + t is sequence seqs[i] at position context + t."""
+        def make():
+            ctx = torch.tensor([self.context_lens[s] for s in seqs], dtype=torch.long, device=self.device)
+            pos = (ctx.unsqueeze(1) + torch.arange(T, device=self.device)).reshape(-1)
+            used = -(-(int(pos.max()) + 1) // self.block_size)
+            tables = self.block_tables[self.slot_index(seqs), :used].repeat_interleave(T, dim=0)
+            new_rows = tables.gather(1, (pos // self.block_size).unsqueeze(1)).squeeze(1).long() * self.block_size \
+                + pos % self.block_size
+            return tables, (pos + 1).to(torch.int32), new_rows
+        return self._cached(("window", tuple(seqs), T), make)

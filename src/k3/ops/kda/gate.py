@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+from k3.ops.elementwise import sigmoid, softplus
 
 
 def kda_gate(raw: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.Tensor, lower_bound: float | None) -> torch.Tensor:
@@ -17,5 +18,5 @@ def kda_gate(raw: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.Tensor, lowe
     z = raw.to(cdt) + dt_bias.to(cdt).reshape(H, K)
     a = torch.exp(a_log.to(cdt)).reshape(H, 1)
     if lower_bound is not None:
-        return lower_bound * torch.sigmoid(a * z)
-    return -a * F.softplus(z)
+        return lower_bound * sigmoid(a * z)
+    return -a * softplus(z)

@@ -1,9 +1,10 @@
 """Routed MXFP4 experts as ops: one GLU expert, and one token through several experts of a bank.
 
 Reference: each projection through `mxfp4_linear`, the GLU activation between them, and (for a token)
-a loop over experts that adds each product, rounded to the accumulator's dtype, in the order given.
-Native: the three products and the activation in one call; a token's experts in parallel threads with
-the same sum order (bit-identical to the loop). `k3.ops.dispatch` picks per call.
+a loop over experts that adds each product, rounded to the accumulator's dtype, in the order given;
+for several tokens, a loop over the experts they use (ascending), each on its tokens' rows.
+Native: the three products and the activation in one call; a token's experts (the tokens' experts) in
+parallel threads with the same sum order (bit-identical to the loops). `k3.ops.dispatch` picks per call.
 """
 
 from __future__ import annotations
@@ -64,4 +65,29 @@ moe_token = register(
     "mxfp4_moe_token", reference=moe_token_reference, native=_moe_token_native,
     supports=lambda z, bank, experts, weights, group_size, act, beta, linear_beta, acc: (
         z.shape[0] == 1 and acc.dtype == torch.float32 and _fusable(z, group_size, act)
+        and all(bank[k].is_contiguous() for k in KEYS)))
+
+
+def moe_tokens_reference(z: torch.Tensor, bank: dict[str, torch.Tensor], ids: torch.Tensor, weights: torch.Tensor,
+                         group_size: int, act: str, beta: float, linear_beta: float | None) -> torch.Tensor:
+    """Tokens z [N, dim], routed to experts ids [N, k] with weights [N, k] fp32 -> [N, dim] fp32:
+    each expert used runs once on its rows (ascending expert order); products are rounded to fp32 and
+    added to their token's sum in that order."""
+    acc = torch.zeros(z.shape, dtype=torch.promote_types(z.dtype, torch.float32), device=z.device)
+    for e in torch.unique(ids).tolist():
+        tok, slot = (ids == e).nonzero(as_tuple=True)
+        y = glu_expert(z[tok], {k: bank[k][e] for k in KEYS}, group_size, act, beta, linear_beta)
+        acc.index_add_(0, tok, y.to(acc.dtype) * weights[tok, slot].unsqueeze(-1))
+    return acc
+
+
+def _moe_tokens_native(z, bank, ids, weights, group_size, act, beta, linear_beta):
+    return native().mxfp4_moe_tokens(z.contiguous(), [bank[k] for k in KEYS], ids.contiguous(),
+                                     weights.contiguous(), _act_code(act), beta, linear_beta or 0.0)
+
+
+moe_tokens = register(
+    "mxfp4_moe_tokens", reference=moe_tokens_reference, native=_moe_tokens_native,
+    supports=lambda z, bank, ids, weights, group_size, act, beta, linear_beta: (
+        weights.dtype == torch.float32 and ids.dtype == torch.long and _fusable(z, group_size, act)
         and all(bank[k].is_contiguous() for k in KEYS)))

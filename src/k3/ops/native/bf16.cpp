@@ -67,10 +67,13 @@ void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_
       y[(n0 + j) * O + o0 + i] = finish_dot(sums[i][j], w + (o0 + i) * K, x + (n0 + j) * K, k, K);
 }
 
-// Outputs [o0, o0 + NO) for every row: row pairs, then a remaining row alone.
+// Outputs [o0, o0 + NO) for every row: rows in fours (AVX-512: 16 accumulators of its 32 registers;
+// AVX2's 16 would spill), then pairs, then a remaining row alone.
 template <int NO>
 void linear_outputs(const uint16_t* w, const float* x, int64_t N, int64_t K, int64_t O, int64_t o0, float* y) {
   int64_t n = 0;
+  if (g_simd >= 2)
+    for (; n + 4 <= N; n += 4) linear_tile<NO, 4>(w, x, K, O, o0, n, y);
   for (; n + 2 <= N; n += 2) linear_tile<NO, 2>(w, x, K, O, o0, n, y);
   for (; n < N; ++n) linear_tile<NO, 1>(w, x, K, O, o0, n, y);
 }
@@ -85,7 +88,7 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   const float* xp = x.data_ptr<float>();
   const uint16_t* wp = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
   float* yp = y.data_ptr<float>();
-  // Tiles of 4 outputs x 2 rows (or 4 x 1 for a lone row): 8 (4) independent accumulators.
+  // Tiles of 4 outputs x 4 or 2 rows (or 4 x 1 for a lone row): 16, 8 (4) independent accumulators.
   const int64_t step = 4, tiles = O / step;
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < tiles; ++t) linear_outputs<4>(wp, xp, N, K, O, t * step, yp);

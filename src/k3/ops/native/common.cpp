@@ -6,6 +6,7 @@
 // translation unit is built for AVX2+FMA when the CPU has them; AVX-512 kernels carry their own
 // target attribute and run only when `set_simd(2)` says the CPU has AVX-512F/BW/VL.
 #include <torch/extension.h>
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <cmath>

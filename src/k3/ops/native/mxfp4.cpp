@@ -1,6 +1,7 @@
 // mxfp4_linear:     y[n, o] = sum_k x[n, k] W[o, k],  W = E2M1(code) * 2^(scale - 127), packed [O, K/2]
 //                   (column 2j in the low nibble), scale [O, K/32] (E8M0)
 // mxfp4_glu_expert: one routed expert, h = act(x W1^T, x W3^T), y = h W2^T, all MXFP4.
+// mxfp4_moe_token(s): one token (several tokens) through its routed experts, summed in a fixed order.
 //
 // AVX2: a 16-byte shuffle turns codes into E2M1 x 2 (exact int8), widened to fp32 -- bound by the
 // shuffle port (about ten shuffles per 32 weights). AVX-512: codes are zero-extended into 32-bit
@@ -300,6 +301,67 @@ torch::Tensor mxfp4_moe_token(torch::Tensor x, std::vector<torch::Tensor> bank, 
   for (int64_t i = 0; i < n; ++i) {
     const float wi = static_cast<float>(weights[i]);
     for (int64_t d = 0; d < D; ++d) a[d] += ys[i * D + d] * wi;
+  }
+  return acc;
+}
+
+// Several tokens through a bank: out[n] = sum over j of weights[n, j] * expert_{ids[n, j]}(x[n]), each token's
+// products added in ascending expert order (as the one-token kernel adds a sorted list and the MoE layer's
+// per-expert loop adds them). Each expert the tokens use runs once, on its rows only, one expert per
+// thread: each weight byte is read once for the whole batch, and every row equals its one-row result.
+torch::Tensor mxfp4_moe_tokens(torch::Tensor x, std::vector<torch::Tensor> bank, torch::Tensor ids,
+                               torch::Tensor weights, int64_t act, double beta, double linear_beta) {
+  const int64_t D = x.size(1), N = x.size(0);
+  check_x(x, D);
+  TORCH_CHECK(ids.dim() == 2 && ids.size(0) == N && ids.scalar_type() == torch::kLong && ids.is_contiguous(),
+              "ids must be contiguous int64 [N, k]");
+  TORCH_CHECK(weights.sizes() == ids.sizes() && weights.scalar_type() == torch::kFloat32 && weights.is_contiguous(),
+              "weights must be contiguous fp32 [N, k]");
+  std::vector<torch::Tensor> first;
+  for (const auto& t : bank) {
+    TORCH_CHECK(t.dim() == 3 && t.is_contiguous() && t.size(0) == bank[0].size(0), "bank tensors must be contiguous [E, out, in]");
+    first.push_back(t.select(0, 0));
+  }
+  check_bank(first, D);
+  const int64_t E = bank[0].size(0), I = bank[0].size(1), k = ids.size(1);
+  const int64_t* id = ids.data_ptr<int64_t>();
+  const float* wt = weights.data_ptr<float>();
+  std::vector<std::vector<int64_t>> slots(E);   // expert -> flat (n * k + j) entries routed to it, by n
+  for (int64_t i = 0; i < N * k; ++i) {
+    TORCH_CHECK(id[i] >= 0 && id[i] < E, "expert id ", id[i], " out of range [0, ", E, ")");
+    slots[id[i]].push_back(i);
+  }
+  std::vector<int64_t> used;
+  for (int64_t e = 0; e < E; ++e)
+    if (!slots[e].empty()) used.push_back(e);
+  std::vector<float> ys(N * k * D);             // entry i's expert output, at row i
+  std::vector<const uint8_t*> base;
+  std::vector<int64_t> stride;
+  for (const auto& t : bank) {
+    base.push_back(t.data_ptr<uint8_t>());
+    stride.push_back(t.stride(0));
+  }
+  const float* xp = x.data_ptr<float>();
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t u = 0; u < used.size(); ++u) {
+    const int64_t e = used[u];
+    const auto& rows = slots[e];
+    const int64_t m = static_cast<int64_t>(rows.size());
+    std::vector<float> in(m * D), out(m * D);
+    for (int64_t r = 0; r < m; ++r) std::copy(xp + (rows[r] / k) * D, xp + (rows[r] / k + 1) * D, in.data() + r * D);
+    auto at = [&](int mat) { return base[mat] + e * stride[mat]; };
+    glu_expert(in.data(), m, D, I, ExpertWeights{at(0), at(1), at(2), at(3), at(4), at(5)}, act, beta, linear_beta,
+               out.data());
+    for (int64_t r = 0; r < m; ++r) std::copy(out.data() + r * D, out.data() + (r + 1) * D, ys.data() + rows[r] * D);
+  }
+  auto acc = torch::zeros({N, D}, x.options());
+  float* a = acc.data_ptr<float>();
+  for (int64_t n = 0; n < N; ++n) {
+    std::vector<int64_t> order(k);
+    for (int64_t j = 0; j < k; ++j) order[j] = n * k + j;
+    std::sort(order.begin(), order.end(), [&](int64_t p, int64_t q) { return id[p] < id[q]; });
+    for (int64_t i : order)
+      for (int64_t d = 0; d < D; ++d) a[n * D + d] += ys[i * D + d] * wt[i];
   }
   return acc;
 }

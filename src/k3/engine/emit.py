@@ -1,0 +1,43 @@
+"""Appending a step's sampled tokens to a request's output, and deciding whether it is done.
+
+A sample may hold several tokens (a verify window's accepted drafts and the one after them); they are
+taken in order and the first stop (stop token, EOS, max_tokens, stop string) ends the request there,
+so the tokens after it are never output, exactly as if they had been decoded one at a time.
+"""
+
+from __future__ import annotations
+
+import time
+
+from k3.engine.request import Request
+
+
+def emit(req: Request, sample, eos_token_id: int | None) -> tuple[list[int], str | None]:
+    """-> (tokens appended, finish reason or None); ([], "error") when the sample failed."""
+    if not sample.tokens:
+        return [], "error"
+    new = []
+    for i, token in enumerate(sample.tokens):
+        if sample.logprobs is not None:
+            req.logprobs.append(sample.logprobs[i])
+        req.output_ids.append(token)
+        new.append(token)
+        req.first_token_time = req.first_token_time or time.perf_counter()
+        reason = stop_reason(req, token, eos_token_id)
+        if reason:
+            return new, reason
+    return new, None
+
+
+def stop_reason(req: Request, token: int, eos_token_id: int | None) -> str | None:
+    """After `token` was appended: "stop", "length" or None (go on); feeds the detokenizer."""
+    p = req.params
+    stop_token = token in p.stop_token_ids or (token == eos_token_id and not p.ignore_eos)
+    done = stop_token or len(req.output_ids) >= p.max_tokens
+    if req.detok is not None:
+        # A stop token is not part of the text; a stop string ends the request.
+        if stop_token:
+            req.detok.finish()
+        elif req.detok.add(token, final=done):
+            return "stop"
+    return "stop" if stop_token else "length" if done else None

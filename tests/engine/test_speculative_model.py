@@ -1,0 +1,157 @@
+"""Speculative decoding on real (tiny, random) K3 checkpoints: greedy output and its logits are bit for
+bit those of plain decoding, whatever is accepted, with the checkpoint's bf16 weights and k3's native
+kernels (whose sums never depend on the row count); the KDA state left after rejections is the plain
+run's. With fp32 weights, or the PyTorch references, matmuls go to the BLAS, whose sums may depend on
+the row count: the same tokens, logits within a relative 1e-5. Prefix caching, expert streaming, state offload and draft models
+keep working."""
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import k3
+from k3.config.presets import tiny, tiny7
+from k3.engine import LLM, SamplingParams
+from k3.engine.spec import Drafter, SpeculativeConfig
+from k3.ops.dispatch import reference_only
+from k3.offload import plan_memory
+from k3.testing import make_checkpoint
+from k3.testing.tolerance import assert_close
+from test_speculative_fake import ReplayProposer
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 4}
+PROMPTS = [[3, 1, 4, 1, 5, 9, 2, 6], [7] * 19, list(range(40, 73))]
+
+
+def _params(n=14):
+    return SamplingParams(max_tokens=n, temperature=0.0, logprobs=3, ignore_eos=True)
+
+
+def _key(outs):
+    """Tokens and every logprob (value and top alternatives): equal only if the logits rows are equal."""
+    return [(o.token_ids, [(lp.token_id, lp.logprob, tuple(sorted(lp.top.items()))) for lp in o.logprobs])
+            for o in outs]
+
+
+def _replaying(llm, plain_outs, prompts, seed=0):
+    seqs = {tuple(p): p + o.token_ids for p, o in zip(prompts, plain_outs)}
+
+    class ByPrompt:
+        def __init__(self):
+            self.replays = {k: ReplayProposer(v, seed=seed, wrong=0.5) for k, v in seqs.items()}
+
+        def propose(self, items):
+            out = []
+            for ids, k in items:
+                key = max((key for key in self.replays if tuple(ids[:len(key)]) == key), key=len)
+                out += self.replays[key].propose([(ids, k)])
+            return out
+
+    llm.engine.drafter = Drafter(SpeculativeConfig.parse(NGRAM), ByPrompt())
+    return llm
+
+
+@pytest.fixture(scope="module", params=[None, torch.float32], ids=["stored", "fp32"])
+def model(tiny_checkpoint, request):
+    return k3.load(tiny_checkpoint, dtype=request.param)
+
+
+@pytest.mark.parametrize("kernels", ["native", "reference"])
+def test_greedy_windows_are_bit_identical_to_plain_decoding(model, kernels, tmp_path):
+    exact = model.lm_head.weight.dtype == torch.bfloat16 and kernels == "native"
+    def run(spec, save):
+        llm = LLM(model, cache_memory="16MiB", max_num_seqs=3, speculative_config=NGRAM if spec else None)
+        if spec:
+            _replaying(llm, plain, PROMPTS)
+        return llm.generate(PROMPTS, _params(), save_state=[tmp_path / f"{save}{i}.safetensors" for i in range(3)]), llm
+
+    with reference_only() if kernels == "reference" else _nothing():
+        plain, _ = run(False, "plain")
+        spec, llm = run(True, "spec")
+    st = llm.engine.stats()
+    assert 0 < st["spec_accepted_tokens"] < st["spec_drafted_tokens"]
+    if not exact:
+        assert [o.token_ids for o in spec] == [o.token_ids for o in plain]
+        for a, b in zip(spec, plain):
+            assert_close("logprobs with windows", torch.tensor([lp.logprob for lp in a.logprobs]),
+                         torch.tensor([lp.logprob for lp in b.logprobs]), 1e-5)
+        return
+    assert _key(spec) == _key(plain)
+    for i in range(3):   # the state each request ends with, rejected drafts undone, is the plain run's
+        a, b = load_file(tmp_path / f"plain{i}.safetensors"), load_file(tmp_path / f"spec{i}.safetensors")
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_draft_model_is_the_target_itself_every_draft_is_accepted(tiny_checkpoint):
+    model = k3.load(tiny_checkpoint)
+    plain = LLM(model, cache_memory="16MiB").generate(PROMPTS, _params(20))
+    llm = LLM(model, cache_memory="16MiB", speculative_config={"method": "draft_model", "model": model,
+                                                               "num_speculative_tokens": 5})
+    spec = llm.generate(PROMPTS, _params(20))
+    assert _key(spec) == _key(plain)
+    st = llm.engine.stats()
+    assert st["spec_acceptance_rate"] == 1.0 and st["spec_mean_accepted_length"] > 4
+    assert st["steps"] < 20
+
+
+@pytest.fixture(scope="module")
+def other_checkpoint(tmp_path_factory):
+    """Another random model with the target's vocabulary: a drafter that is often wrong."""
+    return make_checkpoint(tmp_path_factory.mktemp("draft"), tiny7(vocab_size=101, eos_token_id=100), seed=11)
+
+
+def test_a_separate_draft_checkpoint_changes_nothing_but_speed(tiny_checkpoint, other_checkpoint):
+    plain = LLM(tiny_checkpoint, cache_memory="16MiB").generate(PROMPTS, _params())
+    llm = LLM(tiny_checkpoint, cache_memory="16MiB", speculative_config={
+        "method": "draft_model", "model": str(other_checkpoint), "num_speculative_tokens": 3})
+    assert _key(llm.generate(PROMPTS, _params())) == _key(plain)
+    assert llm.engine.stats()["spec_drafted_tokens"] > 0
+
+
+def test_draft_model_errors_name_the_problem(tiny_checkpoint, tmp_path):
+    with pytest.raises(ValueError, match="not a checkpoint directory"):
+        LLM(tiny_checkpoint, cache_memory="16MiB",
+            speculative_config={"method": "draft_model", "model": str(tmp_path), "num_speculative_tokens": 2})
+    small = make_checkpoint(tmp_path / "small", tiny(vocab_size=64), seed=3)
+    with pytest.raises(ValueError, match="vocabulary"):
+        LLM(tiny_checkpoint, cache_memory="16MiB",
+            speculative_config={"method": "draft_model", "model": str(small), "num_speculative_tokens": 2})
+
+
+def test_prefix_caching_and_state_offload_with_windows(tiny_checkpoint):
+    m = k3.load(tiny_checkpoint)
+    turn1 = [list(range(5, 45)), list(range(60, 95))]
+    plain_llm = LLM(m, cache_memory="16MiB", max_num_seqs=2, max_resident_seqs=1)
+    plain1 = plain_llm.generate(turn1, _params(10))
+    turn2 = [p + o.token_ids + [9, 8, 7] for p, o in zip(turn1, plain1)]
+    plain2 = plain_llm.generate(turn2, _params(10))
+    llm = LLM(m, cache_memory="16MiB", max_num_seqs=2, max_resident_seqs=1, speculative_config=NGRAM)
+    _replaying(llm, plain1 + plain2, turn1 + turn2, seed=4)
+    spec1 = llm.generate(turn1, _params(10))
+    spec2 = llm.generate(turn2, _params(10))
+    assert _key(spec1 + spec2) == _key(plain1 + plain2)
+    st = llm.engine.stats()
+    assert st["prefix_cache_hits"] > 0 and st["spec_accepted_tokens"] > 0 and st["swap_outs"] > 0
+
+
+def test_streamed_experts_with_windows_are_bit_identical(tmp_path):
+    config = tiny(num_experts=13, num_experts_per_token=3)
+    ckpt = make_checkpoint(tmp_path / "stream", config, seed=7)
+    p = plan_memory(config, 10 ** 12)
+    resident = LLM(str(ckpt), cache_memory="16MiB")
+    plain = resident.generate(PROMPTS, _params())
+    streamed = LLM(str(ckpt), cache_memory="16MiB", memory_budget=p.trunk_bytes + 4 * p.expert_bytes + (16 << 20),
+                   speculative_config=NGRAM)
+    assert streamed.model.memory_plan.mode == "stream-experts"
+    _replaying(streamed, plain, PROMPTS, seed=2)
+    assert _key(streamed.generate(PROMPTS, _params())) == _key(plain)
+    st = streamed.engine.stats()
+    assert st["spec_accepted_tokens"] > 0 and st["expert_bytes_read"] > 0
