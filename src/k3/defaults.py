@@ -13,3 +13,11 @@ def default_model() -> Path:
         raise FileNotFoundError(f"the default model is missing from {DEFAULT_MODEL_DIR}; rebuild it with "
                                 "`make data model`, or pass --model PATH")
     return DEFAULT_MODEL_DIR
+
+
+DEFAULT_DRAFTER_DIR = Path(__file__).parent / "data" / "default-drafter"
+
+
+def default_drafter() -> Path | None:
+    """Path of the draft model shipped for the default model (speculative decoding), or None."""
+    return DEFAULT_DRAFTER_DIR if (DEFAULT_DRAFTER_DIR / "config.json").is_file() else None

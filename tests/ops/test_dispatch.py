@@ -9,7 +9,7 @@ from k3.ops.attnres import attn_res_mix
 from k3.ops.linear import linear
 
 EXPECTED = {"bf16_linear", "bf16_head_linear", "attn_res_mix", "mxfp4_dequantize", "mxfp4_linear",
-            "mxfp4_glu_expert", "mxfp4_moe_token", "kda_step", "mla_paged_decode"}
+            "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_moe_tokens", "kda_step", "mla_paged_decode"}
 
 
 def test_every_native_op_is_registered_with_its_reference():

@@ -108,6 +108,45 @@ def test_moe_token_equals_the_expert_loop_bit_for_bit(kernels, level):
         bank.weighted_sum(z, [6], [1.0], torch.zeros(1, 64))
 
 
+def test_moe_tokens_equals_the_loops_bit_for_bit(kernels, level):
+    """Several tokens in one call: each expert used runs once, and every token's sum equals its one-token
+    result (and the per-expert loop's), whatever the tokens beside it."""
+    from k3.layers.experts import ExpertBank, PackedExperts
+    from k3.ops.mxfp4.expert import moe_tokens_reference
+
+    g = torch.Generator().manual_seed(6)
+    bank = PackedExperts(9, 64, 96, 32, "situ", 4.0, 25.0)
+    for name, buf in bank.named_buffers():
+        rows = buf.shape[1]
+        cols = buf.shape[2] * (2 if name.endswith("packed") else 32)
+        p, sc = quantize(torch.randn(9 * rows, cols, generator=g) * 0.2)
+        buf.copy_((p if name.endswith("packed") else sc).view(buf.shape))
+    for n in (2, 5, 11):
+        z = torch.randn(n, 64, generator=g)
+        ids = torch.stack([torch.randperm(9, generator=g)[:3] for _ in range(n)])
+        w = torch.rand(n, 3, generator=g)
+        fused = bank.routed_sum(z, w, ids)
+        assert torch.equal(fused, moe_tokens_reference(z, bank._bank(), ids, w, 32, "situ", 4.0, 25.0))
+        assert torch.equal(fused, ExpertBank.routed_sum(bank, z, w, ids))
+        for i in range(n):
+            order = sorted(zip(ids[i].tolist(), w[i].tolist()))
+            one = bank.weighted_sum(z[i:i + 1], [e for e, _ in order], [x for _, x in order], torch.zeros(1, 64))
+            assert torch.equal(one[0], fused[i])
+    with pytest.raises(RuntimeError, match="out of range"):
+        bank.routed_sum(z[:2], w[:2], torch.full((2, 3), 9))
+
+
+def test_linear_rows_never_depend_on_their_batchmates(kernels, level):
+    from k3.ops.linear import linear
+
+    for K in (24, 100, 2048):
+        w = torch.randn(40, K).bfloat16()
+        x = torch.randn(13, K)
+        full = linear(x, w)
+        for n in (1, 2, 3, 4, 5, 8, 13):
+            assert torch.equal(linear(x[:n], w), full[:n]), (K, n)
+
+
 @pytest.mark.parametrize("transpose", [False, True])
 def test_head_linear_matches_einsum(kernels, level, transpose):
     from k3.ops.linear import head_linear

@@ -84,3 +84,21 @@ def test_short_conv_tap_sum_equals_conv1d():
     w = torch.randn(13, 4, dtype=torch.float64)
     ref = F.conv1d(full.transpose(1, 2), w.unsqueeze(1), groups=13).transpose(1, 2)
     assert torch.allclose(conv_taps(full, w, 4), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_transcendental_ops_give_each_row_the_same_bits_whatever_the_batch():
+    """PyTorch runs a vector form over whole vectors and a scalar form over the tail; padded, every
+    element takes the vector form, so a row's result never depends on the rows beside it."""
+    from k3.ops.activation import situ_glu, silu_glu
+    from k3.ops.elementwise import sigmoid, silu, softplus
+
+    g = torch.Generator().manual_seed(3)
+    for D in (3, 24, 37, 101):
+        x, y = torch.randn(9, D, generator=g) * 4, torch.randn(9, D, generator=g) * 4
+        for name, f in (("sigmoid", sigmoid), ("silu", silu), ("softplus", softplus),
+                        ("situ_glu", lambda a, b=None: situ_glu(a, y[:a.shape[0]], 4.0, 25.0)),
+                        ("silu_glu", lambda a, b=None: silu_glu(a, y[:a.shape[0]]))):
+            full = f(x)
+            for n in (1, 2, 5):
+                assert torch.equal(f(x[:n]), full[:n]), (name, D, n)
+        assert torch.equal(sigmoid(x), torch.sigmoid(x)) or (sigmoid(x) - torch.sigmoid(x)).abs().max() < 1e-6
