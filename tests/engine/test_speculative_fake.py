@@ -196,6 +196,8 @@ def test_ngram_drafting_copies_a_repeated_output():
     ({"method": "ngram", "num_speculative_tokens": 99}, "num_speculative_tokens"),
     ({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 2}, "prompt_lookup"),
     ({"method": "ngram", "num_speculative_tokens": 2, "lookup": 3}, "unknown key"),
+    ({"method": "ngram", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 2}, "one device"),
+    ({"method": "ngram", "num_speculative_tokens": 2, "disable_by_batch_size": 0}, "disable_by_batch_size"),
     ({"method": "draft_model", "num_speculative_tokens": 2}, "needs \"model\""),
     ('{"method": "ngram", ', "not valid JSON"),
     ([1, 2], "JSON object"),
@@ -205,8 +207,23 @@ def test_bad_speculative_configs_are_clear_errors(bad, match):
         fake_engine(speculative_config=bad)
 
 
+def test_disable_by_batch_size_stops_drafting_for_full_batches():
+    config = {"method": "ngram", "num_speculative_tokens": 3, "disable_by_batch_size": 2}
+    engine = fake_engine(speculative_config=config, max_num_seqs=4)
+    engine.drafter = Drafter(SpeculativeConfig.parse(config), OracleProposer(wrong=0.0))
+    a = engine.add_request([1, 2], SamplingParams(max_tokens=30, **GREEDY))
+    b = engine.add_request([3, 4], SamplingParams(max_tokens=30, **GREEDY))
+    outs = _drain(engine)
+    assert outs[a].token_ids == reference([1, 2], 30) and outs[b].token_ids == reference([3, 4], 30)
+    assert engine.stats()["spec_windows"] == 0
+    c = engine.add_request([5, 6], SamplingParams(max_tokens=30, **GREEDY))
+    assert _drain(engine)[c].token_ids == reference([5, 6], 30)
+    assert engine.stats()["spec_accepted_tokens"] > 0
+
+
 def test_vllm_spellings_parse():
     c = SpeculativeConfig.parse('{"model": "[ngram]", "num_speculative_tokens": 3, "prompt_lookup_max": 4}')
     assert (c.method, c.num_speculative_tokens, c.prompt_lookup_min, c.prompt_lookup_max) == ("ngram", 3, 4, 4)
-    d = SpeculativeConfig.parse({"model": "/x", "num_speculative_tokens": 2})
-    assert d.method == "draft_model" and d.model == "/x"
+    d = SpeculativeConfig.parse({"model": "/x", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 1,
+                                 "acceptance_method": "rejection_sampler", "disable_by_batch_size": 8})
+    assert d.method == "draft_model" and d.model == "/x" and d.disable_by_batch_size == 8

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
 METHODS = ("ngram", "draft_model")
 MAX_SPECULATIVE_TOKENS = 16   # a window is 1 + k rows: kept within the decode kernels' row range
-KEYS = ("method", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min", "model")
+KEYS = ("method", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min", "model",
+        "disable_by_batch_size", "draft_tensor_parallel_size", "acceptance_method")
 
 
 @dataclass(frozen=True)
@@ -17,6 +19,7 @@ class SpeculativeConfig:
     prompt_lookup_max: int = 5         # ngram: longest suffix looked up
     prompt_lookup_min: int = 5         # ngram: shortest
     model: object = None               # draft_model: a checkpoint path, or a loaded model
+    disable_by_batch_size: int | None = None   # no drafting while this many requests (or more) are running
 
     @classmethod
     def parse(cls, value) -> "SpeculativeConfig | None":
@@ -33,7 +36,16 @@ class SpeculativeConfig:
         unknown = sorted(set(value) - set(KEYS))
         if unknown:
             raise ValueError(f"speculative_config: unknown key(s) {', '.join(unknown)}; k3 takes {', '.join(KEYS)}")
-        return cls._from_dict(dict(value))
+        d = dict(value)
+        if d.pop("draft_tensor_parallel_size", None) not in (None, 1):
+            raise ValueError("speculative_config.draft_tensor_parallel_size: k3 runs the drafter on one device (1)")
+        if d.pop("acceptance_method", None) not in (None, "rejection_sampler"):
+            raise ValueError('speculative_config.acceptance_method: k3 verifies with "rejection_sampler" only')
+        limit = d.pop("disable_by_batch_size", None)
+        if limit is not None and (not _is_int(limit) or limit < 1):
+            raise ValueError(f"speculative_config.disable_by_batch_size: an integer >= 1, got {limit!r}")
+        config = cls._from_dict(d)
+        return config if limit is None else dataclasses.replace(config, disable_by_batch_size=limit)
 
     @classmethod
     def _from_dict(cls, d: dict) -> "SpeculativeConfig":

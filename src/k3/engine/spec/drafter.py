@@ -5,6 +5,7 @@ Backing off: each request keeps a running mean of accepted drafts per window and
 that (at most k). A window that accepts nothing doubles the steps the request then decodes without
 drafting (1, 3, 7, ... up to 63); one that accepts anything clears it. So a request whose output
 copies nothing from its context pays for few windows, and one that copies pays for none of this.
+With `disable_by_batch_size`, nothing is drafted while that many requests run (vLLM's meaning).
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ class Drafter:
     def propose(self, requests: list[Request]) -> None:
         """Set `draft_ids` on each request (empty where it should decode plainly)."""
         items, asked = [], []
+        limit = self.config.disable_by_batch_size
+        busy = limit is not None and len(requests) >= limit   # a full batch already reads the weights once
         for req in requests:
             req.draft_ids = []
-            k = self._want(req)
+            k = 0 if busy else self._want(req)
             if k:
                 items.append((req.all_ids, k))
                 asked.append(req)
