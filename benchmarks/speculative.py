@@ -89,6 +89,8 @@ def window_costs(model, reps: int = 5) -> dict:
     req = engine.requests[rid]
     placement = engine.allocator.placement(rid)
 
+    rollback = []
+
     def forward(T: int) -> float:
         best = float("inf")
         for _ in range(reps):
@@ -96,11 +98,25 @@ def window_costs(model, reps: int = 5) -> dict:
             t0 = time.perf_counter()
             result = engine.runner.execute(SchedulerOutput(chunks=[chunk]))
             best = min(best, time.perf_counter() - t0)
-            engine.runner.keep_windows(result, {rid: 1})
+            t0 = time.perf_counter()
+            engine.runner.keep_windows(result, {rid: 1})   # restore, replay the pending token
+            rollback.append(time.perf_counter() - t0)
         return best
 
     one = forward(1)
-    return {"one_token_ms": one * 1e3, **{f"T={T}": forward(T) / one for T in (2, 3, 5, 9, 17)}}
+    costs = {f"T={T}": forward(T) / one for T in (2, 3, 5, 9, 17)}
+    from k3.engine.cache.snapshot import export_kda
+
+    slots = engine.runner.pools.slots
+    copy = min(_timed(lambda: export_kda(slots, placement.slot)) for _ in range(reps))
+    return {"one_token_ms": one * 1e3, **costs, "rollback_ms": min(rollback[reps:]) * 1e3,
+            "kda_state_copy_ms": copy * 1e3}
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def random_part(model, args) -> dict:
@@ -224,6 +240,8 @@ def report(r: dict) -> str:
         w = r["random"]["window_cost_vs_one_token"]
         lines.append(f"random checkpoint: one-token forward {w['one_token_ms']:.1f} ms; a window of T costs "
                      + ", ".join(f"{k} {v:.2f}x" for k, v in w.items() if k.startswith("T=")))
+        lines.append(f"  undoing a rejection (restore + replay one position) {w['rollback_ms']:.2f} ms; "
+                     f"one copy of the KDA state {w['kda_state_copy_ms']:.2f} ms (per-position states: one per draft)")
         lines += _rates("random", r["random"])
     if "bundled" in r:
         lines.append(f"bundled model (drafter: {r['bundled']['drafter'] or 'none shipped'})")

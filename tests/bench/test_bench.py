@@ -136,3 +136,17 @@ def test_base_url_and_endpoint_path_mean_what_they_mean_in_vllm():
                 ["--base-url", "http://h", "--endpoint", "/v1/embeddings"]):
         with pytest.raises(ValueError):
             target(*bad)
+
+
+def test_local_run_with_speculative_decoding_reports_acceptance(tiny_checkpoint, capsys):
+    spec = '{"method": "draft_model", "model": "%s", "num_speculative_tokens": 3}' % tiny_checkpoint
+    code = main(["bench", "--model", str(tiny_checkpoint), "--num-prompts", "2", "--input-len", "9",
+                 "--output-len", "12", "--cache-memory", "8MiB", "--speculative-config", spec])
+    assert code == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out.strip().splitlines()[-1])
+    assert result["completed"] == 2 and result["total_output_tokens"] == 24
+    local = result["local"]
+    assert local["spec_acceptance_rate"] == 1.0 and local["spec_drafted_tokens"] > 0
+    report = captured.out + captured.err
+    assert "speculative acceptance" in report and "100.0%" in report
