@@ -20,13 +20,16 @@ GREEDY = dict(temperature=0.0, ignore_eos=True)
 class OracleProposer:
     """Drafts the true greedy continuation, with a wrong token at a random place in some windows."""
 
-    def __init__(self, seed=0, wrong=0.5):
-        self.rng, self.wrong, self.calls = random.Random(seed), wrong, 0
+    def __init__(self, seed=0, wrong=0.5, only=None):
+        self.rng, self.wrong, self.calls, self.only = random.Random(seed), wrong, 0, only
 
     def propose(self, items):
         self.calls += 1
         out = []
         for ids, k in items:
+            if self.only is not None and not self.only(ids):
+                out.append([])
+                continue
             seq = list(ids)
             for _ in range(k):
                 seq.append(expected_next(seq))
@@ -88,24 +91,29 @@ def test_greedy_output_equals_plain_decoding_whatever_is_accepted(block_size, k)
 
 
 def test_windows_share_steps_with_prefill_and_plain_decode():
-    """A tight budget: windows are cut to what is left, and mix with prompt chunks and plain decodes."""
-    engine = _engine_with(OracleProposer(seed=3, wrong=0.3), k=5, max_num_seqs=4, max_num_batched_tokens=9)
-    prompts = [list(range(30)), [4, 5], list(range(10, 27)), [9] * 12]
-    for p in prompts:
-        engine.add_request(p, SamplingParams(max_tokens=17, **GREEDY))
-    mixed = False
-    while engine.has_unfinished():
-        engine.step()
-        plan = engine.model.calls[-1][0]
-        mixed |= any(n > 1 for n in plan) and any(n == 1 for n in plan)
-    for seq_lens, _ in engine.model.calls:
-        assert sum(seq_lens) <= 9
-    assert mixed
-    engine2 = _engine_with(OracleProposer(seed=3, wrong=0.3), k=5, max_num_seqs=4, max_num_batched_tokens=9)
-    ids = [engine2.add_request(p, SamplingParams(max_tokens=17, **GREEDY)) for p in prompts]
-    got = _drain(engine2)
+    """A tight budget: windows are cut to what is left, and share steps with prompt chunks and with
+    plain decodes (requests with odd first tokens get no drafts)."""
+    engine = _engine_with(OracleProposer(seed=3, wrong=0.3, only=lambda ids: ids[0] % 2 == 0), k=5,
+                          max_num_seqs=4, max_num_batched_tokens=9)
+    prompts = [list(range(30)), [4, 5], list(range(11, 27)), [9] * 12]
+    ids = [engine.add_request(p, SamplingParams(max_tokens=17, **GREEDY)) for p in prompts]
+    with_plain = with_prompt = False
+    windows = engine.runner.execute
+
+    def spy(plan):
+        nonlocal with_plain, with_prompt
+        if any(c.window for c in plan.chunks):
+            with_plain |= any(not c.window and c.num_tokens == 1 for c in plan.chunks)
+            with_prompt |= any(c.request.num_computed < len(c.request.prompt_ids) for c in plan.chunks)
+        return windows(plan)
+
+    engine.runner.execute = spy
+    got = _drain(engine)
     for rid, p in zip(ids, prompts):
         assert got[rid].token_ids == reference(p, 17)
+    for seq_lens, _ in engine.model.calls:
+        assert sum(seq_lens) <= 9
+    assert with_plain and with_prompt
 
 
 def test_max_tokens_is_never_exceeded_and_drafts_fit_the_allocation():

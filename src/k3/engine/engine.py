@@ -185,8 +185,8 @@ class LLMEngine:
             if d and self.drafter is not None and s.tokens:
                 self.drafter.observe(req, len(d), s.accepted)
             outs.append(self._finish(req, reason, new, s.error) if reason else self._output(req, new))
-        if self.drafter is not None:
-            self.drafter.propose(self.scheduler.running)
+        if self.drafter is not None:   # drafts for the requests that moved (the others keep theirs)
+            self.drafter.propose([c.request for c in plan.chunks if c.request.status == Status.RUNNING])
         self._publish()
         return outs
 
