@@ -35,6 +35,16 @@ def reference(prompt: list[int], n: int) -> list[int]:
     return seq[len(prompt):]
 
 
+def drain(engine) -> dict:
+    """Step until nothing is left -> request id -> its final RequestOutput."""
+    outs = {}
+    while engine.has_unfinished():
+        for o in engine.step():
+            if o.finished:
+                outs[o.request_id] = o
+    return outs
+
+
 def fake_engine(**kw):
     from k3.engine import LLMEngine
 

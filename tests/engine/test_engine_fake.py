@@ -3,18 +3,10 @@
 import pytest
 
 from k3.engine import LLMEngine, SamplingParams
-from fake_model import POISON, FakeModel, expected_next, fake_engine as _engine, reference as _reference
+from fake_model import POISON, FakeModel, drain as _drain, expected_next, fake_engine as _engine, reference as _reference
 
 GREEDY = dict(temperature=0.0, ignore_eos=True)
 
-
-def _drain(engine):
-    outs = {}
-    while engine.has_unfinished():
-        for o in engine.step():
-            if o.finished:
-                outs[o.request_id] = o
-    return outs
 
 
 @pytest.mark.parametrize("budget", [1, 3, 7, 1000])

@@ -12,7 +12,7 @@ from k3.engine import SamplingParams
 from k3.engine.spec import Drafter, SpeculativeConfig
 from k3.engine.spec.drafter import MAX_PAUSE
 from k3.engine.spec.ngram import propose_ngram
-from fake_model import expected_next, fake_engine, reference
+from fake_model import drain as _drain, expected_next, fake_engine, reference
 
 GREEDY = dict(temperature=0.0, ignore_eos=True)
 
@@ -63,14 +63,6 @@ def _engine_with(proposer, k=4, **kw):
     engine.drafter = Drafter(SpeculativeConfig.parse({"method": "ngram", "num_speculative_tokens": k}), proposer)
     return engine
 
-
-def _drain(engine):
-    outs = {}
-    while engine.has_unfinished():
-        for o in engine.step():
-            if o.finished:
-                outs[o.request_id] = o
-    return outs
 
 
 @pytest.mark.parametrize("block_size", [1, 4, 16])

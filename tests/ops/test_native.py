@@ -88,17 +88,23 @@ def test_simd_level_follows_the_cpu_flags_and_the_cap(monkeypatch):
         simd_level()
 
 
+def _random_bank(cls, experts: int, g: torch.Generator):
+    """A PackedExperts bank (dim 64, inter 96, SiTU) of random MXFP4 experts."""
+    bank = cls(experts, 64, 96, 32, "situ", 4.0, 25.0)
+    for name, buf in bank.named_buffers():
+        rows = buf.shape[1]
+        cols = buf.shape[2] * (2 if name.endswith("packed") else 32)
+        p, sc = quantize(torch.randn(experts * rows, cols, generator=g) * 0.2)
+        buf.copy_((p if name.endswith("packed") else sc).view(buf.shape))
+    return bank
+
+
 def test_moe_token_equals_the_expert_loop_bit_for_bit(kernels, level):
     """The one-call MoE step computes what the per-expert loop computes, in the same order."""
     from k3.layers.experts import ExpertBank, PackedExperts
 
     g = torch.Generator().manual_seed(5)
-    bank = PackedExperts(6, 64, 96, 32, "situ", 4.0, 25.0)
-    for name, buf in bank.named_buffers():
-        rows = buf.shape[1]
-        cols = buf.shape[2] * (2 if name.endswith("packed") else 32)
-        p, sc = quantize(torch.randn(6 * rows, cols, generator=g) * 0.2)
-        buf.copy_((p if name.endswith("packed") else sc).view(buf.shape))
+    bank = _random_bank(PackedExperts, 6, g)
     z = torch.randn(1, 64, generator=g)
     experts, weights = [0, 2, 5], [0.7, 0.2, 0.1]
     fused = bank.weighted_sum(z, experts, weights, torch.zeros(1, 64))
@@ -115,12 +121,7 @@ def test_moe_tokens_equals_the_loops_bit_for_bit(kernels, level):
     from k3.ops.mxfp4.expert import moe_tokens_reference
 
     g = torch.Generator().manual_seed(6)
-    bank = PackedExperts(9, 64, 96, 32, "situ", 4.0, 25.0)
-    for name, buf in bank.named_buffers():
-        rows = buf.shape[1]
-        cols = buf.shape[2] * (2 if name.endswith("packed") else 32)
-        p, sc = quantize(torch.randn(9 * rows, cols, generator=g) * 0.2)
-        buf.copy_((p if name.endswith("packed") else sc).view(buf.shape))
+    bank = _random_bank(PackedExperts, 9, g)
     for n in (2, 5, 11):
         z = torch.randn(n, 64, generator=g)
         ids = torch.stack([torch.randperm(9, generator=g)[:3] for _ in range(n)])
