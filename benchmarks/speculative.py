@@ -195,7 +195,7 @@ def streamed_part(path: Path, args) -> dict:
     c = compare_config()
     p = plan_memory(c, 10 ** 12)
     # Fewer expert slots than one token routes to (8 x 7 layers): each token must read most of its experts.
-    budget = p.trunk_bytes + p.embedding_bytes + (256 << 20) + args.stream_slots * p.expert_bytes
+    budget = p.trunk_bytes + (256 << 20) + args.stream_slots * p.expert_bytes   # the cache_memory below: 256 MiB
     g = torch.Generator().manual_seed(1)
     prompt = torch.randint(0, 30000, (64,), generator=g).tolist()
     out = {}
