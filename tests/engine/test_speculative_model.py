@@ -155,3 +155,30 @@ def test_streamed_experts_with_windows_are_bit_identical(tmp_path):
     assert _key(streamed.generate(PROMPTS, _params())) == _key(plain)
     st = streamed.engine.stats()
     assert st["spec_accepted_tokens"] > 0 and st["expert_bytes_read"] > 0
+
+
+def test_stop_strings_aborts_and_sampled_logprobs_with_windows():
+    from k3.defaults import default_model
+
+    path = str(default_model())
+    plain = LLM(path, cache_memory="64MiB")
+    spec = LLM(path, cache_memory="64MiB", speculative_config={"method": "ngram", "num_speculative_tokens": 4,
+                                                              "prompt_lookup_max": 3, "prompt_lookup_min": 1})
+    prompt = "the world, the world, the world, and the"
+    stop = SamplingParams(max_tokens=60, temperature=0.0, stop=["world, and"])
+    a, b = plain.generate([prompt], stop)[0], spec.generate([prompt], stop)[0]
+    assert (a.text, a.token_ids, a.finish_reason) == (b.text, b.token_ids, b.finish_reason)
+    sampled = spec.generate([prompt] * 4, SamplingParams(max_tokens=30, temperature=0.9, top_p=0.9, logprobs=2,
+                                                         seed=5, ignore_eos=True))
+    for o in sampled:
+        assert len(o.token_ids) == 30 and [lp.token_id for lp in o.logprobs] == o.token_ids
+    engine = spec.engine
+    rid = engine.add_request(spec.tokenizer.encode(prompt), SamplingParams(max_tokens=50, temperature=0.0))
+    for _ in range(10):
+        engine.step()
+        if engine.requests[rid].draft_ids:
+            break
+    assert engine.requests[rid].draft_ids, "prompt lookup should draft from this repetitive prompt"
+    assert engine.abort(rid).finish_reason == "abort"
+    st = engine.stats()
+    assert st["spec_windows"] > 0 and st["slots_free"] == engine.capacity.max_seqs and not engine.has_unfinished()
