@@ -23,7 +23,12 @@ def emit(req: Request, sample, eos_token_id: int | None) -> tuple[list[int], str
         req.output_ids.append(token)
         new.append(token)
         req.first_token_time = req.first_token_time or time.perf_counter()
+        if req.constraint is not None and not req.constraint.accept(token):
+            req.error = f"structured outputs: the grammar refused token {token}: {req.constraint.error()}"
+            return new, "error"
         reason = stop_reason(req, token, eos_token_id)
+        if not reason and req.constraint is not None and req.constraint.done:
+            reason = "stop"
         if reason:
             return new, reason
     return new, None

@@ -30,6 +30,7 @@ from k3.engine.sampler import Sampler
 from k3.engine.scheduler import Scheduler
 from k3.engine.spec import SpeculativeConfig
 from k3.engine.spec.setup import build_drafter
+from k3.engine.structured.matcher import Grammars
 from k3.engine.state_file import check_resumable, model_fingerprint, save_state
 
 log = logging.getLogger("k3.engine")
@@ -84,6 +85,7 @@ class LLMEngine:
         decodable = getattr(tokenizer, "vocab_size", None)
         self.usable_vocab = min(self.vocab_size, decodable) if decodable else self.vocab_size
         self.sampler = Sampler(self.usable_vocab)
+        self.grammars: Grammars | None = None   # built on the first constrained request
         self.max_model_len = _max_model_len(max_model_len, self.capacity, model.config)
         self.requests: dict[str, Request] = {}
         self._seeds = random.Random(seed)
@@ -125,11 +127,21 @@ class LLMEngine:
             req.detok = OutputText(self.tokenizer, params.stop, params.skip_special_tokens)
         if params.prompt_logprobs is not None:
             req.prompt_logprobs = [None] * len(prompt)
+        if params.structured_outputs is not None:
+            req.constraint = self._grammars().compile(params.structured_outputs)
         self._arrivals += 1
         self.requests[request_id] = req
         self.scheduler.add(req)
         self._publish()
         return request_id
+
+    def _grammars(self) -> Grammars:
+        if self.tokenizer is None:
+            raise ValueError("SamplingParams.structured_outputs: constrained decoding needs the engine's tokenizer "
+                             "(give the engine one, or load a checkpoint with tiktoken.model)")
+        if self.grammars is None:
+            self.grammars = Grammars(self.tokenizer, self.vocab_size, self.eos_token_id)
+        return self.grammars
 
     def _check_prompt(self, prompt_ids) -> list[int]:
         ids = list(prompt_ids)
@@ -184,7 +196,7 @@ class LLMEngine:
         for req, s, d, (new, reason) in zip(result.requests, samples, result.drafts, emitted):
             if d and self.drafter is not None and s.tokens:
                 self.drafter.observe(req, len(d), s.accepted)
-            outs.append(self._finish(req, reason, new, s.error) if reason else self._output(req, new))
+            outs.append(self._finish(req, reason, new, s.error or req.error) if reason else self._output(req, new))
         if self.drafter is not None:   # drafts for the requests that moved (the others keep theirs)
             self.drafter.propose([c.request for c in plan.chunks if c.request.status == Status.RUNNING])
         self._publish()
@@ -197,6 +209,9 @@ class LLMEngine:
         if order is not None:  # where the next turn of its conversation begins
             self.runner.take_snapshots([order])
         req.status, req.finish_reason, req.error = Status.FINISHED, reason, error
+        if reason == "length" and req.constraint is not None and not req.constraint.complete:
+            req.warning = ("max_tokens ended the output before its structured-outputs grammar was complete; "
+                           "raise max_tokens")
         self.scheduler.remove(req)
         self.runner.forget(req.request_id)
         if self.drafter is not None:
@@ -219,7 +234,8 @@ class LLMEngine:
         done = req.status == Status.FINISHED
         return RequestOutput(req.request_id, req.prompt_ids, list(req.output_ids), new, req.text, done,
                              req.finish_reason, list(req.logprobs) if req.params.logprobs is not None else None,
-                             req.error, list(req.prompt_logprobs) if req.prompt_logprobs is not None else None)
+                             req.error, list(req.prompt_logprobs) if req.prompt_logprobs is not None else None,
+                             req.warning)
 
     def close(self) -> None:
         """With a prefix-cache spill directory: write the snapshots still in memory there, so the next

@@ -132,7 +132,7 @@ class LLM:
         prompts = [tok.encode_segments(render(c, tools=tools, thinking=thinking, thinking_effort=thinking_effort,
                                               tool_choice=tool_choice, response_format=response_format))
                    for c in convs]
-        outs = self.generate(prompts, sampling_params)
+        outs = self.generate(prompts, chat_constrained(sampling_params, response_format, thinking, len(prompts)))
         return [ChatOutput(o, parse_message(tok, o.token_ids, thinking=thinking, tools=tool_names(tools)))
                 for o in outs]
 
@@ -176,3 +176,17 @@ def _per_prompt(value, n: int, name: str) -> list:
     if len(values) != n:
         raise ValueError(f"{name}: {len(values)} given for {n} prompts")
     return values
+
+
+def chat_constrained(sampling_params, response_format, thinking: bool, n: int):
+    """The chat's SamplingParams with `response_format` (json_object / json_schema) enforced on the
+    response channel, unless they carry structured_outputs of their own."""
+    from dataclasses import replace
+
+    from k3.engine.structured import StructuredOutputs
+
+    so = StructuredOutputs.from_response_format(response_format, "think" if thinking else "response")
+    if so is None:
+        return sampling_params
+    params = sampling_params if isinstance(sampling_params, (list, tuple)) else [sampling_params or SamplingParams()] * n
+    return [p if p.structured_outputs is not None else replace(p, structured_outputs=so) for p in params]

@@ -30,12 +30,17 @@ class SamplingParams:
     prompt_logprobs: int | None = None  # also score every prompt token (top-n alternatives; 0 = its own only)
     ignore_eos: bool = False
     skip_special_tokens: bool = True  # leave special tokens out of `text`
+    structured_outputs: object = None  # a StructuredOutputs (or vLLM's dict for one): constrained decoding
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
             object.__setattr__(self, "stop", (self.stop,))
         object.__setattr__(self, "stop", tuple(self.stop))
         object.__setattr__(self, "stop_token_ids", tuple(self.stop_token_ids))
+        if isinstance(self.structured_outputs, dict):
+            from k3.engine.structured import StructuredOutputs
+
+            object.__setattr__(self, "structured_outputs", StructuredOutputs.from_request(self.structured_outputs))
         _validate(self)
 
     @property
@@ -119,6 +124,8 @@ class Request:
     prefix_cached: bool = False              # takes part in prefix caching (registers blocks, snapshots)
     snapshot_at: list[int] = field(default_factory=list)   # prompt positions to cut a chunk and snapshot at
     draft_ids: list[int] = field(default_factory=list)     # speculative drafts for its next step (not output)
+    constraint: object | None = None          # its structured-outputs matcher (k3.engine.structured)
+    warning: str | None = None                # said in its last RequestOutput (see RequestOutput.warning)
 
     @property
     def text(self) -> str | None:
@@ -156,3 +163,4 @@ class RequestOutput:
     # With SamplingParams.prompt_logprobs: one entry per prompt token, None for the first (nothing
     # predicts it) and for tokens restored from a saved state rather than computed.
     prompt_logprobs: list[TokenLogprob | None] | None = None
+    warning: str | None = None        # e.g. max_tokens ended a structured output before its grammar did

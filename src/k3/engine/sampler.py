@@ -80,10 +80,11 @@ class Sampler:
         ok = [i for i, f in enumerate(finite) if f]
         out = [Sample(error=NON_FINITE)] * len(requests)
         rows = logits if len(ok) == len(requests) else logits[ok]
+        rows = constrained(rows, [requests[i] for i in ok])
         try:
             done = self._sample(rows, [requests[i] for i in ok]) if ok else []
         except Exception:  # noqa: BLE001 - retry alone, so one bad row cannot fail its batchmates
-            done = [self._one(logits[i:i + 1], requests[i]) for i in ok]
+            done = [self._one(rows[j:j + 1], requests[i]) for j, i in enumerate(ok)]
         for i, s in zip(ok, done):
             out[i] = s
         return out
@@ -125,6 +126,20 @@ class Sampler:
 
 
 NON_FINITE = "the model produced non-finite logits (NaN/inf) for this request"
+
+
+def constrained(logits: torch.Tensor, reqs: list[Request]) -> torch.Tensor:
+    """Rows of constrained requests with the tokens their grammar forbids at -inf (a copy; the others as
+    they are). Masked after the finite check: -inf here is the grammar's, not the model's."""
+    rows = [i for i, r in enumerate(reqs) if r.constraint is not None]
+    if not rows:
+        return logits
+    out = logits.clone()
+    for i in rows:
+        allowed = reqs[i].constraint.allowed()[:out.shape[-1]].to(out.device)
+        out[i, :allowed.shape[0]].masked_fill_(~allowed, float("-inf"))
+        out[i, allowed.shape[0]:] = float("-inf")
+    return out
 
 
 def verify_window(rows: torch.Tensor, req: Request, drafts: list[int]) -> Sample:

@@ -15,18 +15,21 @@ from k3.chat.tools import tool_name, tool_names
 from k3.chat.validate import check_tool_choice, check_tools
 from k3.engine.request import SamplingParams
 from k3.serve.protocol import ChatRequest
+from k3.serve.structured import request_constraint
 from k3.serve.sse import interleaved, next_output
 
 DEFAULT_MAX_TOKENS = 1024
 
 
-def sampling(req, n_index: int = 0, logprobs: int | None = None, max_tokens: int | None = None) -> SamplingParams:
+def sampling(req, n_index: int = 0, logprobs: int | None = None, max_tokens: int | None = None,
+             structured=None) -> SamplingParams:
     stop = [req.stop] if isinstance(req.stop, str) else (req.stop or [])
     return SamplingParams(max_tokens=max_tokens or req.max_tokens or DEFAULT_MAX_TOKENS, temperature=req.temperature,
                           top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
                           seed=None if req.seed is None else req.seed + n_index, stop=tuple(stop),
                           presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
-                          repetition_penalty=req.repetition_penalty, logprobs=logprobs, ignore_eos=req.ignore_eos)
+                          repetition_penalty=req.repetition_penalty, logprobs=logprobs, ignore_eos=req.ignore_eos,
+                          structured_outputs=structured)
 
 
 def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None) -> tuple[list[int], dict]:
@@ -50,12 +53,15 @@ def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None) -> tuple[list[
 
 def admitted(server, req: ChatRequest) -> tuple[list[int], dict, list[SamplingParams]]:
     """Prompt ids, parser options and one SamplingParams per choice, within the server's max_model_len."""
+    thinking = bool((req.chat_template_kwargs or {}).get("thinking", True))
+    structured = request_constraint(req, "think" if thinking else "response")   # its 400 names the field
     ids, options = prompt_ids(req, server.tokenizer, server.check_text_size)
     asked = req.max_completion_tokens or req.max_tokens
     room = server.check_length(len(ids), asked)
     max_tokens = asked or min(DEFAULT_MAX_TOKENS, room)
     top = (req.top_logprobs or 0) if req.logprobs else None
-    return ids, options, [sampling(req, i, logprobs=top, max_tokens=max_tokens) for i in range(req.n)]
+    return ids, options, [sampling(req, i, logprobs=top, max_tokens=max_tokens, structured=structured)
+                          for i in range(req.n)]
 
 
 def finish_reason(out, message) -> str:

@@ -12,6 +12,7 @@ import time
 import uuid
 
 from k3.serve import chat_route
+from k3.serve.structured import request_constraint
 from k3.serve.protocol import CompletionRequest, RequestError
 from k3.serve.sse import event as _event, interleaved, next_output
 
@@ -29,7 +30,9 @@ def prompt_ids(server, req: CompletionRequest) -> list[int]:
 def params(server, req: CompletionRequest, ids: list[int]) -> list:
     room = server.check_length(len(ids), req.max_tokens, "prompt")
     max_tokens = req.max_tokens or min(chat_route.DEFAULT_MAX_TOKENS, room)
-    out = [chat_route.sampling(req, i, logprobs=req.logprobs, max_tokens=max_tokens) for i in range(req.n)]
+    structured = request_constraint(req, None)
+    out = [chat_route.sampling(req, i, logprobs=req.logprobs, max_tokens=max_tokens, structured=structured)
+           for i in range(req.n)]
     if req.echo and req.logprobs is not None:
         out = [dataclasses.replace(p, prompt_logprobs=req.logprobs) for p in out]
     return out

@@ -34,6 +34,11 @@ class SamplingFields(Strict):
     stream: bool = False
     stream_options: StreamOptions | None = None
     ignore_eos: bool = False
+    structured_outputs: dict[str, Any] | None = None   # vLLM: one of json, json_object, regex, choice, grammar
+    guided_json: dict[str, Any] | str | None = None    # vLLM's older names for the same
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
 
 
 class ChatRequest(SamplingFields):

@@ -34,8 +34,8 @@ class Drafter:
 
     def _want(self, req: Request) -> int:
         """How many drafts this request should get now (0: none)."""
-        if not req.output_ids or req.num_pending != 1:
-            return 0                                    # still in prefill, or not yet caught up
+        if not req.output_ids or req.num_pending != 1 or req.constraint is not None:
+            return 0              # still in prefill, not yet caught up, or constrained (masks are per step)
         room = req.params.max_tokens - len(req.output_ids) - 1   # leave room for the token after them
         pace = self.pace.setdefault(req.request_id, Pace(float(self.config.num_speculative_tokens)))
         if pace.pause:

@@ -1,0 +1,36 @@
+"""A request's constraint: OpenAI's `response_format` (chat), vLLM's `structured_outputs` (chat and
+completions) and its older `guided_json` / `guided_regex` / `guided_choice` / `guided_grammar` fields.
+Any problem is a 400 naming the field; nothing falls back to prompt-only."""
+
+from __future__ import annotations
+
+from k3.engine.structured import StructuredOutputs
+from k3.engine.structured.matcher import validate
+from k3.serve.protocol import RequestError
+
+GUIDED = {"guided_json": "json", "guided_regex": "regex", "guided_choice": "choice", "guided_grammar": "grammar"}
+
+
+def request_constraint(req, frame: str | None) -> StructuredOutputs | None:
+    """frame: "think"/"response" for a chat answer (its response channel), None for a completion."""
+    asked = {}
+    if getattr(req, "structured_outputs", None) is not None:
+        asked["structured_outputs"] = lambda: StructuredOutputs.from_request(req.structured_outputs, frame)
+    guided = {k: getattr(req, k) for k in GUIDED if getattr(req, k, None) is not None}
+    if guided:
+        asked[", ".join(guided)] = lambda: StructuredOutputs.from_request(
+            {GUIDED[k]: v for k, v in guided.items()}, frame)
+    rf = getattr(req, "response_format", None)
+    if rf is not None and (not isinstance(rf, dict) or rf.get("type") != "text"):
+        asked["response_format"] = lambda: StructuredOutputs.from_response_format(rf, frame or "response")
+    if len(asked) > 1:
+        raise RequestError(f"give one constraint, not {' and '.join(asked)}", next(iter(asked)))
+    for field, make in asked.items():
+        try:
+            so = make()
+            if so is not None:
+                validate(so)
+            return so
+        except ValueError as e:
+            raise RequestError(str(e), field) from None
+    return None
