@@ -65,3 +65,22 @@ def test_bad_constraints_are_400s_naming_the_field(url, body, param):
                                                        "messages": [{"role": "user", "content": "hi"}], **body}, timeout=60)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"] == param
+
+
+def test_required_tool_calls_validate_against_their_parameters(url):
+    import jsonschema_rs
+
+    params = {"type": "object", "additionalProperties": False, "required": ["city"],
+              "properties": {"city": {"type": "string", "maxLength": 10}, "days": {"type": "integer", "minimum": 1,
+                                                                                   "maximum": 5}}}
+    tools = [{"type": "function", "function": {"name": "forecast", "parameters": params}}]
+    client = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0)
+    for seed in range(2):
+        choice = client.chat.completions.create(
+            model=client.models.list().data[0].id, max_tokens=600, temperature=1.0, seed=seed, tools=tools,
+            tool_choice="required", messages=[{"role": "user", "content": "Forecast?"}],
+            extra_body={"chat_template_kwargs": {"thinking": False}}).choices[0]
+        assert choice.finish_reason == "tool_calls" and choice.message.tool_calls
+        for call in choice.message.tool_calls:
+            assert call.function.name == "forecast"
+            assert jsonschema_rs.validator_for(params).is_valid(json.loads(call.function.arguments))

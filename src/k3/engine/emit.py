@@ -27,8 +27,8 @@ def emit(req: Request, sample, eos_token_id: int | None) -> tuple[list[int], str
             req.error = f"structured outputs: the grammar refused token {token}: {req.constraint.error()}"
             return new, "error"
         reason = stop_reason(req, token, eos_token_id)
-        if not reason and req.constraint is not None and req.constraint.done:
-            reason = "stop"
+        if not reason and req.constraint is not None and req.constraint.done and token == eos_token_id:
+            reason = "stop"   # the grammar took its end (EOS) though ignore_eos asked to go on: nothing can follow
         if reason:
             return new, reason
     return new, None

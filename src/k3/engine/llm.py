@@ -128,11 +128,13 @@ class LLM:
         """One conversation (a list of messages) or a list of them -> rendered as K3 XTML, generated,
         and parsed into reasoning, content and tool calls (with any problems the parser found)."""
         tok = self._need_tokenizer("chat")
+        tools, tool_choice = named_choice(tools, tool_choice)
         convs = [conversations] if conversations and isinstance(conversations[0], dict) else list(conversations)
         prompts = [tok.encode_segments(render(c, tools=tools, thinking=thinking, thinking_effort=thinking_effort,
                                               tool_choice=tool_choice, response_format=response_format))
                    for c in convs]
-        outs = self.generate(prompts, chat_constrained(sampling_params, response_format, thinking, len(prompts)))
+        outs = self.generate(prompts, chat_constrained(sampling_params, response_format, thinking, len(prompts),
+                                                       tools, tool_choice))
         return [ChatOutput(o, parse_message(tok, o.token_ids, thinking=thinking, tools=tool_names(tools)))
                 for o in outs]
 
@@ -178,15 +180,34 @@ def _per_prompt(value, n: int, name: str) -> list:
     return values
 
 
-def chat_constrained(sampling_params, response_format, thinking: bool, n: int):
+def chat_constrained(sampling_params, response_format, thinking: bool, n: int, tools=None, tool_choice=None):
     """The chat's SamplingParams with `response_format` (json_object / json_schema) enforced on the
-    response channel, unless they carry structured_outputs of their own."""
+    response channel, or else the tools' calls (required, named or auto), unless they carry
+    structured_outputs of their own."""
     from dataclasses import replace
 
     from k3.engine.structured import StructuredOutputs
 
-    so = StructuredOutputs.from_response_format(response_format, "think" if thinking else "response")
+    frame = "think" if thinking else "response"
+    so = StructuredOutputs.from_response_format(response_format, frame)
+    if so is None or tool_choice not in (None, "auto", "none"):
+        so = StructuredOutputs.from_tools(tools, tool_choice, frame) or so
     if so is None:
         return sampling_params
     params = sampling_params if isinstance(sampling_params, (list, tuple)) else [sampling_params or SamplingParams()] * n
     return [p if p.structured_outputs is not None else replace(p, structured_outputs=so) for p in params]
+
+
+def named_choice(tools, tool_choice):
+    """A named tool_choice ({"type": "function", "function": {"name": N}}) -> (that tool only, "required")."""
+    from k3.chat.tools import tool_name
+    from k3.chat.validate import check_tool_choice
+
+    name = check_tool_choice(tool_choice)
+    if name is None:
+        return tools, tool_choice
+    chosen = [t for t in tools or [] if tool_name(t) == name]
+    if not chosen:
+        raise ValueError(f"tool_choice names {name!r}, which is not among the tools")
+    return chosen, "required"
+

@@ -23,6 +23,10 @@ def request_constraint(req, frame: str | None) -> StructuredOutputs | None:
     rf = getattr(req, "response_format", None)
     if rf is not None and (not isinstance(rf, dict) or rf.get("type") != "text"):
         asked["response_format"] = lambda: StructuredOutputs.from_response_format(rf, frame or "response")
+    tools, choice = getattr(req, "tools", None), getattr(req, "tool_choice", None)
+    if tools and choice != "none" and not (asked and choice in (None, "auto")):
+        # Calls are enforced: required/named always; "auto" unless another constraint shapes the answer.
+        asked["tools"] = lambda: StructuredOutputs.from_tools(tools, choice, frame or "response")
     if len(asked) > 1:
         raise RequestError(f"give one constraint, not {' and '.join(asked)}", next(iter(asked)))
     for field, make in asked.items():

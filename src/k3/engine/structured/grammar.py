@@ -20,7 +20,12 @@ RESPONSE_TAIL = f'{CLOSE} "response" {SEP} {CLOSE} "message" {SEP}'
 THINK_HEAD = f'THINK {CLOSE} "think" {SEP} {OPEN} "response" {SEP}'
 
 
+MAX_CALLS = 4   # calls one constrained answer may make
+
+
 def lark_grammar(so: StructuredOutputs) -> str:
+    if so.tools is not None:
+        return _tool_grammar(so)
     body_rules = _body(so)
     if so.frame is None:
         return f"start: body\n{body_rules}"
@@ -47,3 +52,29 @@ def _embedded(grammar: str) -> str:
     if not re.search(r"(?m)^\s*start\s*:", grammar):
         raise ValueError("structured_outputs.grammar: a Lark grammar needs a `start` rule")
     return re.sub(r"\bstart\b", "body", grammar)
+
+
+def _tool_grammar(so: StructuredOutputs) -> str:
+    """Free thinking and response text, then K3's tool section: `<|open|>tools<|sep|>`, calls numbered
+    from 1, each `<|open|>call tool="NAME" index="I"<|sep|>` with its arguments as a JSON block valid
+    against the tool's parameters, `<|close|>tools<|sep|>`; required, or optional ("auto")."""
+    head = THINK_HEAD if so.frame == "think" else ""
+    # required: the response channel stays empty and the calls follow (as vLLM answers with calls only);
+    # auto: free text, then calls or not.
+    resp, tools = ("", "tools") if so.tool_mode == "required" else ("RESP", "tools?")
+    rules = [f'start: {head} {resp} {CLOSE} "response" {SEP} {tools} {CLOSE} "message" {SEP}',
+             "RESP: /(?s:.*)/", "THINK: /(?s:.*)/"]
+    nested = ""
+    for i in range(MAX_CALLS, 0, -1):
+        nested = f"call_{i}" + (f" ({nested})?" if nested else "")
+    rules.append(f'tools: {OPEN} "tools" {SEP} {nested} {CLOSE} "tools" {SEP}')
+    for i in range(1, MAX_CALLS + 1):
+        rules.append(f"call_{i}: " + " | ".join(f"c_{i}_{j}" for j in range(len(so.tools))))
+        for j, (name, _) in enumerate(so.tools):
+            head_text = json.dumps(f'call tool="{name}" index="{i}"')
+            rules.append(f'c_{i}_{j}: {OPEN} {head_text} {SEP} {OPEN} "json type=\\"object\\"" {SEP} args_{j} '
+                         f'{CLOSE} "json" {SEP} {CLOSE} "call" {SEP}')
+    for j, (_, schema) in enumerate(so.tools):
+        schema = {**schema, "x-guidance": {**JSON_STYLE, **schema.get("x-guidance", {})}}
+        rules.append(f"args_{j}: %json {json.dumps(schema)}")
+    return "\n".join(rules)

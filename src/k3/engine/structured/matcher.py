@@ -6,6 +6,7 @@ second at K3's 163,840-token vocabulary) and compiles each request's grammar, tu
 from __future__ import annotations
 
 import functools
+import re
 
 import torch
 
@@ -72,4 +73,6 @@ def validate(so: StructuredOutputs) -> None:
 
 
 def _short(message: str) -> str:
-    return message.strip().splitlines()[0][:500] if message.strip() else "the grammar is invalid"
+    """The first line of llguidance's message, without the position in k3's wrapper grammar."""
+    line = message.strip().splitlines()[0][:500] if message.strip() else "the grammar is invalid"
+    return re.sub(r"^at \d+\(\d+\): ", "", line)

@@ -4,6 +4,9 @@ Exactly one of `json` (a JSON schema, as a dict or its JSON text), `json_object`
 `regex`, `choice` (one of these strings) or `grammar` (a Lark grammar in llguidance's dialect).
 `frame` is set by the chat layer: the constraint then covers the response channel of K3's assistant
 message ("think": after a free thinking channel; "response": thinking off), not the raw text.
+`tools` (chat only) is the other kind: ((name, parameters JSON schema), ...) with `tool_mode`
+"required" (the answer must call one or more of them) or "auto" (free text, or calls; only the calls
+are constrained: K3's XTML tool section, arguments valid against the tool's parameters).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass
 
 KINDS = ("json", "json_object", "regex", "choice", "grammar")
 FRAMES = (None, "think", "response")
+TOOL_MODES = ("required", "auto")
 
 
 @dataclass(frozen=True)
@@ -23,11 +27,18 @@ class StructuredOutputs:
     choice: tuple[str, ...] | None = None
     grammar: str | None = None
     frame: str | None = None
+    tools: tuple[tuple[str, dict], ...] | None = None
+    tool_mode: str = "required"
 
     def __post_init__(self) -> None:
         if self.choice is not None:
             object.__setattr__(self, "choice", tuple(self.choice))
-        given = [k for k in KINDS if getattr(self, k) not in (None, False)]
+        if self.tools is not None:
+            if self.frame is None or not self.tools or self.tool_mode not in TOOL_MODES:
+                raise ValueError("structured_outputs.tools: a chat constraint (frame set), one tool or more, "
+                                 f"tool_mode one of {TOOL_MODES}")
+            object.__setattr__(self, "tools", tuple((str(n), dict(s)) for n, s in self.tools))
+        given = [k for k in (*KINDS, "tools") if getattr(self, k) not in (None, False)]
         if len(given) != 1:
             raise ValueError("structured_outputs: give exactly one of json, json_object, regex, choice, grammar "
                              f"(got {', '.join(given) or 'none'})")
@@ -74,3 +85,21 @@ class StructuredOutputs:
                 raise ValueError('response_format.json_schema: an object with "name" and "schema" (a JSON schema)')
             return cls(json=spec.get("schema", {}), frame=frame)
         raise ValueError(f'response_format.type: "text", "json_object" or "json_schema", got {kind!r}')
+
+    @classmethod
+    def from_tools(cls, tools: list[dict] | None, tool_choice, frame: str) -> "StructuredOutputs | None":
+        """The constraint for a chat request's tools: "required" or a named function -> calls required
+        (of that function only); "auto" or unset -> calls optional; "none" or no tools -> None."""
+        from k3.chat.tools import tool_name
+        from k3.chat.validate import check_tool_choice
+
+        if not tools or tool_choice == "none":
+            return None
+        name = check_tool_choice(tool_choice)
+        chosen = [t for t in tools if name is None or tool_name(t) == name]
+        if not chosen:
+            raise ValueError(f"tool_choice names {name!r}, which is not among the request's tools")
+        specs = tuple((tool_name(t), (t.get("function") or t).get("parameters") or {"type": "object"}) for t in chosen)
+        mode = "required" if name is not None or tool_choice == "required" else "auto"
+        return cls(tools=specs, tool_mode=mode, frame=frame)
+
