@@ -216,3 +216,21 @@ def test_auto_leaves_text_free_and_constrains_only_the_calls(llm):
         assert not fits(think + "<|close|>response<|sep|>" + tools.replace("{CALLS}", call.replace("{ARGS}", bad)) + tail)
     assert not fits(think + "<|close|>response<|sep|>" + tools.replace("{CALLS}", call.replace("add", "rm").replace(
         "{ARGS}", "{}")) + tail)   # a tool that was not offered
+
+
+def test_with_speculative_decoding_n_and_logprobs(tmp_path_factory):
+    """Constrained requests decode without drafts beside drafting ones; several choices, logprobs."""
+    path = make_checkpoint(tmp_path_factory.mktemp("chat-spec"), tiny_chat(), seed=2, tokenizer=True)
+    spec = LLM(str(path), cache_memory="32MiB", speculative_config={
+        "method": "draft_model", "model": str(path), "num_speculative_tokens": 3})
+    plain = SamplingParams(max_tokens=20, temperature=0.0, ignore_eos=True)
+    outs = spec.generate(["Once", "Answer:", "Answer:"],
+                         [plain] + [SamplingParams(max_tokens=300, temperature=1.0, seed=s, logprobs=2,
+                                                   structured_outputs=StructuredOutputs(json=SCHEMAS[13]))
+                                    for s in (1, 2)])
+    assert outs[0].token_ids == LLM(str(path), cache_memory="32MiB").generate(["Once"], plain)[0].token_ids
+    for o in outs[1:]:
+        assert o.finish_reason == "stop" and _valid(SCHEMAS[13], o.text)
+        assert [lp.token_id for lp in o.logprobs] == o.token_ids
+    assert outs[1].text != outs[2].text
+    assert spec.engine.stats()["spec_accepted_tokens"] > 0

@@ -84,3 +84,10 @@ def test_required_tool_calls_validate_against_their_parameters(url):
         for call in choice.message.tool_calls:
             assert call.function.name == "forecast"
             assert jsonschema_rs.validator_for(params).is_valid(json.loads(call.function.arguments))
+
+
+def test_a_structured_output_cut_by_max_tokens_says_so(url):
+    r = httpx.post(url + "/v1/completions", json={"model": "default-model", "prompt": "x", "max_tokens": 3,
+                                                  "structured_outputs": {"json": SCHEMA}}, timeout=60)
+    choice = r.json()["choices"][0]
+    assert choice["finish_reason"] == "length" and "max_tokens" in choice["warning"]

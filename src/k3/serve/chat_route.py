@@ -82,7 +82,8 @@ async def complete(server, req: ChatRequest, request=None) -> dict:
     outs = await server.run_all(ids, params, request)
     messages = [parse_message(server.tokenizer, o.token_ids, **options) for o in outs]
     choices = [{"index": i, "message": m.to_openai(), "finish_reason": finish_reason(o, m),
-                "logprobs": _chat_logprobs(server.tokenizer, o) if req.logprobs else None}
+                "logprobs": _chat_logprobs(server.tokenizer, o) if req.logprobs else None,
+                **({"warning": o.warning} if o.warning else {})}
                for i, (o, m) in enumerate(zip(outs, messages))]
     return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
             "model": server.model_name, "choices": choices,

@@ -52,7 +52,8 @@ async def complete(server, req: CompletionRequest, request=None) -> dict:
     outs = await server.run_all(ids, params(server, req, ids), request)
     prefix = server.tokenizer.decode(ids) if req.echo else ""
     choices = [{"index": i, "text": prefix + (o.text or ""), "finish_reason": o.finish_reason,
-                "logprobs": logprobs(server.tokenizer, o, req.echo) if req.logprobs is not None else None}
+                "logprobs": logprobs(server.tokenizer, o, req.echo) if req.logprobs is not None else None,
+                **({"warning": o.warning} if o.warning else {})}   # e.g. max_tokens cut a structured output
                for i, o in enumerate(outs)]
     return _head() | {"model": server.model_name, "choices": choices, "usage": _usage(len(ids), outs)}
 
