@@ -216,6 +216,14 @@ def test_auto_leaves_text_free_and_constrains_only_the_calls(llm):
         assert not fits(think + "<|close|>response<|sep|>" + tools.replace("{CALLS}", call.replace("{ARGS}", bad)) + tail)
     assert not fits(think + "<|close|>response<|sep|>" + tools.replace("{CALLS}", call.replace("add", "rm").replace(
         "{ARGS}", "{}")) + tail)   # a tool that was not offered
+    # The renderer's own form, one XTML block per argument (raw text for strings, JSON otherwise).
+    xcall = ('<|open|>call tool="get_weather" index="1"<|sep|><|open|>argument key="city" type="string"<|sep|>{CITY}'
+             '<|close|>argument<|sep|><|open|>argument key="days" type="number"<|sep|>{DAYS}<|close|>argument<|sep|>'
+             '<|close|>call<|sep|>')
+    for city, days, ok in (("Paris", "2", True), ("Paris", "9", False), ("far too long a name", "2", False)):
+        text = think + "<|close|>response<|sep|>" + tools.replace("{CALLS}", xcall.replace("{CITY}", city).replace(
+            "{DAYS}", days)) + tail
+        assert fits(text) is ok, (city, days)
 
 
 def test_with_speculative_decoding_n_and_logprobs(tmp_path_factory):

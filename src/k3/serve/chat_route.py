@@ -54,6 +54,7 @@ def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None) -> tuple[list[
 def admitted(server, req: ChatRequest) -> tuple[list[int], dict, list[SamplingParams]]:
     """Prompt ids, parser options and one SamplingParams per choice, within the server's max_model_len."""
     thinking = bool((req.chat_template_kwargs or {}).get("thinking", True))
+    check_tools(req.tools)
     structured = request_constraint(req, "think" if thinking else "response")   # its 400 names the field
     ids, options = prompt_ids(req, server.tokenizer, server.check_text_size)
     asked = req.max_completion_tokens or req.max_tokens

@@ -14,6 +14,7 @@ import re
 
 from k3.chat.specials import CLOSE, OPEN, SEP
 from k3.engine.structured.params import StructuredOutputs
+from k3.engine.structured.tool_args import xtml_arguments
 
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 RESPONSE_TAIL = f'{CLOSE} "response" {SEP} {CLOSE} "message" {SEP}'
@@ -56,8 +57,9 @@ def _embedded(grammar: str) -> str:
 
 def _tool_grammar(so: StructuredOutputs) -> str:
     """Free thinking and response text, then K3's tool section: `<|open|>tools<|sep|>`, calls numbered
-    from 1, each `<|open|>call tool="NAME" index="I"<|sep|>` with its arguments as a JSON block valid
-    against the tool's parameters, `<|close|>tools<|sep|>`; required, or optional ("auto")."""
+    from 1, each `<|open|>call tool="NAME" index="I"<|sep|>` with arguments valid against the tool's
+    parameters (a JSON block, or XTML per argument), `<|close|>tools<|sep|>`; required, or optional
+    ("auto")."""
     head = THINK_HEAD if so.frame == "think" else ""
     # required: the response channel stays empty and the calls follow (as vLLM answers with calls only);
     # auto: free text, then calls or not.
@@ -72,9 +74,13 @@ def _tool_grammar(so: StructuredOutputs) -> str:
         rules.append(f"call_{i}: " + " | ".join(f"c_{i}_{j}" for j in range(len(so.tools))))
         for j, (name, _) in enumerate(so.tools):
             head_text = json.dumps(f'call tool="{name}" index="{i}"')
-            rules.append(f'c_{i}_{j}: {OPEN} {head_text} {SEP} {OPEN} "json type=\\"object\\"" {SEP} args_{j} '
-                         f'{CLOSE} "json" {SEP} {CLOSE} "call" {SEP}')
+            rules.append(f'c_{i}_{j}: {OPEN} {head_text} {SEP} args_{j} {CLOSE} "call" {SEP}')
     for j, (_, schema) in enumerate(so.tools):
+        # Arguments as one JSON block, or (as the renderer writes them) one XTML block per argument.
+        xtml = xtml_arguments(f"xargs_{j}", schema, JSON_STYLE)
+        rules.append(f'args_{j}: {OPEN} "json type=\\"object\\"" {SEP} jargs_{j} {CLOSE} "json" {SEP}'
+                     + (f" | xargs_{j}" if xtml else ""))
         schema = {**schema, "x-guidance": {**JSON_STYLE, **schema.get("x-guidance", {})}}
-        rules.append(f"args_{j}: %json {json.dumps(schema)}")
+        rules.append(f"jargs_{j}: %json {json.dumps(schema)}")
+        rules += xtml or []
     return "\n".join(rules)

@@ -100,6 +100,9 @@ class StructuredOutputs:
         if not chosen:
             raise ValueError(f"tool_choice names {name!r}, which is not among the request's tools")
         specs = tuple((tool_name(t), (t.get("function") or t).get("parameters") or {"type": "object"}) for t in chosen)
+        bad = [n for n, p in specs if not isinstance(p, dict)]
+        if bad:
+            raise ValueError(f"tools: the parameters of {bad[0]!r} must be a JSON schema object")
         mode = "required" if name is not None or tool_choice == "required" else "auto"
         return cls(tools=specs, tool_mode=mode, frame=frame)
 
