@@ -4,6 +4,7 @@ Any problem is a 400 naming the field; nothing falls back to prompt-only."""
 
 from __future__ import annotations
 
+from k3.chat.validate import check_depth
 from k3.engine.structured import StructuredOutputs
 from k3.engine.structured.matcher import validate
 from k3.serve.protocol import RequestError
@@ -13,6 +14,9 @@ GUIDED = {"guided_json": "json", "guided_regex": "regex", "guided_choice": "choi
 
 def request_constraint(req, frame: str | None) -> StructuredOutputs | None:
     """frame: "think"/"response" for a chat answer (its response channel), None for a completion."""
+    for field in ("response_format", "structured_outputs", "guided_json"):
+        if getattr(req, field, None) is not None:
+            check_depth(getattr(req, field), field)     # the chat layer's limit, before any grammar is built
     asked = {}
     if getattr(req, "structured_outputs", None) is not None:
         asked["structured_outputs"] = lambda: StructuredOutputs.from_request(req.structured_outputs, frame)
