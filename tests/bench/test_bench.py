@@ -43,6 +43,21 @@ def test_metrics_equal_hand_computed_values():
     assert all(len(r.itl) == 4 for r in records)
 
 
+def test_percentiles_over_requests_that_differ():
+    """Three requests with TTFTs of 0.1, 0.2 and 0.6 s (served in order, concurrency 1): the mean, median
+    and p90/p99 are those of numpy's linear interpolation over [100, 200, 600] ms, not of one value."""
+    scripts = [Script(first_delay=d, gap=0.05, content=3) for d in (0.1, 0.2, 0.6)]
+    with FakeOpenAI(scripts) as server:
+        client = OpenAIClient(server.url, "chat", model="fake-k3")
+        result, _ = run_bench(client, fixed(3, 8, 3, 1000, 0), args())
+    ttft = result["ttft_ms"]
+    for stat, want in (("mean", 300), ("p50", 200), ("p90", 200 + 0.8 * 400), ("p99", 200 + 0.98 * 400)):
+        assert ttft[stat] == pytest.approx(want, abs=TOL * 1000), (stat, ttft)
+    assert ttft["p99"] > ttft["p90"] > ttft["p50"] + 100
+    # E2E = TTFT + 2 gaps of 0.05 s, request by request.
+    assert result["e2el_ms"]["p50"] == pytest.approx(300, abs=TOL * 1000)
+
+
 def test_failures_are_counted_with_reasons():
     scripts = [Script(), Script(status=500), Script(malformed_at=1), Script(stall=2.0), Script(no_done=True),
                Script(content=0, usage=False)]

@@ -53,3 +53,12 @@ def test_each_readme_command_parses(line):
         flag = name.strip("[]").split("=")[0]
         if flag.startswith("--"):
             assert flag in _flags(commands[words[0]]), f"{words[0]} has no {flag} (README: {line})"
+
+
+def test_readme_points_only_inside_the_repository():
+    """No "spec §" references to a document the repository does not hold, and every relative link resolves."""
+    text = README.read_text()
+    assert "§" not in text
+    for target in re.findall(r"\]\(([^)#\s]+)\)", text):
+        if not re.match(r"[a-z]+://", target):
+            assert (README.parent / target).exists(), target

@@ -64,3 +64,22 @@ def test_quantize_is_exact_on_mxfp4_input_and_does_not_clip():
     assert torch.equal(zeros, torch.zeros(2, 32)) and not torch.signbit(zeros).any()
     with pytest.raises(ValueError, match="multiple of 32"):
         quantize(torch.randn(2, 40))
+
+
+def test_quantize_bytes_match_hand_computed_codes_ties_and_scales():
+    """Hand-computed bytes: ties round to the even code; the scale is 2^ceil(log2(amax / 6)), so a
+    group whose amax is 7 takes scale 2 (7/2 = 3.5 ties up to 4: value 8, not clipped to 6)."""
+    from k3.ops.mxfp4 import quantize
+
+    w = torch.zeros(4, 32, dtype=torch.float64)
+    # scale 1: 6 -> 7; 0.25 (0 | 0.5) -> 0; 0.75 (0.5 | 1) -> 2; 1.25 (1 | 1.5) -> 2; 1.75 (1.5 | 2) -> 4;
+    # 2.5 (2 | 3) -> 4; 3.5 (3 | 4) -> 6; 5 (4 | 6) -> 6; -0.75 -> 8 + 2; -5 -> 8 + 6.
+    w[0, :10] = torch.tensor([6, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, -0.75, -5], dtype=torch.float64)
+    w[1, :2] = torch.tensor([3.0, 1.25])          # amax 3: scale 1/2; 6 -> 7, 2.5 -> 4
+    w[2, 0] = 7.0                                 # amax 7: scale 2; 3.5 -> 6 (value 8)
+    packed, scale = quantize(w)
+    assert packed[0, :5].tolist() == [0x07, 0x22, 0x44, 0x66, 0xEA] and not packed[0, 5:].any()
+    assert packed[1, 0] == 0x47 and not packed[1, 1:].any()
+    assert packed[2, 0] == 0x06 and not packed[3].any()
+    assert scale[:, 0].tolist() == [127, 126, 128, 0]   # E8M0: 2^(byte - 127); an all-zero group takes 0
+    assert dequantize(packed, scale)[2, 0] == 8.0
