@@ -90,3 +90,23 @@ def test_two_process_data_parallel_matches_single_process(data_dir, tmp_path):
         ref = one[k].double()
         err = (two[k].double() - ref).norm() / ref.norm().clamp_min(1e-12)
         assert err < 1e-4, (k, float(err))
+
+
+def test_finish_uses_the_runs_eval_batches_says_what_it_does_and_qat_runs(data_dir, tmp_path):
+    """After a run with QAT steps: finish() measures with --eval-batches (not a fixed 32), says each
+    stage, exports a checkpoint that loads, and reports what MXFP4 rounding costs."""
+    import k3
+    from k3.train.finish import finish
+
+    trainer = Trainer(_cfg(data_dir, tmp_path, steps=4, eval_batches=3, qat_steps=2), CONFIG)
+    trainer.run(progress=False)
+    banks = [m for m in trainer.model.modules() if hasattr(m, "fake_quant")]
+    assert banks and all(m.fake_quant for m in banks), "the last --qat-steps train with MXFP4 rounding on"
+    lines = []
+    report = finish(trainer, tmp_path / "model", say=lines.append)
+    assert not any(m.fake_quant for m in banks)
+    assert report["eval_tokens"] == 3 * 4 * 32 and report["steps"] == 4
+    assert [line.split(" ")[0] for line in lines] == ["validation", "validation", "exporting"] and "3 batches" in lines[0]
+    assert abs(report["mxfp4_ppl_cost"]) < 0.5 and report["val_loss_mxfp4"] > 0
+    model = k3.load(tmp_path / "model")
+    assert model.config.num_hidden_layers == CONFIG.num_hidden_layers
