@@ -182,16 +182,19 @@ def _per_prompt(value, n: int, name: str) -> list:
 
 def chat_constrained(sampling_params, response_format, thinking: bool, n: int, tools=None, tool_choice=None):
     """The chat's SamplingParams with `response_format` (json_object / json_schema) enforced on the
-    response channel, or else the tools' calls (required, named or auto), unless they carry
-    structured_outputs of their own."""
+    response channel, or the tools' calls (the server's rule, `constrains_calls`), unless they carry
+    structured_outputs of their own. A format with required calls is an error, as on the server."""
     from dataclasses import replace
 
     from k3.engine.structured import StructuredOutputs
+    from k3.engine.structured.params import constrains_calls
 
     frame = "think" if thinking else "response"
     so = StructuredOutputs.from_response_format(response_format, frame)
-    if so is None or tool_choice not in (None, "auto", "none"):
-        so = StructuredOutputs.from_tools(tools, tool_choice, frame) or so
+    if constrains_calls(tools, tool_choice, shaped=so is not None):
+        if so is not None:
+            raise ValueError("give one constraint, not response_format and tools")
+        so = StructuredOutputs.from_tools(tools, tool_choice, frame)
     if so is None:
         return sampling_params
     params = sampling_params if isinstance(sampling_params, (list, tuple)) else [sampling_params or SamplingParams()] * n

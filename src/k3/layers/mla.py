@@ -45,6 +45,11 @@ class GatedMLA(nn.Module):
             return self.q_proj(x)
         return self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
 
+    def _paged(self, q: torch.Tensor, paged, w_uk: torch.Tensor, w_uv: torch.Tensor) -> torch.Tensor:
+        """q [n, H, Dn + Dr], one query row per position, over paged latents -> o [n, H, v] (absorbed)."""
+        q_lat = torch.cat((head_linear(q[..., :self.nope], w_uk, transpose=True), q[..., self.nope:]), dim=-1)
+        return head_linear(paged_decode(q_lat, paged, self.scale), w_uv)
+
     def forward(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; appends this step's latents to `cache`."""
         N = x.shape[0]
@@ -58,16 +63,13 @@ class GatedMLA(nn.Module):
         o = torch.empty((N, H, self.v_dim), dtype=x.dtype, device=x.device)
         decode = batch.decode_group() if cache is not None else None
         if decode is not None:
-            q_d = decode.take(q)[:, 0]                                            # [n, H, Dn + Dr]
             paged = cache.append_decode(decode.seqs, decode.take(c_kv)[:, 0], decode.take(k_x)[:, 0])
-            q_lat = torch.cat((head_linear(q_d[..., :self.nope], w_uk, transpose=True), q_d[..., self.nope:]), dim=-1)
-            decode.put(o, head_linear(paged_decode(q_lat, paged, self.scale), w_uv).unsqueeze(1))
+            decode.put(o, self._paged(decode.take(q)[:, 0], paged, w_uk, w_uv).unsqueeze(1))
         for window in batch.window_groups() if cache is not None else ():
             b, T = window.index.shape
-            q_w = window.take(q).reshape(b * T, H, self.nope + self.extra)
             paged = cache.append_window(window.seqs, window.take(c_kv), window.take(k_x))
-            q_lat = torch.cat((head_linear(q_w[..., :self.nope], w_uk, transpose=True), q_w[..., self.nope:]), dim=-1)
-            window.put(o, head_linear(paged_decode(q_lat, paged, self.scale), w_uv).view(b, T, H, self.v_dim))
+            q_w = window.take(q).reshape(b * T, H, self.nope + self.extra)
+            window.put(o, self._paged(q_w, paged, w_uk, w_uv).view(b, T, H, self.v_dim))
         for group in batch.prefill_groups() if cache is not None else batch.groups(by_context=True):
             c_all, kx_all, offset = group.take(c_kv), group.take(k_x), 0
             if cache is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from k3.chat.validate import check_depth
 from k3.engine.structured import StructuredOutputs
 from k3.engine.structured.matcher import validate
+from k3.engine.structured.params import constrains_calls
 from k3.serve.protocol import RequestError
 
 GUIDED = {"guided_json": "json", "guided_regex": "regex", "guided_choice": "choice", "guided_grammar": "grammar"}
@@ -28,8 +29,7 @@ def request_constraint(req, frame: str | None) -> StructuredOutputs | None:
     if rf is not None and (not isinstance(rf, dict) or rf.get("type") != "text"):
         asked["response_format"] = lambda: StructuredOutputs.from_response_format(rf, frame or "response")
     tools, choice = getattr(req, "tools", None), getattr(req, "tool_choice", None)
-    if tools and choice != "none" and not (asked and choice in (None, "auto")):
-        # Calls are enforced: required/named always; "auto" unless another constraint shapes the answer.
+    if constrains_calls(tools, choice, shaped=bool(asked)):
         asked["tools"] = lambda: StructuredOutputs.from_tools(tools, choice, frame or "response")
     if len(asked) > 1:
         raise RequestError(f"give one constraint, not {' and '.join(asked)}", next(iter(asked)))

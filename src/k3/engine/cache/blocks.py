@@ -35,10 +35,8 @@ class PagedMLAView:
         return cached[..., :self.rank], cached[..., self.rank:], ctx
 
     def append_decode(self, seqs, c_kv, k_x):
-        """One token per sequence: write its row; decode then reads every row where it is."""
-        tables, lens, new_rows = self.step.decode(seqs)
-        self.pool.index_copy_(0, new_rows, torch.cat((c_kv, k_x), dim=-1).to(self.pool.dtype))
-        return PagedLatents(self.pool, tables, lens, self.step.block_size, self.rank)
+        """One token per sequence ([b, R], [b, Dr]): a window of one position."""
+        return self.append_window(seqs, c_kv.unsqueeze(1), k_x.unsqueeze(1))
 
     def append_window(self, seqs, c_kv, k_x):
         """Verify windows: write their rows; each window position then reads the rows up to its own."""

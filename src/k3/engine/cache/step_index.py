@@ -40,19 +40,6 @@ class StepIndex:
             return (tables[:, pos // self.block_size] * self.block_size + pos % self.block_size).to(self.device)
         return self._cached(("rows", tuple(seqs), start, stop), make)
 
-    def decode(self, seqs: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(block tables [b, max_blocks] int32, lengths after this token [b] int32, new-token rows [b] long)
-        for sequences decoding one token each, whatever their cached lengths."""
-        def make():
-            ctx = [self.context_lens[s] for s in seqs]
-            used = -(-(max(ctx) + 1) // self.block_size)
-            tables = self.block_tables[self.slot_index(seqs), :used]
-            pos = torch.tensor(ctx, dtype=torch.long, device=self.device)
-            new_rows = tables.gather(1, (pos // self.block_size).unsqueeze(1)).squeeze(1).long() * self.block_size \
-                + pos % self.block_size
-            return tables, (pos + 1).to(torch.int32), new_rows
-        return self._cached(("decode", tuple(seqs)), make)
-
     def window(self, seqs: list[int], T: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(block tables [b*T, max_blocks] int32, lengths [b*T] int32, new-token rows [b*T] long) for
         verify windows of T positions: row i*T + t is sequence seqs[i] at position context + t."""

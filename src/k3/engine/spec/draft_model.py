@@ -17,8 +17,8 @@ from k3.engine.request import SamplingParams
 
 
 class DraftModelProposer:
-    def __init__(self, engine, usable_vocab: int):
-        self.engine, self.usable_vocab = engine, usable_vocab
+    def __init__(self, engine):
+        self.engine = engine
         self._rounds = 0
 
     @classmethod
@@ -42,7 +42,7 @@ class DraftModelProposer:
                            cache_memory=target.cache_memory,
                            block_size=target.capacity.block_size, enable_prefix_caching=True)
         engine.sampler.sampleable = min(engine.usable_vocab, target.usable_vocab)   # propose what the target may emit
-        return cls(engine, target.usable_vocab)
+        return cls(engine)
 
     def propose(self, items: list[tuple[list[int], int]]) -> list[list[int]]:
         """(token ids, k) per request -> its drafts (fewer, or none, where the draft engine cannot hold it)."""

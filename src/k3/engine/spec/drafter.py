@@ -37,7 +37,7 @@ class Drafter:
         if not req.output_ids or req.num_pending != 1 or req.constraint is not None:
             return 0              # still in prefill, not yet caught up, or constrained (masks are per step)
         room = req.params.max_tokens - len(req.output_ids) - 1   # leave room for the token after them
-        pace = self.pace.setdefault(req.request_id, Pace(float(self.config.num_speculative_tokens)))
+        pace = self._pace(req)
         if pace.pause:
             pace.pause -= 1
             return 0
@@ -62,13 +62,16 @@ class Drafter:
         self.counters["spec_windows"] += 1
         self.counters["spec_drafted_tokens"] += drafted
         self.counters["spec_accepted_tokens"] += accepted
-        pace = self.pace.setdefault(req.request_id, Pace(float(self.config.num_speculative_tokens)))
+        pace = self._pace(req)
         pace.mean_accepted = 0.5 * pace.mean_accepted + 0.5 * accepted
         if accepted:
             pace.misses = 0
         else:
             pace.misses += 1
             pace.pause = min(MAX_PAUSE, 2 ** pace.misses - 1)
+
+    def _pace(self, req: Request) -> Pace:
+        return self.pace.setdefault(req.request_id, Pace(float(self.config.num_speculative_tokens)))
 
     def forget(self, request_id: str) -> None:
         self.pace.pop(request_id, None)

@@ -106,3 +106,8 @@ class StructuredOutputs:
         mode = "required" if name is not None or tool_choice == "required" else "auto"
         return cls(tools=specs, tool_mode=mode, frame=frame)
 
+
+def constrains_calls(tools, tool_choice, shaped: bool) -> bool:
+    """Whether a chat request's tool calls are enforced: with tools offered, always for "required" or a
+    named function; for "auto" (or unset) unless another constraint (`shaped`) already shapes the answer."""
+    return bool(tools) and tool_choice != "none" and not (shaped and tool_choice in (None, "auto"))
