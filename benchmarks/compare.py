@@ -1,21 +1,26 @@
-"""k3 against mlx-lm (CPU), side by side on one random checkpoint in the official layout with K3's
-proportions scaled down (hidden 2048, 8 layers with the 3:1 KDA:MLA pattern, 64 experts top-8,
-latent 1024, MXFP4 experts), alternating k3 and mlx-lm runs in fresh subprocesses:
+"""k3 against llama.cpp and mlx-lm (CPU), side by side on one random checkpoint in the official layout
+with K3's proportions scaled down (hidden 2048, 8 layers with the 3:1 KDA:MLA pattern, 64 experts
+top-8, latent 1024, MXFP4 experts), alternating the engines round by round in fresh processes:
 
   decode tokens/s at batch 1 (after a 64-token prompt), prefill tokens/s at 512 tokens, peak RSS,
-  and k3's decode time against the memory-bandwidth floor (active bytes per token / bandwidth
-  measured here, in this run).
+  and each engine's decode time against the memory-bandwidth floor (active bytes per token /
+  bandwidth measured here, in this run).
 
-    .venv/bin/python benchmarks/compare.py [--rounds 2] [--decode-tokens 24]
+    .venv/bin/python benchmarks/compare.py [--rounds 5] [--decode-tokens 32] [--threads 2] [--no-mlx]
 
-Prints a table, then one JSON line. Both engines keep the checkpoint's bf16 trunk and MXFP4
-experts; k3 computes in fp32 (dtype=None), mlx-lm in its default (the stored dtypes).
+Each engine runs in its best CPU configuration with the checkpoint's bf16 trunk and MXFP4 experts:
+k3 computes in fp32 (dtype=None); llama.cpp is built on first use from PyPI's llama-cpp-python
+source (`make llama-cpp`), the checkpoint converted by its own converter (experts kept MXFP4, trunk
+BF16) and timed by `llama-bench` with the same thread count; mlx-lm computes in fp32 (its bf16 on a
+CPU without bf16 arithmetic is several times slower). Prints a table of medians over the rounds,
+then one JSON line.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,15 +34,16 @@ from k3.offload.plan import expert_sizes, weight_bytes
 from k3.testing import make_checkpoint
 
 CHILD = r'''
-import json, sys, time
+import json, os, sys, time
 import numpy as np
-engine, path, n_decode = sys.argv[1], sys.argv[2], int(sys.argv[3])
+engine, path, n_decode, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 prompt = (np.arange(512) * 7919 % 30000).reshape(1, 512)
 def rss():
     return int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
 if engine == "k3":
     import torch, k3
     torch.set_grad_enabled(False)
+    torch.set_num_threads(threads)
     model = k3.load(path)
     def prefill(ids):
         state = model.new_state(1)
@@ -50,6 +56,7 @@ else:
     import mlx.core as mx
     from mlx_lm.utils import load_model
     model, _ = load_model(__import__("pathlib").Path(path))
+    model.set_dtype(mx.float32)
     def prefill(ids):
         cache = model.make_cache()
         out = model(mx.array(ids), cache=cache)
@@ -76,10 +83,13 @@ print(json.dumps({"decode_tok_s": n_decode / decode_s, "prefill_tok_s": 512 / pr
 
 
 def config():
-    return mid(hidden_size=2048, vocab_size=32000, intermediate_size=5632, kda_num_heads=16, kda_head_dim=128,
+    # Specials as K3 lays them out (bos/eos/pad = first, third and last of the 256 after the ranks),
+    # inside this vocabulary, so the test tokenizer pairs with it and llama.cpp accepts the ids.
+    v = 32000
+    return mid(hidden_size=2048, vocab_size=v, intermediate_size=5632, kda_num_heads=16, kda_head_dim=128,
                num_attention_heads=16, q_lora_rank=768, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
                v_head_dim=128, num_experts=64, num_experts_per_token=8, moe_intermediate_size=1024,
-               routed_expert_hidden_size=1024)
+               routed_expert_hidden_size=1024, bos_token_id=v - 256, eos_token_id=v - 254, pad_token_id=v - 1)
 
 
 def bandwidth(nbytes: int = 1024 * 2 ** 20) -> float:
@@ -107,44 +117,87 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def run(engine: str, path: Path, decode_tokens: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, engine, str(path), str(decode_tokens)], capture_output=True,
-                         text=True, timeout=1800)
+def run_python(engine: str, path: Path, decode_tokens: int, threads: int) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, engine, str(path), str(decode_tokens), str(threads)],
+                         capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise RuntimeError(f"{engine} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def run_llama_cpp(gguf: Path, decode_tokens: int, threads: int) -> dict:
+    """Two llama-bench processes: tg after 64 tokens of context, then pp512 (as the Python children)."""
+    from k3.testing.llama_cpp import bench
+
+    tg = bench(gguf, threads=threads, generate=decode_tokens, depth=64)
+    pp = bench(gguf, threads=threads, prompt=512)
+    return {"decode_tok_s": tg["avg_ts"], "prefill_tok_s": pp["avg_ts"], "peak_rss": None,
+            "build": tg.get("build_commit"), "cpu": tg.get("cpu_info")}
+
+
+def prepare_llama_cpp(path: Path) -> Path:
+    from k3.testing.llama_cpp import build, convert
+
+    build(log=lambda s: print(s, file=sys.stderr, flush=True))
+    return convert(path, path / "llama-cpp-bf16-mxfp4.gguf", "bf16")
+
+
+def summarize(runs: dict, active: int, bw: float) -> dict:
+    med = {k: {m: statistics.median(r[m] for r in v) for m in ("decode_tok_s", "prefill_tok_s")}
+           for k, v in runs.items()}
+    for k, v in runs.items():
+        rss = [r["peak_rss"] for r in v if r["peak_rss"]]
+        med[k]["peak_rss"] = max(rss) if rss else None
+    floor_s = active / bw
+    result = {"active_bytes_per_token": active, "bandwidth_bytes_s": bw, "floor_s": floor_s, "median": med,
+              "runs": runs, "decode_over_floor": {k: 1 / m["decode_tok_s"] / floor_s for k, m in med.items()}}
+    for other in (k for k in med if k != "k3"):
+        result[f"decode_ratio_k3_over_{other}"] = med["k3"]["decode_tok_s"] / med[other]["decode_tok_s"]
+        result[f"prefill_ratio_k3_over_{other}"] = med["k3"]["prefill_tok_s"] / med[other]["prefill_tok_s"]
+    return result
+
+
+def show(result: dict) -> None:
+    print(f"active bytes/token {result['active_bytes_per_token'] / 1e6:,.1f} MB; measured bandwidth "
+          f"{result['bandwidth_bytes_s'] / 1e9:.1f} GB/s; floor {result['floor_s'] * 1e3:.1f} ms "
+          f"({1 / result['floor_s']:.1f} tok/s)")
+    print(f"{'engine':<11}{'decode tok/s':>14}{'prefill tok/s':>15}{'decode/floor':>14}{'peak RSS MB':>13}")
+    for name, m in result["median"].items():
+        rss = f"{m['peak_rss'] / 1e6:>13.0f}" if m["peak_rss"] else f"{'-':>13}"
+        print(f"{name:<11}{m['decode_tok_s']:>14.1f}{m['prefill_tok_s']:>15.1f}"
+              f"{result['decode_over_floor'][name]:>13.2f}x{rss}")
+    for other in (k for k in result["median"] if k != "k3"):
+        print(f"k3/{other}: decode {result[f'decode_ratio_k3_over_{other}']:.2f}x, "
+              f"prefill {result[f'prefill_ratio_k3_over_{other}']:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--decode-tokens", type=int, default=24)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--decode-tokens", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-mlx", action="store_true", help="skip mlx-lm (k3 and llama.cpp only)")
+    ap.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp (no build, no conversion)")
     args = ap.parse_args()
     c = config()
-    path = make_checkpoint(Path(tempfile.mkdtemp(prefix="k3-compare-")), c, num_shards=4, with_vision=False)
+    path = make_checkpoint(Path(tempfile.mkdtemp(prefix="k3-compare-")), c, num_shards=4, with_vision=False,
+                           tokenizer=True)
     trunk, _, experts = weight_bytes(c, None)
     active = trunk + expert_sizes(c, experts)[2]
-    bws = []
-    runs = {"k3": [], "mlx-lm": []}
-    for _ in range(args.rounds):  # alternate, so drift in the machine hits both; bandwidth each round too
+    engines = {"k3": lambda: run_python("k3", path, args.decode_tokens, args.threads)}
+    if not args.no_llama_cpp:
+        gguf = prepare_llama_cpp(path)
+        engines["llama.cpp"] = lambda: run_llama_cpp(gguf, args.decode_tokens, args.threads)
+    if not args.no_mlx:
+        engines["mlx-lm"] = lambda: run_python("mlx", path, args.decode_tokens, args.threads)
+    bws, runs = [], {k: [] for k in engines}
+    for _ in range(args.rounds):  # alternate, so drift in the machine hits every engine; bandwidth each round
         bws.append(bandwidth())
-        runs["k3"].append(run("k3", path, args.decode_tokens))
-        runs["mlx-lm"].append(run("mlx", path, args.decode_tokens))
-    bw = max(bws)  # the highest bandwidth seen: the strictest floor
-    best = {k: {m: max(r[m] for r in v) if m != "peak_rss" else max(r[m] for r in v)
-                for m in ("decode_tok_s", "prefill_tok_s", "peak_rss")} for k, v in runs.items()}
-    floor_s = active / bw
-    k3_s = 1 / best["k3"]["decode_tok_s"]
-    print(f"active bytes/token {active / 1e6:,.1f} MB; measured bandwidth {bw / 1e9:.1f} GB/s; floor {floor_s * 1e3:.1f} ms")
-    print(f"{'engine':<8}{'decode tok/s':>14}{'prefill tok/s':>15}{'peak RSS MB':>13}")
-    for name, b in best.items():
-        print(f"{name:<8}{b['decode_tok_s']:>14.1f}{b['prefill_tok_s']:>15.1f}{b['peak_rss'] / 1e6:>13.0f}")
-    result = {"active_bytes_per_token": active, "bandwidth_bytes_s": bw, "bandwidth_samples": bws, "floor_s": floor_s, "best": best,
-              "runs": runs, "decode_ratio_k3_over_mlx": best["k3"]["decode_tok_s"] / best["mlx-lm"]["decode_tok_s"],
-              "prefill_ratio_k3_over_mlx": best["k3"]["prefill_tok_s"] / best["mlx-lm"]["prefill_tok_s"],
-              "k3_decode_over_floor": k3_s / floor_s}
-    print(f"k3/mlx decode {result['decode_ratio_k3_over_mlx']:.2f}x, prefill {result['prefill_ratio_k3_over_mlx']:.2f}x; "
-          f"k3 decode = {result['k3_decode_over_floor']:.2f}x the bandwidth floor")
+        for name, fn in engines.items():
+            runs[name].append(fn())
+    result = summarize(runs, active, max(bws))  # the highest bandwidth seen: the strictest floor
+    result["bandwidth_samples"] = bws
+    show(result)
     print(json.dumps(result))
 
 

@@ -1,0 +1,117 @@
+"""Build llama.cpp, the CPU engine K3 users run, from the source PyPI ships, into a cache directory.
+
+The `llama-cpp-python` sdist vendors a llama.cpp with Kimi-K3 support (model graph, and a converter
+that repacks compressed-tensors MXFP4 experts into ggml's MXFP4). One pinned version is fetched with
+pip (a package registry, not a model hub), unpacked, and built with cmake + ninja for this CPU
+(GGML_NATIVE): `libllama` (for the logits oracle) and `llama-bench` (for the speed anchor). About
+15-20 minutes once on 2 cores; later calls find the build and return at once.
+
+    python -m k3.testing.llama_cpp build          # or: make llama-cpp
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+VERSION = "0.3.36"  # the first llama-cpp-python whose vendored llama.cpp has the kimi-k3 arch
+TARGETS = ("llama", "llama-bench")
+
+
+class AnchorError(RuntimeError):
+    """llama.cpp could not be fetched, built or run; the message says which step and how to fix it."""
+
+
+def cache_dir() -> Path:
+    """$K3_LLAMA_CPP_DIR, else ~/.cache/k3/llama.cpp-<version> (XDG_CACHE_HOME respected)."""
+    if os.environ.get("K3_LLAMA_CPP_DIR"):
+        return Path(os.environ["K3_LLAMA_CPP_DIR"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "k3" / f"llama.cpp-{VERSION}"
+
+
+def source_dir(root: Path | None = None) -> Path:
+    """The unpacked sdist: its `llama_cpp/` bindings and `vendor/llama.cpp/`."""
+    return (root or cache_dir()) / "src"
+
+
+def llama_dir(root: Path | None = None) -> Path:
+    return source_dir(root) / "vendor" / "llama.cpp"
+
+
+def bin_dir(root: Path | None = None) -> Path:
+    return (root or cache_dir()) / "build" / "bin"
+
+
+def is_built(root: Path | None = None) -> bool:
+    b = bin_dir(root)
+    return (b / "llama-bench").is_file() and (b / "libllama.so").exists()
+
+
+def build(root: Path | None = None, jobs: int | None = None, log=print) -> Path:
+    """Fetch, unpack and build (each step skipped when done). Returns the cache directory."""
+    root = root or cache_dir()
+    if is_built(root):
+        return root
+    for tool in ("cmake", "ninja", "c++"):
+        if shutil.which(tool) is None:
+            raise AnchorError(f"building llama.cpp needs `{tool}` on PATH (Debian: apt-get install cmake ninja-build g++)")
+    root.mkdir(parents=True, exist_ok=True)
+    if not (llama_dir(root) / "CMakeLists.txt").is_file():
+        _fetch(root, log)
+    build_dir = root / "build"
+    _run(["cmake", "-S", str(llama_dir(root)), "-B", str(build_dir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+          "-DGGML_NATIVE=ON", "-DBUILD_SHARED_LIBS=ON", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+          "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TOOLS=ON"],
+         "configure llama.cpp", log)
+    cmd = ["cmake", "--build", str(build_dir), "--target", *TARGETS, "-j", str(jobs or os.cpu_count() or 2)]
+    _run_with_progress(cmd, log)
+    if not is_built(root):
+        raise AnchorError(f"llama.cpp built without {bin_dir(root)}/llama-bench or libllama.so; see the log above")
+    return root
+
+
+def _fetch(root: Path, log) -> None:
+    log(f"llama.cpp: fetching llama-cpp-python=={VERSION} (source) with pip")
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+              f"llama-cpp-python=={VERSION}", "-d", tmp], "pip download llama-cpp-python", log)
+        archives = list(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
+        if not archives:
+            raise AnchorError(f"pip left no llama_cpp_python sdist in {tmp}")
+        with tarfile.open(archives[0]) as tar:
+            tar.extractall(tmp, filter="data")
+        unpacked = Path(tmp) / f"llama_cpp_python-{VERSION}"
+        shutil.rmtree(source_dir(root), ignore_errors=True)
+        unpacked.rename(source_dir(root))  # whole or not at all: a cut download leaves no half tree
+
+
+def _run(cmd: list[str], what: str, log) -> None:
+    log(f"llama.cpp: {what}")
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise AnchorError(f"{what} failed (exit {out.returncode}):\n{(out.stdout + out.stderr)[-3000:]}")
+
+
+def _run_with_progress(cmd: list[str], log) -> None:
+    """ninja prints `[n/N] ...`; a line about every 10 % (the build is long and CI logs are not terminals)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: list[str] = []
+    shown = -1
+    for line in proc.stdout:
+        tail = (tail + [line])[-40:]
+        m = re.match(r"\[(\d+)/(\d+)\]", line)
+        if m:
+            done, total = int(m.group(1)), int(m.group(2))
+            tenth = done * 10 // total
+            if tenth > shown:
+                shown = tenth
+                log(f"llama.cpp: building {done}/{total} ({100 * done // total} %)")
+    if proc.wait() != 0:
+        raise AnchorError(f"building llama.cpp failed (exit {proc.returncode}):\n{''.join(tail)}")
