@@ -16,6 +16,7 @@ from k3.config.model import K3Config
 from k3.layers.basic import Linear, WeightOnly, frozen
 from k3.layers.state import KDAStateView
 from k3.layers.batch import ForwardBatch
+from k3.layers.fused import project
 from k3.ops.conv import short_conv_silu
 from k3.ops.elementwise import sigmoid
 from k3.ops.kda import chunk_kda, kda_gate, kda_step, recurrent_kda
@@ -46,10 +47,15 @@ class KimiDeltaAttention(nn.Module):
         self.o_norm = WeightOnly(D, dtype=torch.float32)
         self.o_proj = Linear(P, h)
 
-    def _output_gate(self, x: torch.Tensor) -> torch.Tensor:
-        if hasattr(self, "g_proj"):
-            return self.g_proj(x)
-        return self.g_b_proj(self.g_a_proj(x))
+    def shared_inputs(self) -> list[tuple[str, ...]]:
+        """The projections of the layer input, as one matrix (see layers/fused.py)."""
+        gate = "g_proj" if hasattr(self, "g_proj") else "g_a_proj"
+        return [("q_proj", "k_proj", "v_proj", gate, "f_a_proj", "b_proj")]
+
+    def _project(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """x [N, hidden] -> q, k, v [N, P], output gate [N, P], f_a [N, D], b [N, H]."""
+        q, k, v, gate, f_a, b = project(self, self.shared_inputs()[0], x)
+        return [q, k, v, gate if hasattr(self, "g_proj") else self.g_b_proj(gate), f_a, b]
 
     def _core(self, q, k, v, g, beta, tails, initial):
         """One group of b aligned segments: q, k, v [b, T, P] (projected), g [b, T, H, D], beta [b, T, H]
@@ -102,9 +108,9 @@ class KimiDeltaAttention(nn.Module):
         """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`."""
         N = x.shape[0]
         H, D = self.num_heads, self.head_dim
-        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        beta = sigmoid(wide(self.b_proj(x)))
-        g = kda_gate(self.f_b_proj(self.f_a_proj(x)).view(N, H, D), self.A_log, self.dt_bias, self.lower_bound)
+        q, k, v, gate, f_a, b = self._project(x)
+        beta = sigmoid(wide(b))
+        g = kda_gate(self.f_b_proj(f_a).view(N, H, D), self.A_log, self.dt_bias, self.lower_bound)
         o = torch.empty((N, H, D), dtype=g.dtype, device=x.device)
         for group in batch.groups(by_context=False):
             if group.window:
@@ -118,5 +124,5 @@ class KimiDeltaAttention(nn.Module):
             group.put(o, o_g)
             if state is not None:
                 state.scatter(group.seqs, final, new_tails)
-        o = gated_rms_norm(o, self._output_gate(x).view(N, H, D), self.o_norm.weight, self.eps)
+        o = gated_rms_norm(o, gate.view(N, H, D), self.o_norm.weight, self.eps)
         return self.o_proj(o.reshape(N, H * D))

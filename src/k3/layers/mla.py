@@ -14,6 +14,7 @@ from torch import nn
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm
 from k3.layers.batch import ForwardBatch
+from k3.layers.fused import project
 from k3.layers.state import MLACacheView
 from k3.ops.elementwise import sigmoid
 from k3.ops.linear import head_linear
@@ -40,10 +41,17 @@ class GatedMLA(nn.Module):
             self.g_proj = Linear(h, H * c.v_head_dim)
         self.o_proj = Linear(H * c.v_head_dim, h)
 
-    def _query(self, x: torch.Tensor) -> torch.Tensor:
-        if hasattr(self, "q_proj"):
-            return self.q_proj(x)
-        return self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
+    def shared_inputs(self) -> list[tuple[str, ...]]:
+        """The projections of the layer input, as one matrix (see layers/fused.py)."""
+        gate = ("g_proj",) if hasattr(self, "g_proj") else ()
+        return [("q_proj" if hasattr(self, "q_proj") else "q_a_proj", "kv_a_proj_with_mqa") + gate]
+
+    def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """x [N, hidden] -> q [N, H * (Dn + Dr)], kv_a [N, R + Dr], output gate [N, H * v] (or None)."""
+        q, kv_a, *gate = project(self, self.shared_inputs()[0], x)
+        if not hasattr(self, "q_proj"):
+            q = self.q_b_proj(self.q_a_layernorm(q))
+        return q, kv_a, gate[0] if gate else None
 
     def _paged(self, q: torch.Tensor, paged, w_uk: torch.Tensor, w_uv: torch.Tensor) -> torch.Tensor:
         """q [n, H, Dn + Dr], one query row per position, over paged latents -> o [n, H, v] (absorbed)."""
@@ -54,8 +62,8 @@ class GatedMLA(nn.Module):
         """x [N, hidden] packed (already normalised) -> [N, hidden]; appends this step's latents to `cache`."""
         N = x.shape[0]
         H = self.num_heads
-        q = self._query(x).view(N, H, self.nope + self.extra)
-        kv_a = self.kv_a_proj_with_mqa(x)
+        q, kv_a, gate = self._project(x)
+        q = q.view(N, H, self.nope + self.extra)
         c_kv = self.kv_a_layernorm(kv_a[..., :self.kv_rank])
         k_x = kv_a[..., self.kv_rank:]
         w_kv = self.kv_b_proj.weight.view(H, self.nope + self.v_dim, self.kv_rank)
@@ -79,6 +87,6 @@ class GatedMLA(nn.Module):
             q_g = group.take(q)
             group.put(o, core(q_g[..., :self.nope], q_g[..., self.nope:], c_all, kx_all, w_uk, w_uv, self.scale, offset))
         o = o.reshape(N, H * self.v_dim)
-        if hasattr(self, "g_proj"):
-            o = o * sigmoid(self.g_proj(x))
+        if gate is not None:
+            o = o * sigmoid(gate)
         return self.o_proj(o)

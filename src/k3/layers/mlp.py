@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from k3.layers.basic import Linear
+from k3.layers.fused import project
 from k3.ops.activation import glu
 
 
@@ -17,6 +18,14 @@ class GLUMLP(nn.Module):
         self.down_proj = Linear(inter, hidden)
         self.act, self.beta, self.linear_beta = act, beta, linear_beta
 
+    def shared_inputs(self) -> list[tuple[str, ...]]:
+        """gate and up read the same input: one matrix (see layers/fused.py)."""
+        return [("gate_proj", "up_proj")]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., hidden] -> [..., hidden]."""
-        return self.down_proj(glu(self.gate_proj(x), self.up_proj(x), self.act, self.beta, self.linear_beta))
+        return self.down(*project(self, ("gate_proj", "up_proj"), x))
+
+    def down(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        """The second half, from gate and up projections computed elsewhere (the MoE fuses them with its own)."""
+        return self.down_proj(glu(gate, up, self.act, self.beta, self.linear_beta))

@@ -13,6 +13,7 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, frozen
+from k3.layers.fused import project
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.mlp import GLUMLP
 from k3.ops.linear import linear
@@ -69,17 +70,29 @@ class LatentMoE(nn.Module):
             return self.experts.weighted_sum(z, [e for e, _ in order], [w for _, w in order], acc).to(z.dtype)
         return self.experts.routed_sum(z, weights, ids).to(z.dtype)
 
+    def _input_names(self) -> tuple[str, ...]:
+        latent = ("routed_expert_down_proj",) if self.latent else ()
+        shared = ("shared_experts.gate_proj", "shared_experts.up_proj") if self.shared_experts is not None else ()
+        return latent + shared
+
+    def shared_inputs(self) -> list[tuple[str, ...]]:
+        """The latent down-projection and the shared expert's gate/up read the same input: one matrix
+        (see layers/fused.py)."""
+        names = self._input_names()
+        return [names] if len(names) > 1 else []
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., hidden] (already normalised) -> [..., hidden]."""
         shape = x.shape
         x = x.reshape(-1, shape[-1])
         weights, ids = self.route(x)
-        z = self.routed_expert_down_proj(x) if self.latent else x
+        parts = project(self, self._input_names(), x)
+        z = parts[0] if self.latent else x
         y = self._routed(z, weights, ids)
         if self.latent:
             if self.routed_expert_norm is not None:
                 y = self.routed_expert_norm(y)
             y = self.routed_expert_up_proj(y)
         if self.shared_experts is not None:
-            y = y + self.shared_experts(x)
+            y = y + self.shared_experts.down(*parts[-2:])
         return y.reshape(shape)

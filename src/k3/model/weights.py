@@ -20,6 +20,7 @@ from k3.checkpoint.layout import FLOAT_DTYPES, TensorSpec, expected_tensors
 from k3.checkpoint.reader import TEXT_PREFIX, CheckpointReader
 from k3.config import K3Config, load_config
 from k3.layers.experts import DenseExperts, PackedExperts
+from k3.layers.fused import fuse_inputs
 from k3.model.k3 import K3ForCausalLM
 from k3.model.streaming import attach_streamed_experts, memory_plan
 from k3.ops.mxfp4 import MXFP4FormatError, check_scales
@@ -56,6 +57,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     plan = memory_plan(config, memory_budget, storage, device, state_bytes) if memory_budget is not None else None
     with torch.device("meta"):
         model = K3ForCausalLM(config, compute)
+    fuse_inputs(model)
     reader = CheckpointReader(path)
     specs = expected_tensors(config)
     _check_names(reader, specs)
@@ -64,6 +66,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
         model.expert_store = attach_streamed_experts(model, config, path, reader, plan, io_threads, direct_io)
         specs = [s for s in specs if s.expert is None]
     banks = _allocate_banks(model, device, storage, reader)
+    blocks = _allocate_fused(model, device, storage, reader)
     # Shard by shard: a converted shard's source pages are unmapped before the next one is read,
     # so peak memory stays near the loaded weights plus one shard.
     by_file: dict[str, list[TensorSpec]] = {}
@@ -71,7 +74,10 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
         by_file.setdefault(reader.locate(spec.name)[0], []).append(spec)
     for file, file_specs in by_file.items():
         for spec in file_specs:
-            _load_one(model, banks, reader, spec, storage, device)
+            if spec.name in blocks:
+                _fill_block(reader, spec, blocks[spec.name], storage, device)
+            else:
+                _load_one(model, banks, reader, spec, storage, device)
         reader.release(file)
     model.eval()
     return model
@@ -184,6 +190,34 @@ def _allocate_banks(model: K3ForCausalLM, device: torch.device, storage: torch.d
             continue
         banks[name.removesuffix(".experts")] = module
     return banks
+
+
+def _allocate_fused(model: K3ForCausalLM, device: torch.device, storage: torch.dtype | None,
+                    reader: CheckpointReader) -> dict[str, torch.Tensor]:
+    """One matrix per group of projections sharing an input (layers/fused.py), in the dtype the rules
+    give its members; a group whose members are stored in different dtypes stays unfused.
+    Returns {weight name: its row block}."""
+    names = {id(m): n for n, m in model.named_modules()}
+    blocks: dict[str, torch.Tensor] = {}
+    for module in model.modules():
+        for key, group in list(getattr(module, "_fused", {}).items()):
+            members = [f"{names[id(lin)]}.weight" for lin in group.linears]
+            dtypes = {storage or TORCH_FLOATS[reader.info(n)[1]] for n in members}
+            if len(dtypes) != 1:
+                del module._fused[key]
+                continue
+            blocks.update(zip(members, group.allocate(dtypes.pop(), device)))
+    return blocks
+
+
+def _fill_block(reader: CheckpointReader, spec: TensorSpec, block: torch.Tensor, storage, device) -> None:
+    """A fused projection's weight, read into its row block: positioned reads when the stored bytes are
+    already what is kept (no mapping of the shard), else converted and copied."""
+    _check_header(reader, spec)
+    if device.type == "cpu" and TORCH_FLOATS[reader.info(spec.name)[1]] == block.dtype:
+        reader.read_into(spec.name, block)
+    else:
+        block.copy_(_convert(spec.name, reader.get(spec.name), storage, device))
 
 
 def _expert_slot(bank: nn.Module, e: int, mat: str, kind: str) -> torch.Tensor:

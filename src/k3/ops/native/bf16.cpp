@@ -88,10 +88,17 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   const float* xp = x.data_ptr<float>();
   const uint16_t* wp = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
   float* yp = y.data_ptr<float>();
-  // Tiles of 4 outputs x 4 or 2 rows (or 4 x 1 for a lone row): 16, 8 (4) independent accumulators.
-  const int64_t step = 4, tiles = O / step;
+  // Tiles of 4 outputs x 4 or 2 rows: 16 or 8 independent accumulators. A lone row (decode) takes 8
+  // outputs at a time: 8 weight rows streaming at once keep more memory reads in flight (measured
+  // 21-26 GB/s against 20-21 for 4 on a 2-core Xeon). Each output's sum is the same either way.
+  const int64_t step = N == 1 ? 8 : 4, tiles = O / step;
+  if (step == 8) {
 #pragma omp parallel for schedule(static)
-  for (int64_t t = 0; t < tiles; ++t) linear_outputs<4>(wp, xp, N, K, O, t * step, yp);
+    for (int64_t t = 0; t < tiles; ++t) linear_outputs<8>(wp, xp, N, K, O, t * step, yp);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) linear_outputs<4>(wp, xp, N, K, O, t * step, yp);
+  }
   for (int64_t o = tiles * step; o < O; ++o) linear_outputs<1>(wp, xp, N, K, O, o, yp);
   return y;
 }
