@@ -42,12 +42,12 @@ def rss():
     return int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
 if engine == "k3":
     import torch, k3
-    torch.set_grad_enabled(False)
+    torch.inference_mode().__enter__()  # as k3's engine runs the model
     torch.set_num_threads(threads)
     model = k3.load(path)
-    def prefill(ids):
+    def prefill(ids):  # the last position's logits only, as the engine and llama-bench compute
         state = model.new_state(1)
-        return model(torch.tensor(ids), state), state
+        return model(torch.tensor(ids), state, logits_to_keep=1), state
     def step(tok, state):
         return model(torch.tensor([[tok]]), state)
     def top(logits):

@@ -88,3 +88,4 @@ def test_group_with_mixed_stored_dtypes_stays_unfused(tiny_copy):
     other = [g for g in _groups(model) if kda.q_proj not in g.linears]
     assert other and all(g.intact() for g in other)
     assert torch.isfinite(model(IDS)).all()
+

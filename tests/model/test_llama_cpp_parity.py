@@ -16,7 +16,7 @@ from k3.layers.experts import ExpertBank
 from k3.layers.moe import LatentMoE
 from k3.ops.activation import glu
 from k3.ops.mxfp4 import dequantize
-from k3.testing import assert_close, make_checkpoint
+from k3.testing import assert_close, make_checkpoint, rel_l2
 from k3.testing.llama_cpp import cache_dir, convert, is_built, logits
 
 if not is_built():
@@ -81,11 +81,13 @@ class Q8InputExperts(ExpertBank):
 
 def test_mxfp4_experts_match_llama_cpp(packed):
     # The converter repacks compressed-tensors MXFP4 into ggml's layout; k3 reads the original. With
-    # the activation rounding llama.cpp applies reproduced on k3's side, most positions agree to
-    # 1e-5, so the nibble order, the scales and the expert stacking all match (a misread layout
-    # lands near relative error 1; without the q8_0 emulation the gap is 1e-2 per position). A value
-    # that lands on a q8_0 rounding boundary on one side only moves a whole step, and the KDA state
-    # carries that forward, so the bound is on the first 40 positions and looser than fp32's.
+    # the activation rounding llama.cpp applies reproduced on k3's side, the first positions agree to
+    # about 1e-5, so the nibble order, the scales and the expert stacking all match (a misread layout
+    # puts every position near relative error 1; without the q8_0 emulation each is off by about 1e-2).
+    # The two sides' activations differ in the last bit, so now and then a value lands on the other
+    # side of a q8_0 rounding boundary and moves a whole step, and the KDA state carries that to the
+    # positions after it (measured: median 1e-4, worst 3e-2): hence the median position's error, a
+    # decade below the unemulated gap, and a loose bound on the worst.
     d, gguf = packed
     model = k3.load(d, dtype=torch.float32)
     moes = [m for m in model.modules() if isinstance(m, LatentMoE)]
@@ -95,4 +97,6 @@ def test_mxfp4_experts_match_llama_cpp(packed):
     with torch.no_grad():
         ours = model(IDS[None]).numpy()[0]
     theirs = logits(gguf, IDS.tolist())
-    assert_close("k3 vs llama.cpp (MXFP4 experts)", ours[:40], theirs[:40], 2e-3)
+    errors = sorted(rel_l2(a, b) for a, b in zip(ours, theirs))
+    assert errors[len(errors) // 2] <= 1e-3, f"median position's relative L2 error {errors[len(errors) // 2]:.2e}"
+    assert errors[-1] <= 1e-1, f"worst position's relative L2 error {errors[-1]:.2e}"

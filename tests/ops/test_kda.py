@@ -40,6 +40,23 @@ def test_chunk_fp32_at_150_tokens_with_gates_near_lower_bound():
     assert_close("state fp32", s, s_ref, 1e-5)
 
 
+@pytest.mark.parametrize("gate_scale, factored", [(1.0, True), (40.0, False)], ids=["k3-gates", "steep-gates"])
+def test_chunk_diagonal_blocks_both_forms(gate_scale, factored):
+    # Gates within K3's lower bound (-5 a token) let the diagonal blocks factor through their middle
+    # row as one matmul; steeper ones must take the pairwise exponentials. Both equal the recurrence.
+    from k3.ops.kda.chunk import SUB_CHUNK, _diagonal_factors
+
+    q, k, v, g, beta = _inputs(100, torch.float64, strong_decay=True)
+    g = g * gate_scale
+    o_ref, s_ref = recurrent_kda(q, k, v, g, beta, 8 ** -0.5)
+    q32, k32, v32, g32, b32 = (t.float() for t in (q, k, v, g, beta))
+    G = g32[:, :64].transpose(1, 2).cumsum(-2)
+    assert _diagonal_factors(k32[:, :64].transpose(1, 2), k32[:, :64].transpose(1, 2), G, SUB_CHUNK) is factored
+    o, s = chunk_kda(q32, k32, v32, g32, b32, 8 ** -0.5)
+    assert_close("o fp32", o, o_ref, 1e-5)
+    assert_close("state fp32", s, s_ref, 1e-5)
+
+
 def test_recurrence_matches_closed_form_single_step():
     # One token from zero state: S = beta k v^T, o = S^T (s q) = beta (s q.k) v.
     q, k, v, g, beta = _inputs(1, torch.float64, B=1, H=1)

@@ -243,3 +243,27 @@ def test_mxfp4_rows_do_not_depend_on_how_many_share_the_call(kernels, level):
     alone = torch.cat([kernels.mxfp4_linear(x[i:i + 1].contiguous(), packed, scale) for i in range(9)])
     for n in (4, 5, 8, 9):
         assert torch.equal(kernels.mxfp4_linear(x[:n].contiguous(), packed, scale), alone[:n]), n
+
+
+def test_many_rows_widen_natively_and_equal_the_reference_bit_for_bit(kernels):
+    from k3.ops.linear import linear_reference
+
+    w = (torch.randn(70, 96) * 3).bfloat16()
+    assert torch.equal(kernels.bf16_widen(w), w.float())
+    for rows in (33, 200):
+        x = torch.randn(rows, 96)
+        assert torch.equal(linear(x, w), linear_reference(x, w))
+
+
+def test_subnormals_flushed_on_every_pool_thread_and_restored():
+    from k3.ops.subnormal import subnormals_flushed
+
+    torch.set_num_threads(2)
+    tiny = torch.full((1 << 20,), 1e-39)  # subnormal in fp32; large enough to run on the pool
+    assert (tiny * 1.0).ne(0).all()
+    with subnormals_flushed():
+        assert (tiny * 1.0).eq(0).all()   # every thread treats the input as zero (DAZ)
+        with subnormals_flushed():
+            pass
+        assert (tiny * 1.0).eq(0).all()   # a nested block leaves the outer one's mode on
+    assert (tiny * 1.0).ne(0).all()

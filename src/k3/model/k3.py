@@ -80,8 +80,10 @@ class K3ForCausalLM(nn.Module):
         h = self.model(input_ids, batch, self.compute_dtype, layer_states)
         return self.logits(h if logits_index is None else h[logits_index])
 
-    def forward(self, input_ids: torch.Tensor, state: K3State | None = None) -> torch.Tensor:
-        """input_ids [B, T] int -> logits [B, T, vocab] in compute_dtype. With `state`, continues it."""
+    def forward(self, input_ids: torch.Tensor, state: K3State | None = None, logits_to_keep: int = 0) -> torch.Tensor:
+        """input_ids [B, T] int -> logits [B, T, vocab] in compute_dtype. With `state`, continues it.
+        logits_to_keep=n > 0 (transformers' name): only the last n positions' logits, [B, n, vocab];
+        a prompt's prefill needs one, and the vocabulary projection is a large share of its time."""
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be [batch, tokens], got shape {tuple(input_ids.shape)}")
         B, T = input_ids.shape
@@ -90,9 +92,13 @@ class K3ForCausalLM(nn.Module):
             raise ValueError(f"token ids must be in [0, {vocab}), got min {int(input_ids.min())} max {int(input_ids.max())}")
         if state is not None and state.batch_size not in (None, B):
             raise ValueError(f"state holds {state.batch_size} sequences but input_ids has {B}")
+        if logits_to_keep < 0:
+            raise ValueError(f"logits_to_keep must be >= 0 (0 keeps all), got {logits_to_keep}")
         context = state.num_tokens if state is not None else 0
         batch = ForwardBatch.uniform(B, T, context)
-        logits = self.forward_batch(input_ids.reshape(-1), batch, state.layers if state is not None else None)
+        keep = min(logits_to_keep, T) if logits_to_keep else T
+        index = None if keep == T else (torch.arange(B).unsqueeze(1) * T + torch.arange(T - keep, T)).reshape(-1)
+        logits = self.forward_batch(input_ids.reshape(-1), batch, state.layers if state is not None else None, index)
         if state is not None:
             state.num_tokens += T
-        return logits.view(B, T, -1)
+        return logits.view(B, keep, -1)

@@ -24,12 +24,16 @@ def linear_reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def _linear_native(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Few rows: the bf16 GEMV kernel. Many (prefill): the reference's own fp32 GEMM on the weight
+    widened by the native loop, so the result equals the reference bit for bit."""
+    if not _few_bf16_rows(x, w):
+        return F.linear(x, native().bf16_widen(w))
     flat = x.reshape(-1, x.shape[-1]).contiguous()
     return native().bf16_linear(flat, w).reshape(*x.shape[:-1], w.shape[0])
 
 
 linear = register("bf16_linear", reference=linear_reference, native=_linear_native,
-                  supports=lambda x, w: _few_bf16_rows(x, w) and w.is_contiguous())
+                  supports=lambda x, w: x.dtype == torch.float32 and w.dtype == torch.bfloat16 and w.is_contiguous())
 
 
 def head_linear_reference(x: torch.Tensor, w: torch.Tensor, transpose: bool = False) -> torch.Tensor:

@@ -11,8 +11,12 @@ fp32. Every exponential here is of a non-positive difference; see `_decayed_prod
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
+
+from k3.ops.subnormal import subnormals_flushed
 
 CHUNK = 64
 SUB_CHUNK = 16
@@ -23,8 +27,16 @@ def chunk_kda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """Same contract as `recurrent_kda`: q, k, g [B, T, H, K]; v [B, T, H, V]; beta [B, T, H].
 
-    Returns (o [B, T, H, V], final state [B, H, K, V]) in fp32 (or fp64 for fp64 inputs).
+    Returns (o [B, T, H, V], final state [B, H, K, V]) in fp32 (or fp64 for fp64 inputs). Subnormal
+    intermediates are flushed to zero on CPU (see ops/subnormal.py): they made prefill 3x slower.
     """
+    if q.device.type != "cpu":
+        return _chunk_kda(q, k, v, g, beta, scale, initial_state, chunk_size)
+    with subnormals_flushed():
+        return _chunk_kda(q, k, v, g, beta, scale, initial_state, chunk_size)
+
+
+def _chunk_kda(q, k, v, g, beta, scale, initial_state, chunk_size):
     B, T, H, K = k.shape
     V = v.shape[-1]
     cdt = torch.promote_types(q.dtype, torch.float32)
@@ -74,15 +86,51 @@ def _decayed_products(a, b, G, strict: bool, sub: int = SUB_CHUNK) -> torch.Tens
     """
     C = a.shape[-2]
     M = a.new_zeros(a.shape[:-1] + (C,))
+    factor = _diagonal_factors(a, b, G, sub)
     for r in range(0, C, sub):
         e = min(r + sub, C)
         G_r = G[..., r:r + 1, :]
+        a_blk = a[..., r:e, :] * torch.exp(G[..., r:e, :] - G_r)
         if r > 0:
-            a_blk = a[..., r:e, :] * torch.exp(G[..., r:e, :] - G_r)
             b_prev = b[..., :r, :] * torch.exp(G_r - G[..., :r, :])
             M[..., r:e, :r] = a_blk @ b_prev.transpose(-1, -2)
-        diff = G[..., r:e, None, :] - G[..., None, r:e, :]
         keep = torch.ones(e - r, e - r, dtype=torch.bool, device=a.device).tril(-1 if strict else 0)
-        decay = torch.exp(diff.masked_fill(~keep.unsqueeze(-1), float("-inf")))
-        M[..., r:e, r:e] = torch.einsum("...id,...jd,...ijd->...ij", a[..., r:e, :], b[..., r:e, :], decay)
+        if factor:
+            # Split through the block's middle row m: both factors lie within exp(+-half span).
+            G_m = G[..., (r + e) // 2:(r + e) // 2 + 1, :]
+            a_mid = a[..., r:e, :] * torch.exp(G[..., r:e, :] - G_m)
+            b_mid = b[..., r:e, :] * torch.exp(G_m - G[..., r:e, :])
+            M[..., r:e, r:e] = (a_mid @ b_mid.transpose(-1, -2)).masked_fill(~keep, 0.0)
+        else:
+            diff = G[..., r:e, None, :] - G[..., None, r:e, :]
+            decay = torch.exp(diff.masked_fill(~keep.unsqueeze(-1), float("-inf")))
+            M[..., r:e, r:e] = torch.einsum("...id,...jd,...ijd->...ij", a[..., r:e, :], b[..., r:e, :], decay)
     return M
+
+
+# Factoring a diagonal block through its middle row m splits exp(G_i - G_j) into exp(G_i - G_m) and
+# exp(G_m - G_j), each within exp(+-half span). Safe while exp(-half span) keeps both far from the
+# subnormal range (prefill flushes subnormals to zero) and |a| |b| K exp(span) (the masked-out upper
+# triangle's products) stays far below fp32's 3.4e38.
+SAFE_HALF_SPAN = 40.0
+SAFE_LOG = 85.0
+
+
+def _diagonal_factors(a, b, G, sub: int) -> bool:
+    """Whether the diagonal blocks can be one matmul each instead of sub x sub x K pairwise
+    exponentials: within every block, G falls by at most SAFE_HALF_SPAN on each side of the middle
+    row, and no product can overflow. K3's gates (-5 a token at their lower bound) allow 80 over 16
+    tokens; steeper blocks (or unbounded Kimi-Linear gates) take the pairwise form. Never under
+    autograd: the backward would meet the large factors unbounded."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (a, b, G)):
+        return False
+    if not G.numel():
+        return True
+    C = G.shape[-2]
+    starts = torch.arange(0, C, sub, device=G.device)
+    ends = (starts + sub).clamp(max=C)
+    first, mid, last = G[..., starts, :], G[..., (starts + ends) // 2, :], G[..., ends - 1, :]
+    half = torch.maximum(first - mid, mid - last).amax().item()
+    span = (first - last).amax().item()
+    scale = (a.abs().amax() * b.abs().amax() * a.shape[-1]).item()
+    return half <= SAFE_HALF_SPAN and (scale == 0.0 or span + math.log(scale) <= SAFE_LOG)

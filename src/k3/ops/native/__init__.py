@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 
 SOURCES = ("common.cpp", "bf16.cpp", "int8.cpp", "mxfp4.cpp", "kda.cpp", "mla.cpp", "attnres.cpp")  # joined in order
-FUNCTIONS = ["set_simd", "set_int8_activations", "bf16_linear", "bf16_head_linear", "mxfp4_linear",
+FUNCTIONS = ["set_simd", "set_int8_activations", "set_flush_denormal", "bf16_linear", "bf16_widen", "bf16_head_linear", "mxfp4_linear",
              "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_moe_tokens", "mxfp4_dequantize", "kda_decode_slots", "mla_paged_decode",
              "attn_res_mix"]
 CFLAGS = ["-O3", "-ffp-contract=off", "-fopenmp"]

@@ -103,6 +103,19 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   return y;
 }
 
+// bf16 -> fp32, exact (the 16 bits become the high half), for the GEMMs of many rows: ATen's
+// conversion ran at about 0.5 G elements/s here, this loop vectorises to several per nanosecond.
+torch::Tensor bf16_widen(torch::Tensor w) {
+  TORCH_CHECK(w.scalar_type() == torch::kBFloat16 && w.is_contiguous(), "w must be contiguous bf16");
+  auto out = torch::empty(w.sizes(), w.options().dtype(torch::kFloat32));
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
+  uint32_t* dst = reinterpret_cast<uint32_t*>(out.data_ptr<float>());
+  const int64_t n = w.numel();
+#pragma omp parallel for schedule(static) if (n >= 65536)
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<uint32_t>(src[i]) << 16;
+  return out;
+}
+
 torch::Tensor bf16_head_linear(torch::Tensor x, torch::Tensor w, bool transpose) {
   TORCH_CHECK(w.dim() == 3 && w.scalar_type() == torch::kBFloat16 && w.stride(2) == 1, "w must be bf16 [H, R, C] with contiguous rows");
   TORCH_CHECK(x.dim() == 3 && x.scalar_type() == torch::kFloat32 && x.is_contiguous(), "x must be contiguous fp32 [N, H, in]");

@@ -91,3 +91,20 @@ int64_t set_simd(int64_t level) {
 #endif
   return g_simd;
 }
+
+// Flush-to-zero and denormals-are-zero (MXCSR bits 15 and 6) on the calling thread and every thread of
+// the OpenMP pool, which ATen and MKL share with these kernels (one libgomp per process). Chunked KDA
+// multiplies long decay products whose subnormal results x86 handles through microcode assists: a
+// batched matmul with subnormal operands measured 67x slower. Returns whether it was on before.
+bool set_flush_denormal(bool on) {
+  const unsigned bits = 0x8040;
+  const bool before = (_mm_getcsr() & bits) == bits;
+#pragma omp parallel
+  {
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(on ? (csr | bits) : (csr & ~bits));
+  }
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(on ? (csr | bits) : (csr & ~bits));
+  return before;
+}
