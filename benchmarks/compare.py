@@ -6,7 +6,7 @@ top-8, latent 1024, MXFP4 experts), alternating the engines round by round in fr
   and each engine's decode time against the memory-bandwidth floor (active bytes per token /
   bandwidth measured here, in this run).
 
-    .venv/bin/python benchmarks/compare.py [--rounds 5] [--decode-tokens 32] [--threads 2] [--no-mlx]
+    .venv/bin/python benchmarks/compare.py [--rounds 5] [--decode-tokens 32] [--threads 2] [--no-mlx] [--mlx-rounds 1]
 
 Each engine runs in its best CPU configuration with the checkpoint's bf16 trunk and MXFP4 experts:
 k3 computes in fp32 (dtype=None); llama.cpp is built on first use from PyPI's llama-cpp-python
@@ -177,6 +177,8 @@ def main() -> None:
     ap.add_argument("--decode-tokens", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-mlx", action="store_true", help="skip mlx-lm (k3 and llama.cpp only)")
+    ap.add_argument("--mlx-rounds", type=int, default=1,
+                    help="rounds that include mlx-lm (default 1: one run takes minutes on 2 cores)")
     ap.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp (no build, no conversion)")
     args = ap.parse_args()
     c = config()
@@ -191,10 +193,11 @@ def main() -> None:
     if not args.no_mlx:
         engines["mlx-lm"] = lambda: run_python("mlx", path, args.decode_tokens, args.threads)
     bws, runs = [], {k: [] for k in engines}
-    for _ in range(args.rounds):  # alternate, so drift in the machine hits every engine; bandwidth each round
+    for r in range(args.rounds):  # alternate, so drift in the machine hits every engine; bandwidth each round
         bws.append(bandwidth())
         for name, fn in engines.items():
-            runs[name].append(fn())
+            if name != "mlx-lm" or r < args.mlx_rounds:
+                runs[name].append(fn())
     result = summarize(runs, active, max(bws))  # the highest bandwidth seen: the strictest floor
     result["bandwidth_samples"] = bws
     show(result)

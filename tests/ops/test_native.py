@@ -267,3 +267,14 @@ def test_subnormals_flushed_on_every_pool_thread_and_restored():
             pass
         assert (tiny * 1.0).eq(0).all()   # a nested block leaves the outer one's mode on
     assert (tiny * 1.0).ne(0).all()
+
+
+@pytest.mark.parametrize("wdtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_rows_match_the_reference_and_ignore_batchmates(kernels, level, wdtype):
+    from k3.ops.norm import rms_norm, rms_norm_reference
+
+    x, w = torch.randn(5, 203) * 3, torch.randn(203).to(wdtype)
+    assert rms_norm.use_native(x, w, 1e-5)
+    assert_close("rms_norm", kernels.rms_norm_rows(x, w, 1e-5), rms_norm_reference(x, w, 1e-5), 1e-6)
+    alone = kernels.rms_norm_rows(x[2:3].contiguous(), w, 1e-5)
+    assert torch.equal(alone[0], kernels.rms_norm_rows(x, w, 1e-5)[2])

@@ -110,3 +110,21 @@ def test_finish_uses_the_runs_eval_batches_says_what_it_does_and_qat_runs(data_d
     assert abs(report["mxfp4_ppl_cost"]) < 0.5 and report["val_loss_mxfp4"] > 0
     model = k3.load(tmp_path / "model")
     assert model.config.num_hidden_layers == CONFIG.num_hidden_layers
+
+
+def test_a_preset_takes_the_datas_vocabulary_and_a_config_must_match_it(data_dir, tmp_path, capsys):
+    import json as _json
+
+    from k3.cli.main import main
+    from k3.config.hf import to_hf_dict
+    from k3.config.presets import tiny
+
+    args = ["--data", str(data_dir), "--steps", "1", "--batch-size", "2", "--seq-len", "16", "--eval-every", "1000",
+            "--save-every", "1000", "--no-export"]
+    assert main(["train", "--config", "tiny", *args, "--out", str(tmp_path / "a")]) == 0
+    assert "takes the data's vocabulary (768 tokens; eos <|end_of_msg|> = 514)" in capsys.readouterr().err
+    config_file = tmp_path / "config.json"
+    config_file.write_text(_json.dumps(to_hf_dict(tiny())))
+    assert main(["train", "--config", str(config_file), *args, "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "vocab_size 101" in err and "768 tokens" in err and "set vocab_size 768" in err

@@ -65,7 +65,7 @@ def run(args) -> int:
         last = model(ids[:, -1:], state)
     t2 = time.perf_counter()
     err = (last[0, -1] - logits[0, -1]).norm() / logits[0, -1].norm()
-    print(f"\n== forward pass (random weights: the output means nothing)")
+    print("\n== forward pass (random weights: the output means nothing)")
     print(f"loaded in {t1 - t0:.2f} s; forward of {args.tokens} tokens + cached replay in {t2 - t1:.2f} s")
     print(f"logits {list(logits.shape)} {logits.dtype}; greedy next-token ids: {logits[0].argmax(-1).tolist()[:12]} ...")
     print(f"cached decode of the last token vs full forward: relative error {err:.2e}")

@@ -15,9 +15,11 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from k3.checkpoint.writer import atomic_write_text
-    from k3.tools.quantize import quantize_checkpoint
+    from k3.tools.progress import byte_progress
+    from k3.tools.quantize import quantize_checkpoint, source_bytes
 
-    report = quantize_checkpoint(args.src, args.dst)
+    with byte_progress("quantizing", source_bytes(args.src)) as tick:
+        report = quantize_checkpoint(args.src, args.dst, tick=tick)
     summary = report.to_dict()
     print(f"quantized {summary['quantized']} expert matrices, copied {summary['passed_through']} tensors "
           f"byte for byte; {summary['bytes_in']:,} -> {summary['bytes_out']:,} bytes; "

@@ -22,6 +22,7 @@ def run(args) -> int:
     from k3.config.presets import shrink
     from k3.testing import make_checkpoint
     from k3.tools.inspect import summarize
+    from k3.tools.progress import byte_progress
 
     out = args.out or args.out_flag
     if not out:
@@ -33,7 +34,8 @@ def run(args) -> int:
         raise ValueError(f"{name} would write {size:,} bytes; pass --force if you mean it (or --layers/--experts)")
     if args.shards < 1:
         raise ValueError("--shards must be >= 1")
-    path = make_checkpoint(out, config, seed=args.seed, num_shards=args.shards)
+    with byte_progress("writing tensors", size) as tick:
+        path = make_checkpoint(out, config, seed=args.seed, num_shards=args.shards, tick=tick)
     print(f"wrote a RANDOM-WEIGHT checkpoint ({name}, {config.num_hidden_layers} layers, {config.num_experts} "
           f"experts, {size:,} tensor bytes, seed {args.seed}) tensor by tensor to {path}")
     return 0

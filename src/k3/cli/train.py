@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import fields
 
 
@@ -26,7 +27,8 @@ def run(args) -> int:
     from k3.train.finish import finish
     from k3.train.loop import Trainer, TrainConfig
 
-    config, _, _ = resolve_config(args.config)
+    config, _, name = resolve_config(args.config)
+    config = fit_vocabulary(config, name, args.config, args.data)
     values = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if f.name not in ("resume",)}
     trainer = Trainer(TrainConfig(**values, resume=not args.no_resume), config)
     trainer.run()
@@ -35,3 +37,27 @@ def run(args) -> int:
         print(json.dumps(report))
     distributed.teardown()
     return 0
+
+
+def fit_vocabulary(config, name: str, target: str, data: str):
+    """A preset takes the prepared data's vocabulary (and K3's special ids inside it: [BOS], <|end_of_msg|>
+    and the last special, as released); a config.json must already match it."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from k3.cli.target import PRESETS
+    from k3.train.data import TokenData
+
+    vocab = TokenData.load(data).vocab_size
+    if config.vocab_size == vocab:
+        return config
+    if target not in PRESETS or Path(target).exists():
+        again = (f", or prepare the data with `k3 prepare-data --vocab-size {config.vocab_size}`"
+                 if config.vocab_size >= 512 else "")
+        raise ValueError(f"{name} has vocab_size {config.vocab_size} but the data in {data} was tokenized with "
+                         f"{vocab} tokens; set vocab_size {vocab} in the config{again}")
+    specials = vocab - 256  # the 256 specials follow the ranks
+    print(f"k3 train: {name} takes the data's vocabulary ({vocab} tokens; eos <|end_of_msg|> = {specials + 2})",
+          file=sys.stderr)
+    return replace(config, vocab_size=vocab, bos_token_id=specials, eos_token_id=specials + 2,
+                   pad_token_id=vocab - 1)

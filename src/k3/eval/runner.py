@@ -4,13 +4,9 @@ as it is done, so an interrupted run resumes), then scores and reports."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.console import Console
 
 from k3.eval.prices import cost
 from k3.eval.report import headline, write_reports
@@ -18,6 +14,7 @@ from k3.eval.store import AnswerCache, item_key
 from k3.eval.tasks.base import HARNESS_VERSION, Context, Settings
 from k3.eval.tasks.data import builtin
 from k3.eval.tasks.refusal_rules import check_judge_independent
+from k3.tools.progress import count_progress
 
 
 # The released content hash of each built-in task: a report says whether the prompts were the frozen ones.
@@ -38,15 +35,12 @@ def run_eval(backend, tasks: list, settings: Settings, output: Path, *, limit: i
     plan = [(t, t.items()[:limit] if limit else t.items()) for t in tasks]
     report = {"harness_version": HARNESS_VERSION, "model": model, "judge": keyed_settings["judge"],
               "settings": settings.to_dict(), "limit": limit, "tasks": {}}
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                   console=Console(file=sys.stderr), disable=not progress)
-    with bar:
-        for task, items in plan:
-            task_hash = task.fingerprint()
-            job = bar.add_task(task.name, total=len(items))
-            keys = [item_key(task.name, task_hash, item["id"], keyed_settings, model) for item in items]
-            records = _run_items(task, items, keys, ctx, cache, lambda: bar.advance(job), concurrency)
-            report["tasks"][task.name] = _task_report(task, task_hash, records, model, prices or {})
+    for task, items in plan:
+        task_hash = task.fingerprint()
+        keys = [item_key(task.name, task_hash, item["id"], keyed_settings, model) for item in items]
+        with count_progress(task.name, len(items), enabled=None if progress else False) as tick:
+            records = _run_items(task, items, keys, ctx, cache, tick, concurrency)
+        report["tasks"][task.name] = _task_report(task, task_hash, records, model, prices or {})
     write_reports(report, output)
     return report
 

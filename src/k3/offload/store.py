@@ -12,7 +12,6 @@ slot memory and report timings.
 from __future__ import annotations
 
 import mmap
-import os
 import threading
 import time
 from collections import OrderedDict, deque

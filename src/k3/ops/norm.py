@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import torch
 
+from k3.ops.dispatch import register
 from k3.ops.elementwise import sigmoid
+from k3.ops.native import MAX_ROWS, native
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """x [..., D], weight [D]. Normalise in fp32, cast back to x.dtype, then scale (KimiRMSNorm)."""
     xf = x.to(torch.promote_types(x.dtype, torch.float32))
     y = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
     return y * weight.to(x.dtype)
+
+
+def _rms_norm_native(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    flat = x.reshape(-1, x.shape[-1]).contiguous()
+    return native().rms_norm_rows(flat, weight.contiguous(), eps).view(x.shape)
+
+
+# Decode rows (fp32, at most MAX_ROWS): one native call for the reference's eight small ops.
+rms_norm = register("rms_norm", reference=rms_norm_reference, native=_rms_norm_native,
+                    supports=lambda x, weight, eps: (x.dtype == torch.float32 and weight.dtype in (torch.float32, torch.bfloat16)
+                                                     and x.dim() >= 1 and x.shape[:-1].numel() <= MAX_ROWS))
 
 
 def l2_norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:

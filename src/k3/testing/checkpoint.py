@@ -29,10 +29,12 @@ VISION_TENSORS = {"vision_tower.patch_embed.proj.weight": (8, 3, 2, 2), "mm_proj
 
 
 def make_checkpoint(out_dir: str | Path, config: K3Config | None = None, *, seed: int = 0,
-                    num_shards: int = 2, with_vision: bool = True, tokenizer: bool = False) -> Path:
+                    num_shards: int = 2, with_vision: bool = True, tokenizer: bool = False,
+                    tick=lambda nbytes: None) -> Path:
     """Write a random K3 checkpoint for `config` (default: `presets.tiny()`); returns the directory.
     tokenizer=True also writes tiktoken.model + tokenizer_config.json sized to the vocabulary
-    (the config's eos must then be `<|end_of_msg|>`, i.e. vocab_size - 254)."""
+    (the config's eos must then be `<|end_of_msg|>`, i.e. vocab_size - 254). `tick(nbytes)` runs
+    after each tensor is made (progress)."""
     config = config or tiny()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -44,7 +46,12 @@ def make_checkpoint(out_dir: str | Path, config: K3Config | None = None, *, seed
             makers[name] = functools.partial(_randn, shape, seed, name, torch.bfloat16)
             entries.append((name, "BF16", shape))
     # Tensor by tensor: real-dimension checkpoints (`k3 synth --preset k3`) never sit in memory whole.
-    write_sharded_streaming(out, entries, lambda name: makers[name](), num_shards=num_shards)
+    def make(name: str) -> torch.Tensor:
+        t = makers[name]()
+        tick(t.numel() * t.element_size())
+        return t
+
+    write_sharded_streaming(out, entries, make, num_shards=num_shards)
     atomic_write_text(out / "config.json", json.dumps(to_hf_dict(config), indent=2))
     gen = {"max_length": 1048576, "eos_token_id": config.eos_token_id}
     atomic_write_text(out / "generation_config.json", json.dumps(gen, indent=2))

@@ -54,7 +54,9 @@ class QuantizeReport:
             "mean_rel_l2": sum(e.rel_l2 for e in errs) / len(errs) if errs else 0.0}
 
 
-def quantize_checkpoint(src: str | Path, dst: str | Path, group_size: int = 32, log=print) -> QuantizeReport:
+def quantize_checkpoint(src: str | Path, dst: str | Path, group_size: int = 32, log=print,
+                        tick=lambda nbytes: None) -> QuantizeReport:
+    """`tick(nbytes)` after each source tensor is written (progress)."""
     src, dst = Path(src), Path(dst)
     load_config(src)  # fail early on a config k3 cannot read
     shards = _source_shards(src)
@@ -67,7 +69,7 @@ def quantize_checkpoint(src: str | Path, dst: str | Path, group_size: int = 32, 
     weight_map: dict[str, str] = {}
     for i, file in enumerate(shards):
         out_name = shard_name(i, len(shards)) if len(shards) > 1 or file != SINGLE_FILE else SINGLE_FILE
-        names = _convert_shard(src / file, dst / out_name, group_size, report)
+        names = _convert_shard(src / file, dst / out_name, group_size, report, tick)
         weight_map.update({n: out_name for n in names})
         log(f"  {file} -> {out_name}: {len(names)} tensors")
     if len(shards) > 1 or shards[0] != SINGLE_FILE:
@@ -76,6 +78,12 @@ def quantize_checkpoint(src: str | Path, dst: str | Path, group_size: int = 32, 
     _write_config(src, dst, group_size)
     _copy_other_files(src, dst, shards)
     return report
+
+
+def source_bytes(src: str | Path) -> int:
+    """Tensor bytes in the source shards (what `tick` counts up to)."""
+    src = Path(src)
+    return sum(e.nbytes for f in _source_shards(src) for e in read_header(src / f).entries.values())
 
 
 def _source_shards(src: Path) -> list[str]:
@@ -99,7 +107,7 @@ def _output_specs(header, group_size: int) -> list[tuple[str, str, tuple[int, ..
     return specs
 
 
-def _convert_shard(src: Path, dst: Path, group_size: int, report: QuantizeReport) -> list[str]:
+def _convert_shard(src: Path, dst: Path, group_size: int, report: QuantizeReport, tick) -> list[str]:
     header = read_header(src)
     specs = _output_specs(header, group_size)
     writer = StreamingShardWriter(dst, specs, metadata={"format": "pt"})
@@ -112,6 +120,7 @@ def _convert_shard(src: Path, dst: Path, group_size: int, report: QuantizeReport
                     raw.seek(e.start)
                     writer.write_bytes(e.name, raw.read(e.nbytes))
                     report.passed_through += 1
+                tick(e.nbytes)
         writer.close()
     except BaseException:
         writer.abort()

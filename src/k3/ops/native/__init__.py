@@ -26,13 +26,14 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
-SOURCES = ("common.cpp", "bf16.cpp", "int8.cpp", "mxfp4.cpp", "kda.cpp", "mla.cpp", "attnres.cpp")  # joined in order
+SOURCES = ("common.cpp", "norm.cpp", "bf16.cpp", "int8.cpp", "mxfp4.cpp", "kda.cpp", "mla.cpp", "attnres.cpp")  # joined in order
 FUNCTIONS = ["set_simd", "set_int8_activations", "set_flush_denormal", "bf16_linear", "bf16_widen", "bf16_head_linear", "mxfp4_linear",
              "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_moe_tokens", "mxfp4_dequantize", "kda_decode_slots", "mla_paged_decode",
-             "attn_res_mix"]
+             "attn_res_mix", "rms_norm_rows"]
 CFLAGS = ["-O3", "-ffp-contract=off", "-fopenmp"]
 MAX_ROWS = 32  # measured: above ~32-48 rows, dequantise-then-GEMM (compute bound) wins
 SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}
@@ -106,12 +107,14 @@ def _build(name: str, source: str, flags: list[str], final: Path):
     final.parent.mkdir(parents=True, exist_ok=True)
     print(f"k3: building k3's CPU kernels, once, about a minute (into {final})", file=sys.stderr, flush=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
+    start = time.monotonic()
     try:
         module = load_inline(name=name, cpp_sources=[source], functions=FUNCTIONS, extra_cflags=flags,
                              extra_ldflags=["-fopenmp"], build_directory=str(tmp), verbose=False)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    print(f"k3: CPU kernels built in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
     try:
         os.rename(tmp, final)      # atomic; fails when another process published this key first
     except OSError:

@@ -1,0 +1,44 @@
+// rms_norm_rows: y[n] = x[n] * rsqrt(mean(x[n]^2) + eps) * w, x fp32 [N, D], w bf16 or fp32 [D].
+// One call for what is eight small ATen ops on a decode row (each a dispatch of several microseconds).
+// Each row is summed in one fixed order (eight 8-lane partial sums, then in order), whatever N is.
+
+namespace {
+
+float sum_squares(const float* x, int64_t D) {
+  int64_t d = 0;
+  float s = 0.f;
+#ifdef __AVX2__
+  if (g_simd >= 1) {
+    __m256 acc = _mm256_setzero_ps();
+    for (; d + 8 <= D; d += 8) {
+      const __m256 v = _mm256_loadu_ps(x + d);
+      acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    s = hsum(acc);
+  }
+#endif
+  for (; d < D; ++d) s += x[d] * x[d];
+  return s;
+}
+
+}  // namespace
+
+torch::Tensor rms_norm_rows(torch::Tensor x, torch::Tensor w, double eps) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.is_contiguous(), "x must be contiguous fp32 [N, D]");
+  const int64_t N = x.size(0), D = x.size(1);
+  TORCH_CHECK(w.dim() == 1 && w.size(0) == D && w.is_contiguous(), "w must be contiguous [D]");
+  const bool bf16 = w.scalar_type() == torch::kBFloat16;
+  TORCH_CHECK(bf16 || w.scalar_type() == torch::kFloat32, "w must be bf16 or fp32");
+  auto y = torch::empty({N, D}, x.options());
+  const float* xp = x.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  const uint16_t* wb = bf16 ? reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()) : nullptr;
+  const float* wf = bf16 ? nullptr : w.data_ptr<float>();
+  for (int64_t n = 0; n < N; ++n) {
+    const float* r = xp + n * D;
+    const float scale = 1.0f / std::sqrt(sum_squares(r, D) / static_cast<float>(D) + static_cast<float>(eps));
+    float* out = yp + n * D;
+    for (int64_t d = 0; d < D; ++d) out[d] = (r[d] * scale) * (bf16 ? bf16_to_f32(wb[d]) : wf[d]);
+  }
+  return y;
+}
