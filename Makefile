@@ -58,7 +58,7 @@ ablation: $(STAMP)
 
 # llama.cpp, the CPU anchor (benchmarks/compare.py) and a third logits oracle
 # (tests/model/test_llama_cpp_parity.py): built once from PyPI's llama-cpp-python source into
-# ~/.cache/k3/llama.cpp-<version> (about 15-20 minutes on 2 cores; needs cmake, ninja, a C++ compiler).
+# ~/.cache/k3/llama.cpp-<version> (about 6 minutes on 2 cores; needs cmake, ninja, a C++ compiler).
 llama-cpp: $(STAMP)
 	$(PY) -m k3.testing.llama_cpp build
 

@@ -1,6 +1,6 @@
 """Cross-implementation parity with a third engine: llama.cpp (C++, its own converter and graph).
 
-Needs the anchor built (`make llama-cpp`, about 15-20 minutes once). Without it these tests skip and
+Needs the anchor built (`make llama-cpp`, about 6 minutes once on 2 cores). Without it these tests skip and
 say so; CI builds it and sets K3_REQUIRE_LLAMA_CPP=1, so there a missing build fails instead.
 """
 

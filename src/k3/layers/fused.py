@@ -56,10 +56,10 @@ class SharedInput:
         return [p if p.is_contiguous() else p.contiguous() for p in parts]
 
 
-def fuse_inputs(model: nn.Module) -> list[SharedInput]:
+def fuse_inputs(model: nn.Module) -> None:
     """Attach a SharedInput for each group a layer declares (`shared_inputs()`: tuples of Linear
-    names); the loader then allocates and fills them. Returns every group."""
-    groups, claimed = [], set()
+    names), as `module._fused`; the loader then allocates and fills them."""
+    claimed = set()
     for module in model.modules():  # parents first: the MoE's group takes its shared expert's gate/up
         declared = getattr(module, "shared_inputs", None)
         if declared is None:
@@ -70,8 +70,6 @@ def fuse_inputs(model: nn.Module) -> list[SharedInput]:
             if claimed.isdisjoint(map(id, group.linears)):
                 claimed.update(map(id, group.linears))
                 module._fused[names] = group
-                groups.append(group)
-    return groups
 
 
 def project(module: nn.Module, names: tuple[str, ...], x: torch.Tensor) -> list[torch.Tensor]:

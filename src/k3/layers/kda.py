@@ -46,15 +46,16 @@ class KimiDeltaAttention(nn.Module):
             self.g_a_proj, self.g_b_proj = Linear(h, D), Linear(D, P)
         self.o_norm = WeightOnly(D, dtype=torch.float32)
         self.o_proj = Linear(P, h)
+        gate = "g_proj" if c.use_full_rank_gate else "g_a_proj"
+        self.input_names = ("q_proj", "k_proj", "v_proj", gate, "f_a_proj", "b_proj")
 
     def shared_inputs(self) -> list[tuple[str, ...]]:
         """The projections of the layer input, as one matrix (see layers/fused.py)."""
-        gate = "g_proj" if hasattr(self, "g_proj") else "g_a_proj"
-        return [("q_proj", "k_proj", "v_proj", gate, "f_a_proj", "b_proj")]
+        return [self.input_names]
 
     def _project(self, x: torch.Tensor) -> list[torch.Tensor]:
         """x [N, hidden] -> q, k, v [N, P], output gate [N, P], f_a [N, D], b [N, H]."""
-        q, k, v, gate, f_a, b = project(self, self.shared_inputs()[0], x)
+        q, k, v, gate, f_a, b = project(self, self.input_names, x)
         return [q, k, v, gate if hasattr(self, "g_proj") else self.g_b_proj(gate), f_a, b]
 
     def _core(self, q, k, v, g, beta, tails, initial):

@@ -40,15 +40,16 @@ class GatedMLA(nn.Module):
         if c.mla_use_output_gate:
             self.g_proj = Linear(h, H * c.v_head_dim)
         self.o_proj = Linear(H * c.v_head_dim, h)
+        self.input_names = (("q_a_proj" if c.q_lora_rank else "q_proj", "kv_a_proj_with_mqa")
+                            + (("g_proj",) if c.mla_use_output_gate else ()))
 
     def shared_inputs(self) -> list[tuple[str, ...]]:
         """The projections of the layer input, as one matrix (see layers/fused.py)."""
-        gate = ("g_proj",) if hasattr(self, "g_proj") else ()
-        return [("q_proj" if hasattr(self, "q_proj") else "q_a_proj", "kv_a_proj_with_mqa") + gate]
+        return [self.input_names]
 
     def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """x [N, hidden] -> q [N, H * (Dn + Dr)], kv_a [N, R + Dr], output gate [N, H * v] (or None)."""
-        q, kv_a, *gate = project(self, self.shared_inputs()[0], x)
+        q, kv_a, *gate = project(self, self.input_names, x)
         if not hasattr(self, "q_proj"):
             q = self.q_b_proj(self.q_a_layernorm(q))
         return q, kv_a, gate[0] if gate else None

@@ -17,14 +17,15 @@ class GLUMLP(nn.Module):
         self.up_proj = Linear(hidden, inter)
         self.down_proj = Linear(inter, hidden)
         self.act, self.beta, self.linear_beta = act, beta, linear_beta
+        self.input_names = ("gate_proj", "up_proj")
 
     def shared_inputs(self) -> list[tuple[str, ...]]:
         """gate and up read the same input: one matrix (see layers/fused.py)."""
-        return [("gate_proj", "up_proj")]
+        return [self.input_names]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., hidden] -> [..., hidden]."""
-        return self.down(*project(self, ("gate_proj", "up_proj"), x))
+        return self.down(*project(self, self.input_names, x))
 
     def down(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
         """The second half, from gate and up projections computed elsewhere (the MoE fuses them with its own)."""

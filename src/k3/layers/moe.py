@@ -46,6 +46,9 @@ class LatentMoE(nn.Module):
             self.experts = DenseExperts(c.num_experts, c.expert_in_dim, c.moe_intermediate_size, *act)
         self.shared_experts = (GLUMLP(h, c.moe_intermediate_size * c.num_shared_experts, *act)
                                if c.num_shared_experts else None)
+        # What reads the layer input besides the router: the latent down-projection, the shared gate/up.
+        self.input_names = ((("routed_expert_down_proj",) if r is not None else ())
+                            + (("shared_experts.gate_proj", "shared_experts.up_proj") if c.num_shared_experts else ()))
 
     @property
     def latent(self) -> bool:
@@ -70,23 +73,17 @@ class LatentMoE(nn.Module):
             return self.experts.weighted_sum(z, [e for e, _ in order], [w for _, w in order], acc).to(z.dtype)
         return self.experts.routed_sum(z, weights, ids).to(z.dtype)
 
-    def _input_names(self) -> tuple[str, ...]:
-        latent = ("routed_expert_down_proj",) if self.latent else ()
-        shared = ("shared_experts.gate_proj", "shared_experts.up_proj") if self.shared_experts is not None else ()
-        return latent + shared
-
     def shared_inputs(self) -> list[tuple[str, ...]]:
         """The latent down-projection and the shared expert's gate/up read the same input: one matrix
         (see layers/fused.py)."""
-        names = self._input_names()
-        return [names] if len(names) > 1 else []
+        return [self.input_names] if len(self.input_names) > 1 else []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., hidden] (already normalised) -> [..., hidden]."""
         shape = x.shape
         x = x.reshape(-1, shape[-1])
         weights, ids = self.route(x)
-        parts = project(self, self._input_names(), x)
+        parts = project(self, self.input_names, x)
         z = parts[0] if self.latent else x
         y = self._routed(z, weights, ids)
         if self.latent:

@@ -22,7 +22,7 @@ from k3.ops.native import native
 def subnormals_flushed():
     """FTZ|DAZ on within the block (CPU; a no-op elsewhere); the previous mode is restored after."""
     kernels = native()
-    if kernels is None:  # the calling thread only: better than nothing
+    if kernels is None:  # the calling thread only, and back to off after (torch cannot read the mode)
         torch.set_flush_denormal(True)
         try:
             yield

@@ -38,9 +38,10 @@ def gigabytes(n: int | None) -> str:
 
 
 @contextlib.contextmanager
-def _lines(label: str, total: int | None, fmt, per_call):
+def _lines(label: str, total: int | None, fmt):
+    """Yields `advance([n])`; the closing line only when the block ends without an error."""
     lines = ProgressLines(label, total, fmt)
-    yield per_call(lines)
+    yield lines.advance
     lines.finish()
 
 
@@ -51,7 +52,7 @@ def byte_progress(label: str, total: int | None = None, enabled: bool | None = N
         yield lambda n: None
         return
     if not sys.stderr.isatty():
-        with _lines(label, total, gigabytes, lambda lines: lines.advance) as tick:
+        with _lines(label, total, gigabytes) as tick:
             yield tick
         return
     from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
@@ -71,7 +72,7 @@ def count_progress(label: str, total: int, enabled: bool | None = None):
         yield lambda: None
         return
     if not sys.stderr.isatty():
-        with _lines(label, total, str, lambda lines: lambda: lines.advance(1)) as tick:
+        with _lines(label, total, str) as tick:
             yield tick
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

@@ -90,8 +90,8 @@ def _decayed_products(a, b, G, strict: bool, sub: int = SUB_CHUNK) -> torch.Tens
     for r in range(0, C, sub):
         e = min(r + sub, C)
         G_r = G[..., r:r + 1, :]
-        a_blk = a[..., r:e, :] * torch.exp(G[..., r:e, :] - G_r)
         if r > 0:
+            a_blk = a[..., r:e, :] * torch.exp(G[..., r:e, :] - G_r)
             b_prev = b[..., :r, :] * torch.exp(G_r - G[..., :r, :])
             M[..., r:e, :r] = a_blk @ b_prev.transpose(-1, -2)
         keep = torch.ones(e - r, e - r, dtype=torch.bool, device=a.device).tril(-1 if strict else 0)

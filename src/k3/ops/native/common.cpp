@@ -92,8 +92,8 @@ int64_t set_simd(int64_t level) {
   return g_simd;
 }
 
-// Flush-to-zero and denormals-are-zero (MXCSR bits 15 and 6) on the calling thread and every thread of
-// the OpenMP pool, which ATen and MKL share with these kernels (one libgomp per process). Chunked KDA
+// Flush-to-zero and denormals-are-zero (MXCSR bits 15 and 6) on the calling thread (the region's thread
+// 0) and every thread of the OpenMP pool, which ATen and MKL share with these kernels (one libgomp per process). Chunked KDA
 // multiplies long decay products whose subnormal results x86 handles through microcode assists: a
 // batched matmul with subnormal operands measured 67x slower. Returns whether it was on before.
 bool set_flush_denormal(bool on) {
@@ -104,7 +104,5 @@ bool set_flush_denormal(bool on) {
     const unsigned csr = _mm_getcsr();
     _mm_setcsr(on ? (csr | bits) : (csr & ~bits));
   }
-  const unsigned csr = _mm_getcsr();
-  _mm_setcsr(on ? (csr | bits) : (csr & ~bits));
   return before;
 }

@@ -1,6 +1,6 @@
 // rms_norm_rows: y[n] = x[n] * rsqrt(mean(x[n]^2) + eps) * w, x fp32 [N, D], w bf16 or fp32 [D].
 // One call for what is eight small ATen ops on a decode row (each a dispatch of several microseconds).
-// Each row is summed in one fixed order (eight 8-lane partial sums, then in order), whatever N is.
+// Each row is summed in one fixed order (one 8-lane accumulator, then the tail), whatever N is.
 
 namespace {
 

@@ -4,7 +4,7 @@ The `llama-cpp-python` sdist vendors a llama.cpp with Kimi-K3 support (model gra
 that repacks compressed-tensors MXFP4 experts into ggml's MXFP4). One pinned version is fetched with
 pip (a package registry, not a model hub), unpacked, and built with cmake + ninja for this CPU
 (GGML_NATIVE): `libllama` (for the logits oracle) and `llama-bench` (for the speed anchor). About
-15-20 minutes once on 2 cores; later calls find the build and return at once.
+6 minutes once on 2 cores (measured); later calls find the build and return at once.
 
     python -m k3.testing.llama_cpp build          # or: make llama-cpp
 """

@@ -13,13 +13,17 @@ import numpy as np
 from k3.testing.llama_cpp.build import AnchorError, bin_dir, is_built, source_dir
 
 
+def _require_built(root: Path | None) -> None:
+    if not is_built(root):
+        raise AnchorError("llama.cpp is not built: run `make llama-cpp` (about 6 minutes once on 2 cores)")
+
+
 def bench(gguf: str | Path, *, threads: int, prompt: int = 0, generate: int = 0, depth: int = 0,
           repetitions: int = 1, root: Path | None = None) -> dict:
     """One llama-bench test: prompt tokens/s (pp, one batch of `prompt`) or generation tokens/s
     (tg, `generate` tokens one at a time after `depth` tokens in the cache). Returns its JSON row
     (avg_ts, stddev_ts, samples_ts, ...). mmap on, as llama.cpp runs by default."""
-    if not is_built(root):
-        raise AnchorError("llama.cpp is not built: run `make llama-cpp` (about 15-20 minutes once)")
+    _require_built(root)
     cmd = [str(bin_dir(root) / "llama-bench"), "-m", str(gguf), "-t", str(threads), "-p", str(prompt),
            "-n", str(generate), "-d", str(depth), "-r", str(repetitions), "-b", str(max(prompt, 512)),
            "-ub", str(max(prompt, 512)), "-o", "json"]
@@ -34,8 +38,7 @@ def bench(gguf: str | Path, *, threads: int, prompt: int = 0, generate: int = 0,
 
 def bindings(root: Path | None = None):
     """The `llama_cpp` module from the same sdist, loading the library built here."""
-    if not is_built(root):
-        raise AnchorError("llama.cpp is not built: run `make llama-cpp` (about 15-20 minutes once)")
+    _require_built(root)
     os.environ["LLAMA_CPP_LIB_PATH"] = str(bin_dir(root))
     src = str(source_dir(root))
     if src not in sys.path:
