@@ -18,9 +18,7 @@ from k3.layers.state import KDAStateView
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import project
 from k3.ops.conv import short_conv_silu
-from k3.ops.elementwise import sigmoid
-from k3.ops.kda import chunk_kda, kda_gate, kda_step, recurrent_kda
-from k3.ops.precision import wide
+from k3.ops.kda import chunk_kda, kda_gates, kda_step, recurrent_kda
 from k3.ops.norm import gated_rms_norm, l2_norm
 
 CHUNK_MIN_TOKENS = 16
@@ -110,8 +108,7 @@ class KimiDeltaAttention(nn.Module):
         N = x.shape[0]
         H, D = self.num_heads, self.head_dim
         q, k, v, gate, f_a, b = self._project(x)
-        beta = sigmoid(wide(b))
-        g = kda_gate(self.f_b_proj(f_a).view(N, H, D), self.A_log, self.dt_bias, self.lower_bound)
+        g, beta = kda_gates(self.f_b_proj(f_a).view(N, H, D), b, self.A_log, self.dt_bias, self.lower_bound)
         o = torch.empty((N, H, D), dtype=g.dtype, device=x.device)
         for group in batch.groups(by_context=False):
             if group.window:

@@ -18,7 +18,7 @@ from k3.layers.mlp import GLUMLP
 from k3.layers.moe import LatentMoE
 from k3.layers.batch import ForwardBatch
 from k3.layers.state import KDAStateView, MLACacheView
-from k3.ops.attnres import attn_res_mix, attn_res_query
+from k3.ops.attnres import attn_res
 
 
 class DecoderLayer(nn.Module):
@@ -52,13 +52,12 @@ class DecoderLayer(nn.Module):
             h = h + self.self_attn(self.input_layernorm(h), batch, state)
             return h + self.ffn(self.post_attention_layernorm(h))
         partial = h
-        attn_query = attn_res_query(self.self_attention_res_norm.weight, self.self_attention_res_proj.weight)
-        a_in = attn_res_mix(bank + [partial], attn_query, self.eps) if bank else partial
+        a_in = (attn_res(bank + [partial], self.self_attention_res_norm.weight, self.self_attention_res_proj.weight,
+                         self.eps) if bank else partial)
         if self.block_start:
             bank.append(partial)
             partial = None
         y = self.self_attn(self.input_layernorm(a_in), batch, state)
         partial = y if partial is None else partial + y
-        mlp_query = attn_res_query(self.mlp_res_norm.weight, self.mlp_res_proj.weight)
-        m_in = attn_res_mix(bank + [partial], mlp_query, self.eps)
+        m_in = attn_res(bank + [partial], self.mlp_res_norm.weight, self.mlp_res_proj.weight, self.eps)
         return partial + self.ffn(self.post_attention_layernorm(m_in))

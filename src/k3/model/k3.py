@@ -17,7 +17,7 @@ from k3.layers.basic import Linear, RMSNorm, WeightOnly
 from k3.layers.batch import ForwardBatch
 from k3.layers.state import KDAStateView, MLACacheView, StateSpec, new_layer_states, state_spec
 from k3.model.block import DecoderLayer
-from k3.ops.attnres import attn_res_mix, attn_res_query
+from k3.ops.attnres import attn_res
 from k3.ops.linear import linear
 
 
@@ -48,8 +48,8 @@ class K3TextModel(nn.Module):
         for layer, layer_state in zip(self.layers, layer_states or [None] * len(self.layers)):
             h = layer(h, bank, batch, layer_state)
         if bank:
-            query = attn_res_query(self.output_attn_res_norm.weight, self.output_attn_res_proj.weight)
-            h = attn_res_mix(bank + [h], query, self.config.rms_norm_eps)
+            h = attn_res(bank + [h], self.output_attn_res_norm.weight, self.output_attn_res_proj.weight,
+                         self.config.rms_norm_eps)
         return self.norm(h)
 
 

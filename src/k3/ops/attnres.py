@@ -35,11 +35,31 @@ def _attn_res_mix_native(candidates: list[torch.Tensor], query: torch.Tensor, ep
     return native().attn_res_mix(rows, query.contiguous(), eps).reshape(candidates[-1].shape)
 
 
-def _supports(candidates: list[torch.Tensor], query: torch.Tensor, eps: float) -> bool:
+def _decode_rows(candidates: list[torch.Tensor]) -> bool:
     c = candidates[-1]
-    return (query.dtype == torch.float32 and c.numel() // max(1, c.shape[-1]) <= MAX_ROWS
+    return (c.numel() // max(1, c.shape[-1]) <= MAX_ROWS
             and all(x.dtype == torch.float32 and x.shape == c.shape for x in candidates))
 
 
 attn_res_mix = register("attn_res_mix", reference=attn_res_mix_reference, native=_attn_res_mix_native,
-                        supports=_supports)
+                        supports=lambda candidates, query, eps: query.dtype == torch.float32 and _decode_rows(candidates))
+
+
+def attn_res_reference(candidates: list[torch.Tensor], norm_weight: torch.Tensor, proj_weight: torch.Tensor,
+                       eps: float) -> torch.Tensor:
+    """attn_res_mix with the pseudo-query of a layer's two weights (norm [D], proj [1, D])."""
+    return attn_res_mix(candidates, attn_res_query(norm_weight, proj_weight), eps)
+
+
+def _attn_res_native(candidates, norm_weight, proj_weight, eps):
+    rows = [c.reshape(-1, c.shape[-1]).contiguous() for c in candidates]
+    out = native().attn_res_mix_weights(rows, norm_weight.contiguous(), proj_weight.contiguous(), eps)
+    return out.reshape(candidates[-1].shape)
+
+
+# What a layer calls: on decode rows the query is formed inside the native mix (no widening per call).
+attn_res = register(
+    "attn_res", reference=attn_res_reference, native=_attn_res_native,
+    supports=lambda candidates, norm_weight, proj_weight, eps: (
+        norm_weight.dtype in (torch.float32, torch.bfloat16) and proj_weight.dtype in (torch.float32, torch.bfloat16)
+        and norm_weight.numel() == proj_weight.numel() == candidates[-1].shape[-1] and _decode_rows(candidates)))

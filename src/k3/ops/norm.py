@@ -33,8 +33,21 @@ def l2_norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return xf * torch.rsqrt(xf.pow(2).sum(-1, keepdim=True) + eps)
 
 
-def gated_rms_norm(o: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def gated_rms_norm_reference(o: torch.Tensor, gate: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """o, gate [..., D]; weight [D]. RMSNorm(o) * weight * sigmoid(gate) in fp32, returned in gate.dtype."""
     of = o.to(torch.promote_types(o.dtype, torch.float32))
     y = of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + eps) * weight.to(of.dtype)
     return (y * sigmoid(gate.to(of.dtype))).to(gate.dtype)
+
+
+def _gated_rms_norm_native(o, gate, weight, eps):
+    D = o.shape[-1]
+    return native().gated_rms_norm_rows(o.reshape(-1, D).contiguous(), gate.reshape(-1, D).contiguous(),
+                                        weight.contiguous(), eps).view(gate.shape)
+
+
+# KDA's output norm on decode rows (fp32, at most MAX_ROWS tokens of any number of heads): one call.
+gated_rms_norm = register(
+    "gated_rms_norm", reference=gated_rms_norm_reference, native=_gated_rms_norm_native,
+    supports=lambda o, gate, weight, eps: (o.dtype == gate.dtype == weight.dtype == torch.float32 and o.shape == gate.shape
+                                           and o.dim() >= 2 and o.shape[:-2].numel() <= MAX_ROWS))

@@ -1,10 +1,18 @@
-"""KDA decay gate: per head and key channel log-decay g in (lower_bound, 0) (K3) or (-inf, 0)."""
+"""KDA decay gate: per head and key channel log-decay g in (lower_bound, 0) (K3) or (-inf, 0); and
+`kda_gates`, that gate with the delta rule's beta = sigmoid(b), as the layer needs both.
+
+Reference: the ATen ops below. Native (fp32 decode rows, outside autograd): both in one call
+(`kda_gates_rows`) instead of about a dozen small ops. `k3.ops.dispatch` picks.
+"""
 
 from __future__ import annotations
 
 import torch
 
+from k3.ops.dispatch import register
 from k3.ops.elementwise import sigmoid, softplus
+from k3.ops.native import MAX_ROWS, native
+from k3.ops.precision import wide
 
 
 def kda_gate(raw: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.Tensor, lower_bound: float | None) -> torch.Tensor:
@@ -20,3 +28,25 @@ def kda_gate(raw: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.Tensor, lowe
     if lower_bound is not None:
         return lower_bound * sigmoid(a * z)
     return -a * softplus(z)
+
+
+def kda_gates_reference(raw: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor, dt_bias: torch.Tensor,
+                        lower_bound: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """raw [N, H, K] (= W_fb W_fa x), b [N, H] (= W_b x) -> (g [N, H, K] fp32, beta = sigmoid(b) [N, H] fp32)."""
+    return kda_gate(raw, a_log, dt_bias, lower_bound), sigmoid(wide(b))
+
+
+def _kda_gates_native(raw, b, a_log, dt_bias, lower_bound):
+    N, H, K = raw.shape
+    g, beta = native().kda_gates_rows(raw.reshape(N, H * K).contiguous(), b.contiguous(), a_log.contiguous(),
+                                      dt_bias.contiguous(), lower_bound is not None, lower_bound or 0.0)
+    return g, beta
+
+
+def _supports(raw, b, a_log, dt_bias, lower_bound) -> bool:
+    return (raw.dim() == 3 and raw.shape[0] <= MAX_ROWS and b.shape == raw.shape[:2] and a_log.shape == raw.shape[1:2]
+            and dt_bias.numel() == raw.shape[1] * raw.shape[2]
+            and all(t.dtype == torch.float32 for t in (raw, b, a_log, dt_bias)))
+
+
+kda_gates = register("kda_gates", reference=kda_gates_reference, native=_kda_gates_native, supports=_supports)

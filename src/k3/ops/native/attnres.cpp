@@ -3,6 +3,9 @@
 //   out[n] = sum_j alpha_j[n] V_j[n]
 // candidates: J tensors fp32 [N, D] (the depth bank, then the current partial sum); query fp32 [D].
 // The reference (k3.ops.attnres.attn_res_mix) stacks the candidates and makes about eight passes.
+// attn_res_mix_weights: the same with the pseudo-query formed here, q = norm ⊙ proj in fp32 (norm [D],
+// proj [1, D], bf16 or fp32): a decode step needs it at every layer, and forming it in ATen was three
+// small ops (two of them bf16 widenings) a call.
 
 namespace {
 
@@ -31,15 +34,12 @@ std::pair<float, float> square_and_dot(const float* x, const float* q, int64_t D
 
 }  // namespace
 
-torch::Tensor attn_res_mix(std::vector<torch::Tensor> cands, torch::Tensor query, double eps) {
+namespace {
+
+torch::Tensor mix(const std::vector<torch::Tensor>& cands, const float* q, double eps) {
   TORCH_CHECK(!cands.empty(), "attn_res_mix needs at least one candidate");
   const int64_t J = static_cast<int64_t>(cands.size()), N = cands[0].size(0), D = cands[0].size(1);
-  for (const auto& c : cands)
-    TORCH_CHECK(c.dim() == 2 && c.scalar_type() == torch::kFloat32 && c.is_contiguous() && c.size(0) == N && c.size(1) == D,
-                "candidates must be contiguous fp32 [N, D] of one shape");
-  TORCH_CHECK(query.scalar_type() == torch::kFloat32 && query.is_contiguous() && query.numel() == D, "query must be fp32 [D]");
   auto out = torch::zeros({N, D}, cands[0].options());
-  const float* q = query.data_ptr<float>();
   std::vector<float> alpha(J);
   for (int64_t n = 0; n < N; ++n) {
     float top = -INFINITY;
@@ -58,4 +58,46 @@ torch::Tensor attn_res_mix(std::vector<torch::Tensor> cands, torch::Tensor query
     }
   }
   return out;
+}
+
+void check_candidates(const std::vector<torch::Tensor>& cands, int64_t D) {
+  TORCH_CHECK(!cands.empty(), "attn_res_mix needs at least one candidate");
+  for (const auto& c : cands)
+    TORCH_CHECK(c.dim() == 2 && c.scalar_type() == torch::kFloat32 && c.is_contiguous() && c.size(0) == cands[0].size(0) &&
+                c.size(1) == D, "candidates must be contiguous fp32 [N, D] of one shape");
+}
+
+// w [D] (bf16 or fp32) as fp32 values.
+std::vector<float> widened(const torch::Tensor& w) {
+  std::vector<float> out(w.numel());
+  if (w.scalar_type() == torch::kBFloat16) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
+    for (size_t d = 0; d < out.size(); ++d) out[d] = bf16_to_f32(p[d]);
+  } else {
+    std::copy(w.data_ptr<float>(), w.data_ptr<float>() + w.numel(), out.begin());
+  }
+  return out;
+}
+
+}  // namespace
+
+torch::Tensor attn_res_mix(std::vector<torch::Tensor> cands, torch::Tensor query, double eps) {
+  TORCH_CHECK(!cands.empty(), "attn_res_mix needs at least one candidate");
+  const int64_t D = cands[0].size(-1);
+  check_candidates(cands, D);
+  TORCH_CHECK(query.scalar_type() == torch::kFloat32 && query.is_contiguous() && query.numel() == D, "query must be fp32 [D]");
+  return mix(cands, query.data_ptr<float>(), eps);
+}
+
+torch::Tensor attn_res_mix_weights(std::vector<torch::Tensor> cands, torch::Tensor norm, torch::Tensor proj, double eps) {
+  TORCH_CHECK(!cands.empty(), "attn_res_mix needs at least one candidate");
+  const int64_t D = cands[0].size(-1);
+  check_candidates(cands, D);
+  for (const auto* w : {&norm, &proj})
+    TORCH_CHECK((w->scalar_type() == torch::kFloat32 || w->scalar_type() == torch::kBFloat16) && w->is_contiguous() &&
+                w->numel() == D, "AttnRes norm and proj weights must be contiguous bf16 or fp32 with ", D, " entries");
+  std::vector<float> q = widened(norm);
+  const std::vector<float> p = widened(proj);
+  for (int64_t d = 0; d < D; ++d) q[d] *= p[d];
+  return mix(cands, q.data(), eps);
 }

@@ -28,6 +28,7 @@ K3_AVX512 int64_t linear_tile_avx512(const uint16_t* w, const float* x, int64_t 
     __m512 xv[NN];
     for (int j = 0; j < NN; ++j) xv[j] = _mm512_loadu_ps(x + (n0 + j) * K + k);
     for (int i = 0; i < NO; ++i) {
+      if ((k & 31) == 0) prefetch_ahead<kPrefetchBf16>(w + (o0 + i) * K + k);  // once per 64-byte line
       const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (o0 + i) * K + k));
       const __m512 wv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
       for (int j = 0; j < NN; ++j) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
@@ -54,6 +55,7 @@ void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_
       __m256 xv[NN];
       for (int j = 0; j < NN; ++j) xv[j] = _mm256_loadu_ps(x + (n0 + j) * K + k);
       for (int i = 0; i < NO; ++i) {
+        if ((k & 31) == 0) prefetch_ahead<kPrefetchBf16>(w + (o0 + i) * K + k);
         const __m256 wv = bf16x8(w + (o0 + i) * K + k);
         for (int j = 0; j < NN; ++j) acc[i][j] = _mm256_fmadd_ps(wv, xv[j], acc[i][j]);
       }

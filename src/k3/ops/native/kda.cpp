@@ -7,6 +7,11 @@
 // Shapes: q, k, v [n, P] (P = H*D), conv weights [P, Kc], tail pools [slots, Kc-1, P], g [n, H, D] log-decay,
 // beta [n, H], state pool [slots, H, D, V], index [n] int64 (sequence i lives in slot index[i], all distinct).
 // Returns o [n, H, V]; the slots named by index are updated in place, nothing else is written.
+//
+// kda_gates_rows: the decay gate and beta of decode rows from their raw projections, in one call:
+//   g[n, h, d] = lb * sigmoid(exp(A_log[h]) * (raw[n, h, d] + dt_bias[h, d]))   (bounded, K3)
+//              = -exp(A_log[h]) * softplus(raw[n, h, d] + dt_bias[h, d])          (unbounded, Kimi-Linear)
+//   beta[n, h] = sigmoid(b[n, h]);   raw fp32 [n, H*D], b fp32 [n, H], A_log [H], dt_bias [H*D].
 
 namespace {
 
@@ -110,4 +115,32 @@ torch::Tensor kda_decode_slots(torch::Tensor q, torch::Tensor k, torch::Tensor v
                     S.data_ptr<float>() + (ix[b] * H + h) * K * V, o.data_ptr<float>() + bh * V, K, V, sc);
   }
   return o;
+}
+
+std::vector<torch::Tensor> kda_gates_rows(torch::Tensor raw, torch::Tensor b, torch::Tensor a_log, torch::Tensor dt_bias,
+                                          bool bounded, double lower_bound) {
+  const int64_t n = raw.size(0), H = a_log.size(0), P = dt_bias.size(0);
+  TORCH_CHECK(H > 0 && P % H == 0, "dt_bias must hold head_dim entries per head");
+  check_f32(raw, {n, P}, "raw gate");
+  check_f32(b, {n, H}, "b");
+  check_f32(a_log, {H}, "A_log");
+  check_f32(dt_bias, {P}, "dt_bias");
+  const int64_t D = P / H;
+  auto g = torch::empty({n, H, D}, raw.options());
+  auto beta = torch::empty({n, H}, raw.options());
+  const float *rp = raw.data_ptr<float>(), *bp = b.data_ptr<float>(), *ap = a_log.data_ptr<float>(),
+              *dp = dt_bias.data_ptr<float>();
+  float *gp = g.data_ptr<float>(), *betap = beta.data_ptr<float>();
+  const float lb = static_cast<float>(lower_bound);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t h = 0; h < H; ++h) {
+      const float a = std::exp(ap[h]);
+      betap[r * H + h] = 1.0f / (1.0f + std::exp(-bp[r * H + h]));
+      for (int64_t d = 0; d < D; ++d) {
+        const int64_t i = r * P + h * D + d;
+        const float z = rp[i] + dp[h * D + d];
+        gp[i] = bounded ? lb * (1.0f / (1.0f + std::exp(-(a * z)))) : -a * (z > 20.f ? z : std::log1p(std::exp(z)));
+      }
+    }
+  return {g, beta};
 }

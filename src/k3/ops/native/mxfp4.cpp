@@ -35,6 +35,7 @@ float dot_mxfp4_avx2(const uint8_t* packed, const uint8_t* scale, const float* x
   const __m128i low4 = _mm_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
   for (; g < groups && g_simd >= 1; ++g) {
+    if ((g & 3) == 0) prefetch_ahead<kPrefetchMxfp4>(packed + g * 16);
     __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + g * 16));
     __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(bytes, low4));
     __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
@@ -79,6 +80,7 @@ K3_AVX512 float dot_mxfp4_avx512(const uint8_t* packed, const uint8_t* scale, co
   const int64_t groups = K / 32;
   int64_t g = 0;
   for (; g + 2 <= groups; g += 2) {
+    if ((g & 3) == 0) prefetch_ahead<kPrefetchMxfp4>(packed + g * 16);  // once per 64-byte line of codes
     acc0 = group_avx512(packed + g * 16, scale[g], x_split + g * 32, lut, acc0);
     acc1 = group_avx512(packed + g * 16 + 16, scale[g + 1], x_split + g * 32 + 32, lut, acc1);
   }
@@ -195,6 +197,7 @@ void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* 
   for (int64_t o = 0; o < O; ++o) {
     const uint8_t* p = pp + o * (K / 2);
     const uint8_t* s = sp + o * (K / 32);
+    prefetch_ahead<kPrefetchMxfp4>(s);
     int64_t n = 0;
     for (; n + 4 <= N && g_simd >= 1; n += 4) {
       const float* rows[4] = {acts.base + n * K, acts.base + (n + 1) * K, acts.base + (n + 2) * K, acts.base + (n + 3) * K};

@@ -1,5 +1,7 @@
 // rms_norm_rows: y[n] = x[n] * rsqrt(mean(x[n]^2) + eps) * w, x fp32 [N, D], w bf16 or fp32 [D].
-// One call for what is eight small ATen ops on a decode row (each a dispatch of several microseconds).
+// gated_rms_norm_rows: y[n] = x[n] * rsqrt(mean(x[n]^2) + eps) * w * sigmoid(gate[n]), all fp32 (KDA's
+// output norm, per head: N = tokens x heads).
+// One call for what is eight (or twelve) small ATen ops on a decode row (each a dispatch of several microseconds).
 // Each row is summed in one fixed order (one 8-lane accumulator, then the tail), whatever N is.
 
 namespace {
@@ -39,6 +41,25 @@ torch::Tensor rms_norm_rows(torch::Tensor x, torch::Tensor w, double eps) {
     const float scale = 1.0f / std::sqrt(sum_squares(r, D) / static_cast<float>(D) + static_cast<float>(eps));
     float* out = yp + n * D;
     for (int64_t d = 0; d < D; ++d) out[d] = (r[d] * scale) * (bf16 ? bf16_to_f32(wb[d]) : wf[d]);
+  }
+  return y;
+}
+
+torch::Tensor gated_rms_norm_rows(torch::Tensor x, torch::Tensor gate, torch::Tensor w, double eps) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.is_contiguous(), "x must be contiguous fp32 [N, D]");
+  TORCH_CHECK(gate.sizes() == x.sizes() && gate.scalar_type() == torch::kFloat32 && gate.is_contiguous(),
+              "gate must be contiguous fp32 shaped like x");
+  const int64_t N = x.size(0), D = x.size(1);
+  TORCH_CHECK(w.dim() == 1 && w.size(0) == D && w.scalar_type() == torch::kFloat32 && w.is_contiguous(),
+              "w must be contiguous fp32 [D]");
+  auto y = torch::empty({N, D}, x.options());
+  const float *xp = x.data_ptr<float>(), *gp = gate.data_ptr<float>(), *wp = w.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  for (int64_t n = 0; n < N; ++n) {
+    const float* r = xp + n * D;
+    const float scale = 1.0f / std::sqrt(sum_squares(r, D) / static_cast<float>(D) + static_cast<float>(eps));
+    for (int64_t d = 0; d < D; ++d)
+      yp[n * D + d] = r[d] * scale * wp[d] * (1.0f / (1.0f + std::exp(-gp[n * D + d])));
   }
   return y;
 }

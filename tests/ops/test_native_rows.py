@@ -1,0 +1,78 @@
+"""The decode-row kernels that replace chains of small ATen ops: each against its reference, on odd
+sizes, at every instruction set; each row independent of its batchmates; the dispatch choosing them only
+for decode rows outside autograd."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from k3.ops.attnres import attn_res, attn_res_reference
+from k3.ops.kda import kda_gates
+from k3.ops.kda.gate import kda_gates_reference
+from k3.ops.native import MAX_ROWS
+from k3.ops.norm import gated_rms_norm, gated_rms_norm_reference
+from k3.testing import assert_close
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_kda_gates_rows_match_the_reference(kernels, level, bounded, rows):
+    g = torch.Generator().manual_seed(rows)
+    H, D = 3, 37
+    raw, b = torch.randn(rows, H, D, generator=g) * 4, torch.randn(rows, H, generator=g) * 3
+    a_log, dt_bias = torch.randn(H, generator=g), torch.randn(H * D, generator=g)
+    raw[0, 0, :3] = torch.tensor([30.0, -30.0, 0.0])   # softplus's linear branch and both saturations
+    lower = -5.0 if bounded else None
+    assert kda_gates.use_native(raw, b, a_log, dt_bias, lower)
+    got_g, got_beta = kda_gates(raw, b, a_log, dt_bias, lower)
+    ref_g, ref_beta = kda_gates_reference(raw, b, a_log, dt_bias, lower)
+    assert_close("kda gate", got_g, ref_g, 1e-6)
+    assert_close("kda beta", got_beta, ref_beta, 1e-6)
+    alone_g, alone_beta = kda_gates(raw[-1:], b[-1:], a_log, dt_bias, lower)
+    assert torch.equal(alone_g[0], got_g[-1]) and torch.equal(alone_beta[0], got_beta[-1])
+
+
+def test_gated_rms_norm_rows_match_the_reference(kernels, level):
+    g = torch.Generator().manual_seed(0)
+    o, gate = torch.randn(3, 5, 41, generator=g) * 2, torch.randn(3, 5, 41, generator=g) * 3
+    w = torch.randn(41, generator=g)
+    assert gated_rms_norm.use_native(o, gate, w, 1e-5)
+    got = gated_rms_norm(o, gate, w, 1e-5)
+    assert_close("gated rms norm", got, gated_rms_norm_reference(o, gate, w, 1e-5), 1e-6)
+    assert torch.equal(gated_rms_norm(o[1:2], gate[1:2], w, 1e-5)[0], got[1])
+
+
+@pytest.mark.parametrize("wdtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("J", [1, 4])
+def test_attn_res_forms_its_query_from_the_weights(kernels, level, wdtype, J):
+    g = torch.Generator().manual_seed(J)
+    cands = [torch.randn(2, 53, generator=g) * (j + 1) for j in range(J)]
+    norm, proj = torch.randn(53, generator=g).to(wdtype), torch.randn(1, 53, generator=g).to(wdtype)
+    assert attn_res.use_native(cands, norm, proj, 1e-6)
+    got = attn_res(cands, norm, proj, 1e-6)
+    assert_close("attn_res", got, attn_res_reference(cands, norm, proj, 1e-6), 2e-6)
+    assert torch.equal(attn_res([c[1:] for c in cands], norm, proj, 1e-6)[0], got[1])
+
+
+def test_row_kernels_stay_off_for_prefill_and_autograd(kernels):
+    many = MAX_ROWS + 1
+    raw, b = torch.randn(many, 2, 8), torch.randn(many, 2)
+    assert not kda_gates.use_native(raw, b, torch.zeros(2), torch.zeros(16), -5.0)
+    o = torch.randn(2, 3, 8, requires_grad=True)
+    with torch.enable_grad():
+        assert not gated_rms_norm.use_native(o, torch.randn(2, 3, 8), torch.ones(8), 1e-5)
+        out = gated_rms_norm(o, torch.randn(2, 3, 8), torch.ones(8), 1e-5)
+    out.sum().backward()
+    assert o.grad is not None and o.grad.abs().sum() > 0
+    cands = [torch.randn(many, 8)]
+    assert not attn_res.use_native(cands, torch.ones(8), torch.ones(1, 8), 1e-6)
+
+
+def test_row_kernels_refuse_bad_shapes_with_a_message(kernels):
+    with pytest.raises(RuntimeError, match="dt_bias"):
+        kernels.kda_gates_rows(torch.randn(1, 10), torch.randn(1, 3), torch.zeros(3), torch.zeros(10), True, -5.0)
+    with pytest.raises(RuntimeError, match="gate must be"):
+        kernels.gated_rms_norm_rows(torch.randn(2, 8), torch.randn(2, 7), torch.ones(8), 1e-5)
+    with pytest.raises(RuntimeError, match="norm and proj"):
+        kernels.attn_res_mix_weights([torch.randn(1, 8)], torch.ones(7), torch.ones(8), 1e-6)
