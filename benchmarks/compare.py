@@ -42,7 +42,8 @@ def rss():
     return int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
 if engine == "k3":
     import torch, k3
-    torch.inference_mode().__enter__()  # as k3's engine runs the model
+    inference = torch.inference_mode()  # as k3's engine runs the model; held, or its guard ends at once
+    inference.__enter__()
     torch.set_num_threads(threads)
     model = k3.load(path)
     def prefill(ids):  # the last position's logits only, as the engine and llama-bench compute

@@ -76,3 +76,26 @@ def test_row_kernels_refuse_bad_shapes_with_a_message(kernels):
         kernels.gated_rms_norm_rows(torch.randn(2, 8), torch.randn(2, 7), torch.ones(8), 1e-5)
     with pytest.raises(RuntimeError, match="norm and proj"):
         kernels.attn_res_mix_weights([torch.randn(1, 8)], torch.ones(7), torch.ones(8), 1e-6)
+
+
+@pytest.mark.parametrize("biased,renormalize,k", [(True, True, 3), (False, True, 1), (True, False, 4)])
+def test_moe_route_rows_choose_and_weigh_as_the_reference(kernels, biased, renormalize, k):
+    from k3.ops.routing import sigmoid_topk_route, sigmoid_topk_route_reference
+
+    g = torch.Generator().manual_seed(k)
+    logits = torch.randn(3, 13, generator=g) * 2
+    bias = torch.randn(13, generator=g) * 0.3 if biased else None
+    assert sigmoid_topk_route.use_native(logits, bias, k, renormalize, 2.5)
+    weights, ids = sigmoid_topk_route(logits, bias, k, renormalize, 2.5)
+    ref_w, ref_ids = sigmoid_topk_route_reference(logits, bias, k, renormalize, 2.5)
+    assert torch.equal(ids, ref_ids), "the same experts, in the same (descending) order"
+    assert_close("routing weights", weights, ref_w, 1e-6)
+    alone_w, alone_ids = sigmoid_topk_route(logits[1:2], bias, k, renormalize, 2.5)
+    assert torch.equal(alone_ids[0], ids[1]) and torch.equal(alone_w[0], weights[1])
+
+
+def test_moe_route_rows_break_ties_by_the_lower_expert(kernels):
+    weights, ids = kernels.moe_route_rows(torch.zeros(1, 6), torch.zeros(0), 3, True, 1.0)
+    assert ids.tolist() == [[0, 1, 2]] and torch.allclose(weights, torch.full((1, 3), 1 / 3))
+    with pytest.raises(RuntimeError, match="top_k"):
+        kernels.moe_route_rows(torch.zeros(1, 6), torch.zeros(0), 7, True, 1.0)

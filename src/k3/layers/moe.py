@@ -13,9 +13,11 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, frozen
-from k3.layers.fused import project
+from k3.layers.fused import direct_group, project
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.mlp import GLUMLP
+from k3.ops.activation import glu
+from k3.ops.dispatch import direct_kernels
 from k3.ops.linear import linear
 from k3.ops.precision import wide
 from k3.ops.routing import sigmoid_topk_route
@@ -82,6 +84,9 @@ class LatentMoE(nn.Module):
         """x [..., hidden] (already normalised) -> [..., hidden]."""
         shape = x.shape
         x = x.reshape(-1, shape[-1])
+        direct = self._direct(x)
+        if direct is not None:
+            return direct.reshape(shape)
         weights, ids = self.route(x)
         parts = project(self, self.input_names, x)
         z = parts[0] if self.latent else x
@@ -93,3 +98,26 @@ class LatentMoE(nn.Module):
         if self.shared_experts is not None:
             y = y + self.shared_experts.down(*parts[-2:])
         return y.reshape(shape)
+
+    def _direct(self, x: torch.Tensor) -> torch.Tensor | None:
+        """Decode rows: forward's native kernels called in forward's order (so its bits) without the
+        per-op dispatch -> [N, hidden], or None where forward must run (see dispatch.direct_kernels)."""
+        kernels = direct_kernels(x)
+        group = direct_group(self, self.input_names) if kernels is not None else None
+        shared = self.shared_experts
+        if (group is None or not self.latent or self.routed_expert_norm is None or shared is None
+                or not isinstance(self.experts, PackedExperts)
+                or any(w.dtype != torch.bfloat16 for w in (self.gate.weight, self.routed_expert_up_proj.weight,
+                                                           shared.down_proj.weight))
+                or self.gate.e_score_correction_bias.dtype != torch.float32):
+            return None
+        logits = kernels.bf16_linear(x, self.gate.weight)
+        weights, ids = kernels.moe_route_rows(logits, self.gate.e_score_correction_bias, self.top_k, self.renormalize,
+                                              self.scaling)
+        z, gate, up = group.direct(kernels, x)
+        y = self.experts.direct_sum(kernels, z, weights, ids)
+        if y is None:
+            return None
+        y = kernels.rms_norm_rows(y, self.routed_expert_norm.weight, self.routed_expert_norm.eps)
+        y = kernels.bf16_linear(y, self.routed_expert_up_proj.weight)
+        return y + kernels.bf16_linear(glu(gate, up, shared.act, shared.beta, shared.linear_beta), shared.down_proj.weight)

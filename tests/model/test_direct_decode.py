@@ -1,0 +1,74 @@
+"""The layers' decode fast paths (`_direct`: native kernels called straight, outside autograd) give the
+bits of their general forward, which runs the same kernels through the per-op dispatch when autograd
+is on (the weights need no gradient, so the dispatch still picks the kernels)."""
+
+import pytest
+import torch
+
+import k3
+from k3.engine import LLM, SamplingParams
+from k3.layers.kda import KimiDeltaAttention
+from k3.layers.moe import LatentMoE
+from k3.ops.dispatch import reference_only
+
+IDS = torch.tensor([[3, 17, 40, 9, 21, 2, 33], [8, 1, 30, 12, 5, 44, 7], [19, 2, 2, 6, 50, 11, 4]])
+STEPS = ((5, 9, 1), (11, 3, 60), (1, 1, 2))
+
+
+def _decode(model, batch: int) -> list[torch.Tensor]:
+    state = model.new_state(batch)
+    out = [model(IDS[:batch], state)]
+    return out + [model(torch.tensor(step[:batch]).view(batch, 1), state) for step in STEPS]
+
+
+def _count_direct(monkeypatch) -> dict[str, int]:
+    counts = {"KimiDeltaAttention": 0, "LatentMoE": 0}
+    for cls in (KimiDeltaAttention, LatentMoE):
+        original = cls._direct
+
+        def counted(self, *args, _original=original, _name=cls.__name__):
+            out = _original(self, *args)
+            counts[_name] += out is not None
+            return out
+
+        monkeypatch.setattr(cls, "_direct", counted)
+    return counts
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_direct_decode_equals_the_dispatched_forward_bit_for_bit(tiny_checkpoint, monkeypatch, batch):
+    model = k3.load(tiny_checkpoint)
+    counts = _count_direct(monkeypatch)
+    with torch.enable_grad():
+        general = _decode(model, batch)
+    assert counts == {"KimiDeltaAttention": 0, "LatentMoE": 0}, "under autograd the general forward runs"
+    with torch.inference_mode():
+        direct = _decode(model, batch)
+    layers = model.model.layers
+    kda = sum(isinstance(layer.self_attn, KimiDeltaAttention) for layer in layers)
+    moe = sum(hasattr(layer, "block_sparse_moe") for layer in layers)
+    assert counts["KimiDeltaAttention"] == kda * len(STEPS), "every decode step of every KDA layer took the fast path"
+    assert counts["LatentMoE"] >= moe * len(STEPS)
+    for a, b in zip(general, direct):
+        assert torch.equal(a, b)
+
+
+def test_direct_decode_stays_off_under_reference_only(tiny_checkpoint, monkeypatch):
+    model = k3.load(tiny_checkpoint)
+    counts = _count_direct(monkeypatch)
+    with torch.inference_mode(), reference_only():
+        _decode(model, 1)
+    assert counts == {"KimiDeltaAttention": 0, "LatentMoE": 0}
+
+
+def test_engine_decode_takes_the_fast_path_and_matches_the_general_one(tiny_checkpoint, monkeypatch):
+    """The engine's paged state slots (ragged batches) go through the same fast path."""
+    counts = _count_direct(monkeypatch)
+    llm = LLM(tiny_checkpoint, max_num_seqs=4)
+    prompts = [IDS[0].tolist(), IDS[1, :4].tolist(), IDS[2, :6].tolist()]
+    params = SamplingParams(max_tokens=6, temperature=0)
+    fast = [o.token_ids for o in llm.generate(prompts, params)]
+    assert counts["KimiDeltaAttention"] > 0 and counts["LatentMoE"] > 0
+    monkeypatch.setattr(KimiDeltaAttention, "_direct", lambda self, *a: None)
+    monkeypatch.setattr(LatentMoE, "_direct", lambda self, *a: None)
+    assert [o.token_ids for o in llm.generate(prompts, params)] == fast
