@@ -109,7 +109,8 @@ class LatentMoE(nn.Module):
                 or not isinstance(self.experts, PackedExperts)
                 or any(w.dtype != torch.bfloat16 for w in (self.gate.weight, self.routed_expert_up_proj.weight,
                                                            shared.down_proj.weight))
-                or self.gate.e_score_correction_bias.dtype != torch.float32):
+                or self.gate.e_score_correction_bias.dtype != torch.float32
+                or self.routed_expert_norm.weight.dtype not in (torch.bfloat16, torch.float32)):
             return None
         logits = kernels.bf16_linear(x, self.gate.weight)
         weights, ids = kernels.moe_route_rows(logits, self.gate.e_score_correction_bias, self.top_k, self.renormalize,

@@ -19,6 +19,10 @@ from k3.layers.moe import LatentMoE
 from k3.layers.batch import ForwardBatch
 from k3.layers.state import KDAStateView, MLACacheView
 from k3.ops.attnres import attn_res
+from k3.ops.dispatch import direct_kernels
+
+
+_ROW_WEIGHT_DTYPES = (torch.bfloat16, torch.float32)  # what the native row kernels read
 
 
 class DecoderLayer(nn.Module):
@@ -48,16 +52,28 @@ class DecoderLayer(nn.Module):
     def forward(self, h: torch.Tensor, bank: list[torch.Tensor], batch: ForwardBatch,
                 state: KDAStateView | MLACacheView | None = None) -> torch.Tensor:
         """h [N, hidden] packed -> next layer's input [N, hidden]; may append to `bank`."""
+        norm, mix = self._row_ops(h)
         if not self.attn_res:
-            h = h + self.self_attn(self.input_layernorm(h), batch, state)
-            return h + self.ffn(self.post_attention_layernorm(h))
+            h = h + self.self_attn(norm(self.input_layernorm, h), batch, state)
+            return h + self.ffn(norm(self.post_attention_layernorm, h))
         partial = h
-        a_in = (attn_res(bank + [partial], self.self_attention_res_norm.weight, self.self_attention_res_proj.weight,
-                         self.eps) if bank else partial)
+        a_in = mix(bank + [partial], self.self_attention_res_norm, self.self_attention_res_proj) if bank else partial
         if self.block_start:
             bank.append(partial)
             partial = None
-        y = self.self_attn(self.input_layernorm(a_in), batch, state)
+        y = self.self_attn(norm(self.input_layernorm, a_in), batch, state)
         partial = y if partial is None else partial + y
-        m_in = attn_res(bank + [partial], self.mlp_res_norm.weight, self.mlp_res_proj.weight, self.eps)
-        return partial + self.ffn(self.post_attention_layernorm(m_in))
+        m_in = mix(bank + [partial], self.mlp_res_norm, self.mlp_res_proj)
+        return partial + self.ffn(norm(self.post_attention_layernorm, m_in))
+
+    def _row_ops(self, h: torch.Tensor):
+        """(norm(module, x), mix(candidates, norm, proj)): on decode rows outside autograd the native
+        kernels called directly (what the dispatch picks for them, so the same bits), else the modules."""
+        kernels = direct_kernels(h)
+        weights = [m.weight for m in (self.input_layernorm, self.post_attention_layernorm)] + (
+            [m.weight for m in (self.self_attention_res_norm, self.self_attention_res_proj, self.mlp_res_norm,
+                                self.mlp_res_proj)] if self.attn_res else [])
+        if kernels is None or not all(w.dtype in _ROW_WEIGHT_DTYPES and w.is_contiguous() for w in weights):
+            return (lambda module, x: module(x)), (lambda cands, n, p: attn_res(cands, n.weight, p.weight, self.eps))
+        return ((lambda module, x: kernels.rms_norm_rows(x, module.weight, module.eps)),
+                (lambda cands, n, p: kernels.attn_res_mix_weights(cands, n.weight, p.weight, self.eps)))

@@ -21,10 +21,11 @@ void conv_silu_step(const float* x, const float* w, float* tail, float* y, int64
     float acc = tail[c] * w[c * Kc];
     for (int64_t j = 1; j < Kc - 1; ++j) acc += tail[j * P + c] * w[c * Kc + j];
     acc += x[c] * w[c * Kc + Kc - 1];
-    y[c] = acc / (1.0f + std::exp(-acc));
+    y[c] = acc;
     for (int64_t j = 0; j + 1 < Kc - 1; ++j) tail[j * P + c] = tail[(j + 1) * P + c];
     tail[(Kc - 2) * P + c] = x[c];
   }
+  map8(y, y, P, [](v8f v) { return v * vsigmoid(v); });
 }
 
 void l2_normalise(float* x, int64_t D) {
@@ -37,9 +38,10 @@ void l2_normalise(float* x, int64_t D) {
 // One head in place: S [K, V] decays, takes the delta-rule update, and is read out into o [V].
 void delta_rule_step(const float* q, const float* k, const float* v, const float* g, float beta, float* S,
                      float* o, int64_t K, int64_t V, float scale) {
-  std::vector<float> pred(V, 0.f);
+  std::vector<float> pred(V, 0.f), decay(K);
+  map8(g, decay.data(), K, [](v8f v) { return vexp(v); });
   for (int64_t i = 0; i < K; ++i) {
-    const float d = std::exp(g[i]), ki = k[i];
+    const float d = decay[i], ki = k[i];
     float* s = S + i * V;
     for (int64_t j = 0; j < V; ++j) {
       s[j] *= d;
@@ -132,15 +134,16 @@ std::vector<torch::Tensor> kda_gates_rows(torch::Tensor raw, torch::Tensor b, to
               *dp = dt_bias.data_ptr<float>();
   float *gp = g.data_ptr<float>(), *betap = beta.data_ptr<float>();
   const float lb = static_cast<float>(lower_bound);
+  map8(bp, betap, n * H, [](v8f v) { return vsigmoid(v); });
   for (int64_t r = 0; r < n; ++r)
     for (int64_t h = 0; h < H; ++h) {
       const float a = std::exp(ap[h]);
-      betap[r * H + h] = 1.0f / (1.0f + std::exp(-bp[r * H + h]));
-      for (int64_t d = 0; d < D; ++d) {
-        const int64_t i = r * P + h * D + d;
-        const float z = rp[i] + dp[h * D + d];
-        gp[i] = bounded ? lb * (1.0f / (1.0f + std::exp(-(a * z)))) : -a * (z > 20.f ? z : std::log1p(std::exp(z)));
-      }
+      float* out = gp + r * P + h * D;
+      for (int64_t d = 0; d < D; ++d) out[d] = rp[r * P + h * D + d] + dp[h * D + d];
+      if (bounded)
+        map8(out, out, D, [=](v8f z) { return lb * vsigmoid(a * z); });
+      else  // softplus; its linear branch above 20, as torch's
+        for (int64_t d = 0; d < D; ++d) out[d] = -a * (out[d] > 20.f ? out[d] : std::log1p(std::exp(out[d])));
     }
   return {g, beta};
 }

@@ -237,13 +237,7 @@ void glu_expert(const float* x, int64_t N, int64_t D, int64_t I, const ExpertWei
   std::vector<float> g(N * I), u(N * I);
   mxfp4_rows(x, N, D, I, w.w1p, w.w1s, g.data());
   mxfp4_rows(x, N, D, I, w.w3p, w.w3s, u.data());
-#pragma omp parallel for schedule(static) if (N * I >= 8192)
-  for (int64_t i = 0; i < N * I; ++i) {
-    float sig = 1.0f / (1.0f + std::exp(-g[i]));
-    float a = act == 0 ? b * std::tanh(g[i] / b) * sig : g[i] * sig;
-    float up = (act == 0 && lb > 0) ? lb * std::tanh(u[i] / lb) : u[i];
-    g[i] = a * up;
-  }
+  glu_in_place(g.data(), u.data(), N * I, act, b, lb);
   mxfp4_rows(g.data(), N, I, D, w.w2p, w.w2s, y);
 }
 

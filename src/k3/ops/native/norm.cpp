@@ -55,11 +55,11 @@ torch::Tensor gated_rms_norm_rows(torch::Tensor x, torch::Tensor gate, torch::Te
   auto y = torch::empty({N, D}, x.options());
   const float *xp = x.data_ptr<float>(), *gp = gate.data_ptr<float>(), *wp = w.data_ptr<float>();
   float* yp = y.data_ptr<float>();
+  map8(gp, yp, N * D, [](v8f v) { return vsigmoid(v); });
   for (int64_t n = 0; n < N; ++n) {
     const float* r = xp + n * D;
     const float scale = 1.0f / std::sqrt(sum_squares(r, D) / static_cast<float>(D) + static_cast<float>(eps));
-    for (int64_t d = 0; d < D; ++d)
-      yp[n * D + d] = r[d] * scale * wp[d] * (1.0f / (1.0f + std::exp(-gp[n * D + d])));
+    for (int64_t d = 0; d < D; ++d) yp[n * D + d] = r[d] * scale * wp[d] * yp[n * D + d];
   }
   return y;
 }

@@ -23,8 +23,8 @@ std::vector<torch::Tensor> moe_route_rows(torch::Tensor logits, torch::Tensor bi
   std::vector<float> score(E), choose(E);
   std::vector<int64_t> order(E);
   for (int64_t n = 0; n < N; ++n) {
+    map8(lp + n * E, score.data(), E, [](v8f v) { return vsigmoid(v); });
     for (int64_t e = 0; e < E; ++e) {
-      score[e] = 1.0f / (1.0f + std::exp(-lp[n * E + e]));
       choose[e] = biased ? score[e] + bp[e] : score[e];
       order[e] = e;
     }
