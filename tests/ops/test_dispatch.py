@@ -10,7 +10,7 @@ from k3.ops.linear import linear
 
 EXPECTED = {"bf16_linear", "bf16_head_linear", "attn_res_mix", "mxfp4_dequantize", "mxfp4_linear",
             "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_moe_tokens", "kda_step", "mla_paged_decode",
-            "attn_res", "kda_gates", "gated_rms_norm", "rms_norm", "moe_route"}
+            "attn_res", "kda_gates", "gated_rms_norm", "rms_norm", "moe_route", "glu"}
 
 
 def test_every_native_op_is_registered_with_its_reference():

@@ -99,3 +99,17 @@ def test_moe_route_rows_break_ties_by_the_lower_expert(kernels):
     assert ids.tolist() == [[0, 1, 2]] and torch.allclose(weights, torch.full((1, 3), 1 / 3))
     with pytest.raises(RuntimeError, match="top_k"):
         kernels.moe_route_rows(torch.zeros(1, 6), torch.zeros(0), 7, True, 1.0)
+
+
+@pytest.mark.parametrize("act,linear_beta", [("situ", 3.0), ("situ", None), ("silu", None)])
+def test_glu_rows_match_the_reference(kernels, level, act, linear_beta):
+    from k3.ops.activation import glu, glu_reference
+
+    g = torch.Generator().manual_seed(7)
+    gate, up = torch.randn(3, 203, generator=g) * 5, torch.randn(3, 203, generator=g) * 5
+    gate[0, :4] = torch.tensor([0.0, 1e-6, -90.0, 90.0])   # the polynomial's small branch and the clamps
+    assert glu.use_native(gate, up, act, 2.0, linear_beta)
+    got = glu(gate, up, act, 2.0, linear_beta)
+    assert_close("glu", got, glu_reference(gate, up, act, 2.0, linear_beta), 1e-6)
+    assert torch.isfinite(got).all()
+    assert torch.equal(glu(gate[2:], up[2:], act, 2.0, linear_beta)[0], got[2])

@@ -1,10 +1,17 @@
-"""GLU activations: K3's SiTU-GLU and the SiLU-GLU of Kimi-Linear."""
+"""GLU activations: K3's SiTU-GLU and the SiLU-GLU of Kimi-Linear.
+
+Reference: the ATen ops below. Native (fp32 decode rows, outside autograd): one vectorised call
+(`glu_rows`, the routed experts' own activation; equal up to the last bits of tanh and exp) instead of a
+dozen small ops. `k3.ops.dispatch` picks.
+"""
 
 from __future__ import annotations
 
 import torch
 
+from k3.ops.dispatch import register
 from k3.ops.elementwise import STEP, padded, silu
+from k3.ops.native import MAX_ROWS, native
 from k3.ops.precision import wide
 
 
@@ -35,7 +42,20 @@ def silu_glu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return silu(gate) * up
 
 
-def glu(gate: torch.Tensor, up: torch.Tensor, act: str, beta: float, linear_beta: float | None) -> torch.Tensor:
+def glu_reference(gate: torch.Tensor, up: torch.Tensor, act: str, beta: float, linear_beta: float | None) -> torch.Tensor:
+    """gate, up [..., I] -> [..., I]: SiTU-GLU (act "situ") or SiLU-GLU."""
     if act == "situ":
         return situ_glu(gate, up, beta, linear_beta)
     return silu_glu(gate, up)
+
+
+def _glu_native(gate, up, act, beta, linear_beta):
+    return native().glu_rows(gate.contiguous(), up.contiguous(), 0 if act == "situ" else 1, beta, linear_beta or 0.0)
+
+
+def _decode_rows(gate, up, act, beta, linear_beta) -> bool:
+    return (act in ("situ", "silu") and gate.dtype == up.dtype == torch.float32 and gate.shape == up.shape
+            and gate.dim() >= 1 and gate.shape[:-1].numel() <= MAX_ROWS)
+
+
+glu = register("glu", reference=glu_reference, native=_glu_native, supports=_decode_rows)
