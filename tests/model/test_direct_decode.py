@@ -8,6 +8,7 @@ import torch
 import k3
 from k3.engine import LLM, SamplingParams
 from k3.layers.kda import KimiDeltaAttention
+from k3.layers.mla import GatedMLA
 from k3.layers.moe import LatentMoE
 from k3.ops.dispatch import reference_only
 
@@ -22,8 +23,8 @@ def _decode(model, batch: int) -> list[torch.Tensor]:
 
 
 def _count_direct(monkeypatch) -> dict[str, int]:
-    counts = {"KimiDeltaAttention": 0, "LatentMoE": 0}
-    for cls in (KimiDeltaAttention, LatentMoE):
+    counts = {"KimiDeltaAttention": 0, "GatedMLA": 0, "LatentMoE": 0}
+    for cls in (KimiDeltaAttention, GatedMLA, LatentMoE):
         original = cls._direct
 
         def counted(self, *args, _original=original, _name=cls.__name__):
@@ -41,13 +42,16 @@ def test_direct_decode_equals_the_dispatched_forward_bit_for_bit(tiny_checkpoint
     counts = _count_direct(monkeypatch)
     with torch.enable_grad():
         general = _decode(model, batch)
-    assert counts == {"KimiDeltaAttention": 0, "LatentMoE": 0}, "under autograd the general forward runs"
+    assert not any(counts.values()), "under autograd the general forward runs"
     with torch.inference_mode():
         direct = _decode(model, batch)
     layers = model.model.layers
     kda = sum(isinstance(layer.self_attn, KimiDeltaAttention) for layer in layers)
+    mla = sum(isinstance(layer.self_attn, GatedMLA) for layer in layers)
     moe = sum(hasattr(layer, "block_sparse_moe") for layer in layers)
+    assert kda and mla and moe
     assert counts["KimiDeltaAttention"] == kda * len(STEPS), "every decode step of every KDA layer took the fast path"
+    assert counts["GatedMLA"] == mla * len(STEPS)
     assert counts["LatentMoE"] >= moe * len(STEPS)
     for a, b in zip(general, direct):
         assert torch.equal(a, b)
@@ -58,7 +62,7 @@ def test_direct_decode_stays_off_under_reference_only(tiny_checkpoint, monkeypat
     counts = _count_direct(monkeypatch)
     with torch.inference_mode(), reference_only():
         _decode(model, 1)
-    assert counts == {"KimiDeltaAttention": 0, "LatentMoE": 0}
+    assert not any(counts.values())
 
 
 def test_engine_decode_takes_the_fast_path_and_matches_the_general_one(tiny_checkpoint, monkeypatch):
@@ -68,7 +72,7 @@ def test_engine_decode_takes_the_fast_path_and_matches_the_general_one(tiny_chec
     prompts = [IDS[0].tolist(), IDS[1, :4].tolist(), IDS[2, :6].tolist()]
     params = SamplingParams(max_tokens=6, temperature=0)
     fast = [o.token_ids for o in llm.generate(prompts, params)]
-    assert counts["KimiDeltaAttention"] > 0 and counts["LatentMoE"] > 0
-    monkeypatch.setattr(KimiDeltaAttention, "_direct", lambda self, *a: None)
-    monkeypatch.setattr(LatentMoE, "_direct", lambda self, *a: None)
+    assert all(counts.values())
+    for cls in (KimiDeltaAttention, GatedMLA, LatentMoE):
+        monkeypatch.setattr(cls, "_direct", lambda self, *a: None)
     assert [o.token_ids for o in llm.generate(prompts, params)] == fast

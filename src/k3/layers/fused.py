@@ -44,8 +44,13 @@ class SharedInput:
         return blocks
 
     def intact(self) -> bool:
-        return self.weight is not None and all(
-            lin.weight.data_ptr() == p and not lin.weight.requires_grad for lin, p in zip(self.linears, self._ptrs))
+        if self.weight is None:
+            return False
+        for lin, p in zip(self.linears, self._ptrs):  # asked every decode step of every layer: no __getattr__
+            w = lin._parameters.get("weight")
+            if w is None or w.data_ptr() != p or w.requires_grad:
+                return False
+        return True
 
     def __call__(self, x: torch.Tensor) -> list[torch.Tensor]:
         """x [..., in] -> one [..., out_i] per Linear (contiguous)."""
