@@ -36,8 +36,8 @@ std::pair<float, float> square_and_dot(const float* x, const float* q, int64_t D
 
 namespace {
 
+// cands checked by check_candidates; q [D].
 torch::Tensor mix(const std::vector<torch::Tensor>& cands, const float* q, double eps) {
-  TORCH_CHECK(!cands.empty(), "attn_res_mix needs at least one candidate");
   const int64_t J = static_cast<int64_t>(cands.size()), N = cands[0].size(0), D = cands[0].size(1);
   auto out = torch::zeros({N, D}, cands[0].options());
   std::vector<float> alpha(J);
@@ -61,7 +61,6 @@ torch::Tensor mix(const std::vector<torch::Tensor>& cands, const float* q, doubl
 }
 
 void check_candidates(const std::vector<torch::Tensor>& cands, int64_t D) {
-  TORCH_CHECK(!cands.empty(), "attn_res_mix needs at least one candidate");
   for (const auto& c : cands)
     TORCH_CHECK(c.dim() == 2 && c.scalar_type() == torch::kFloat32 && c.is_contiguous() && c.size(0) == cands[0].size(0) &&
                 c.size(1) == D, "candidates must be contiguous fp32 [N, D] of one shape");
