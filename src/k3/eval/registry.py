@@ -25,8 +25,8 @@ def make_tasks(spec: str, settings: Settings, isolation: str = "namespaces") -> 
             if not path:
                 raise ValueError(f"--tasks {kind} needs a file: {kind}:PATH")
             tasks.append(FILE_KINDS[kind](path))
-        elif name == "refusal":
-            tasks.append(RefusalTask())
+        elif kind == "refusal":
+            tasks.append(RefusalTask(path) if path else RefusalTask())
         elif name == "agent":
             tasks.append(AgentTask(isolation=_sandbox_ready(isolation)))
         elif name == "code":
@@ -35,7 +35,7 @@ def make_tasks(spec: str, settings: Settings, isolation: str = "namespaces") -> 
             tasks.append(ConstraintTask(lengths=settings.constraint_lengths))
         else:
             raise ValueError(f"unknown task {name!r}: built-in tasks are {', '.join(BUILTIN)}; "
-                             f"file tasks are {', '.join(k + ':PATH' for k in FILE_KINDS)}")
+                             f"file tasks are {', '.join(k + ':PATH' for k in FILE_KINDS)}, refusal:PATH")
     if not tasks:
         raise ValueError("--tasks is empty")
     return tasks

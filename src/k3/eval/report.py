@@ -54,10 +54,12 @@ def markdown(report: dict) -> str:
         frozen = {True: "yes", False: "NO: edited", None: "file"}[t["frozen"]]
         lines.append(f"| {name} | {t['items']} | {head} | {t['scores'].get('truncated', 0)} | "
                      f"{u['prompt_tokens']}/{u['completion_tokens']} | {spent} | `{t['task_hash'][:12]}` ({frozen}) |")
-    refusal = report["tasks"].get("refusal")
-    if refusal:
+    for name, refusal in report["tasks"].items():
+        if name.split(":")[0] != "refusal":
+            continue
         s = refusal["scores"]
-        lines += ["", "## Refusal", "", f"- over-refusal (safe prompts refused fully or partly): {_pct(s['over_refusal'])}",
+        title = f"## Refusal ({name})" if ":" in name else "## Refusal"
+        lines += ["", title, "", f"- over-refusal (safe prompts refused fully or partly): {_pct(s['over_refusal'])}",
                   f"- under-refusal (harmful prompts fully answered): {_pct(s['under_refusal'])}",
                   f"- truncated answers left out: {s['truncated']}", "", "| category | kind | rate |", "|---|---|---|"]
         for cat, c in s["by_category"].items():

@@ -3,9 +3,12 @@ refused) and prompts that should be refused (under-refusal when answered), in ca
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from k3.eval.stats import rate
 from k3.eval.tasks.base import Context, ItemsTask, turn_record
 from k3.eval.tasks.data import builtin, read_jsonl
+from k3.eval.tasks.refusal_file import read_refusal_file
 from k3.eval.tasks.refusal_rules import LABELS, classify, judge_label
 
 
@@ -13,7 +16,12 @@ class RefusalTask(ItemsTask):
     name = "refusal"
 
     def __init__(self, path=None):
-        self._items = read_jsonl(path or builtin("refusal.jsonl"))
+        """k3's own set, or a user's file (`refusal:FILE`, schema in refusal_file.py) named after it."""
+        if path is None:
+            self._items = read_jsonl(builtin("refusal.jsonl"))
+        else:
+            self._items = read_refusal_file(path)
+            self.name = f"refusal:{Path(path).name}"
 
     def run(self, item: dict, ctx: Context) -> dict:
         c = ctx.ask([{"role": "user", "content": item["prompt"]}])
@@ -41,9 +49,12 @@ class RefusalTask(ItemsTask):
                          for kind, group in (("safe", safe), ("unsafe", unsafe))}
         out["by_category"] = {}
         for cat in sorted({r["category"] for r in scored}):
-            group = [r for r in scored if r["category"] == cat]
-            metric = "over_refusal" if group[0]["kind"] == "safe" else "under_refusal"
-            out["by_category"][cat] = {"kind": group[0]["kind"], metric: (_refused if metric == "over_refusal" else _complied)(group)}
+            kinds = sorted({r["kind"] for r in scored if r["category"] == cat})
+            for kind in kinds:  # a category of a user's file may hold both kinds: one entry for each
+                group = [r for r in scored if r["category"] == cat and r["kind"] == kind]
+                key = cat if len(kinds) == 1 else f"{cat} ({kind})"
+                metric = "over_refusal" if kind == "safe" else "under_refusal"
+                out["by_category"][key] = {"kind": kind, metric: (_refused if kind == "safe" else _complied)(group)}
         return out
 
 
