@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+from k3.eval.plots import figures
+
 
 def headline(name: str, scores: dict) -> dict:
     """The few numbers that summarise a task."""
@@ -80,4 +82,4 @@ def _fmt(v) -> str:
 
 def write_reports(report: dict, output: Path) -> None:
     write_atomic(output / "report.json", json.dumps(report, indent=1, ensure_ascii=False))
-    write_atomic(output / "report.md", markdown(report))
+    write_atomic(output / "report.md", markdown(report) + "".join(line + "\n" for line in figures(report, output)))
