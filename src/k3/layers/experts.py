@@ -63,15 +63,12 @@ class PackedExperts(ExpertBank):
     def routed_sum(self, z, weights, ids):
         return moe_tokens(z, self._bank(), ids, weights, self.group_size, self.act, self.beta, self.linear_beta)
 
-    def direct_sum(self, kernels, z: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor | None:
-        """routed_sum (or weighted_sum, for one row) through the native kernel directly: the same sums
-        bit for bit (one row's products in ascending expert order either way). None where the kernel
-        does not take this bank (a group size or activation it lacks, non-contiguous buffers)."""
-        bank = [getattr(self, k) for k in KEYS]
-        if self.group_size != 32 or self.act not in ("situ", "silu") or not all(t.is_contiguous() for t in bank):
-            return None
-        return kernels.mxfp4_moe_tokens(z, bank, ids, weights, 0 if self.act == "situ" else 1, self.beta,
-                                        self.linear_beta or 0.0)
+    def direct_sum(self, z: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor | None:
+        """routed_sum (or weighted_sum, for one row) on the registered native kernel without the dispatch:
+        the same sums bit for bit (one row's products in ascending expert order either way). None where
+        that kernel does not take these arguments (its own `supports`)."""
+        args = (z, self._bank(), ids, weights, self.group_size, self.act, self.beta, self.linear_beta)
+        return moe_tokens.native(*args) if moe_tokens.supports(*args) else None
 
     def forward(self, e: int, z: torch.Tensor) -> torch.Tensor:
         """z [N, dim] -> [N, dim] in z.dtype."""

@@ -116,7 +116,7 @@ class LatentMoE(nn.Module):
         weights, ids = kernels.moe_route_rows(logits, self.gate.e_score_correction_bias, self.top_k, self.renormalize,
                                               self.scaling)
         z, gate, up = group.direct(kernels, x)
-        y = self.experts.direct_sum(kernels, z, weights, ids)
+        y = self.experts.direct_sum(z, weights, ids)
         if y is None:
             return None
         y = kernels.rms_norm_rows(y, self.routed_expert_norm.weight, self.routed_expert_norm.eps)

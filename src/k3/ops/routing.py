@@ -32,8 +32,7 @@ def sigmoid_topk_route_reference(logits: torch.Tensor, bias: torch.Tensor | None
 
 def _route_native(logits, bias, top_k, renormalize, scaling):
     b = bias.contiguous() if bias is not None else logits.new_empty(0)
-    weights, ids = native().moe_route_rows(logits.contiguous(), b, top_k, renormalize, scaling)
-    return weights, ids
+    return tuple(native().moe_route_rows(logits.contiguous(), b, top_k, renormalize, scaling))
 
 
 sigmoid_topk_route = register(

@@ -38,9 +38,8 @@ def kda_gates_reference(raw: torch.Tensor, b: torch.Tensor, a_log: torch.Tensor,
 
 def _kda_gates_native(raw, b, a_log, dt_bias, lower_bound):
     N, H, K = raw.shape
-    g, beta = native().kda_gates_rows(raw.reshape(N, H * K).contiguous(), b.contiguous(), a_log.contiguous(),
-                                      dt_bias.contiguous(), lower_bound is not None, lower_bound or 0.0)
-    return g, beta
+    return tuple(native().kda_gates_rows(raw.reshape(N, H * K).contiguous(), b.contiguous(), a_log.contiguous(),
+                                         dt_bias.contiguous(), lower_bound is not None, lower_bound or 0.0))
 
 
 def _supports(raw, b, a_log, dt_bias, lower_bound) -> bool:
