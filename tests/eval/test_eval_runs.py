@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -98,6 +99,36 @@ def test_generation_exact_match_with_extraction(tmp_path):
     s = run_eval(Echoes(), make_tasks(f"gen:{gen}", SETTINGS), SETTINGS, tmp_path / "r", progress=False)["tasks"]["gen:g.jsonl"]
     assert [r["correct"] for r in s["records"]] == [True, False, True]
     assert s["scores"]["exact_match"]["k"] == 2
+
+
+class Continues(Echoes):
+    """Raw completions: the prompt's last word twice, then ", and more"; records the stops it was sent."""
+    def complete(self, prompt, *, max_tokens, temperature, seed, stop):
+        from k3.eval.backends.base import Completion
+
+        self.sent = getattr(self, "sent", []) + [(max_tokens, stop)]
+        word = prompt.split()[-1]
+        text = f" {word} {word}, and more"
+        ends = [i for i in (text.find(x) for x in stop) if i >= 0]
+        return Completion(text[:min(ends)] if ends else text)
+
+
+def test_generation_in_completion_mode_and_stop_strings(tmp_path):
+    gen = tmp_path / "g.jsonl"
+    rows = [{"prompt": "say echo", "answer": "echo echo", "mode": "completion", "stop": [","], "max_tokens": 9},
+            {"prompt": "say 42", "answer": "The answer is", "stop": " 42"},      # chat mode: the reply is cut
+            {"prompt": "say x", "answer": "x x, and more", "mode": "completion"}]
+    gen.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    backend = Continues()
+    s = run_eval(backend, make_tasks(f"gen:{gen}", SETTINGS), SETTINGS, tmp_path / "r", progress=False)["tasks"]["gen:g.jsonl"]
+    assert [r["correct"] for r in s["records"]] == [True, True, True]
+    assert backend.sent == [(9, [","]), (SETTINGS.max_tokens, [])] and backend.calls == 1
+    for bad, message in [({"mode": "raw"}, "mode"), ({"mode": "completion", "prompt": None, "messages": []}, "prompt"),
+                         ({"stop": ""}, "stop"), ({"stop": [1]}, "stop"), ({"max_tokens": 5}, "max_tokens"),
+                         ({"mode": "completion", "max_tokens": 0}, "max_tokens")]:
+        gen.write_text(json.dumps({"prompt": "p", "answer": "a"} | bad) + "\n")
+        with pytest.raises(ValueError, match=f"row 1: .*{message}"):
+            make_tasks(f"gen:{gen}", SETTINGS)
 
 
 def test_unknown_task_names_the_choices():

@@ -14,7 +14,8 @@ def add_arguments(p) -> None:
     target.add_argument("--model", help="checkpoint directory with a tokenizer: evaluate it in-process")
     target.add_argument("--endpoint", help="OpenAI-compatible base URL (k3 serve, vLLM, SGLang, a hosted API)")
     p.add_argument("--tasks", required=True,
-                   help="comma-separated: refusal, agent, code, constraints, mc:FILE.jsonl, gen:FILE.jsonl, perplexity:FILE.txt")
+                   help="comma-separated: refusal, agent, code, constraints, humaneval, mc:FILE.jsonl, gen:FILE.jsonl, "
+                        "perplexity:FILE.txt, refusal:FILE, humaneval:FILE.jsonl")
     p.add_argument("--limit", type=int, help="first N items of each task")
     p.add_argument("--output", help="report directory; rerunning with the same one resumes (default eval-runs/TIME)")
     p.add_argument("--served-model-name", "--model-name", dest="model_name",
@@ -28,6 +29,8 @@ def add_arguments(p) -> None:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--agent-steps", type=int, default=12, help="agent: model turns before the step limit")
+    p.add_argument("--samples", type=int, default=1,
+                   help="humaneval: answers per problem; pass@k is reported for k = 1, 10, 100 up to it")
     p.add_argument("--constraint-lengths", default="0,4,16,48", help="constraints: filler exchanges before the check")
     p.add_argument("--prices", help="JSON price table {model: {input, output}} in USD per million tokens")
     p.add_argument("--timeout", type=float, default=600.0, help="endpoint: seconds per request")
@@ -50,8 +53,13 @@ def run(args) -> int:
         raise ValueError("--limit must be at least 1")
     if args.concurrency < 1 or (args.model and args.concurrency > 1):
         raise ValueError("--concurrency must be at least 1, and 1 with --model (the local engine runs one item at a time)")
+    if args.samples < 1:
+        raise ValueError("--samples must be at least 1")
+    if args.samples > 1 and args.temperature == 0:
+        raise ValueError(f"--samples {args.samples} at --temperature 0 draws the same answer {args.samples} times; "
+                         "set a sampling temperature (0.8 is usual for pass@10)")
     lengths = tuple(int(x) for x in args.constraint_lengths.split(",") if x.strip())
-    settings = Settings(args.max_tokens, args.temperature, args.seed, args.agent_steps, lengths)
+    settings = Settings(args.max_tokens, args.temperature, args.seed, args.agent_steps, lengths, args.samples)
     tasks = make_tasks(args.tasks, settings, isolation="process" if args.weak_sandbox else "namespaces")
     prices = load_prices(args.prices)
     output = Path(args.output or f"eval-runs/{time.strftime('%Y%m%d-%H%M%S')}")

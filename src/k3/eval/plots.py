@@ -1,5 +1,5 @@
 """Pictures for report.md, where people would rather look than read: refusal rates by category with their
-95 % intervals, and constraint retention against conversation length. matplotlib is in the `[bench]`
+95 % intervals, constraint retention against conversation length, and HumanEval's pass@k. matplotlib is in the `[bench]`
 extra; without it the report says so and carries the tables alone.
 
 Each figure is written to a temporary name and renamed, like the reports; `figures(report, output)`
@@ -14,7 +14,7 @@ from pathlib import Path
 
 def figures(report: dict, output: Path) -> list[str]:
     """Write the report's figures into `output` -> markdown lines (a one-line note when matplotlib is absent)."""
-    wanted = [(name, t) for name, t in report["tasks"].items() if name.split(":")[0] in ("refusal", "constraints")]
+    wanted = [(name, t) for name, t in report["tasks"].items() if name.split(":")[0] in DRAWN]
     if not wanted:
         return []
     try:
@@ -25,8 +25,7 @@ def figures(report: dict, output: Path) -> list[str]:
         return ["", "_Plots need the `[bench]` extra (matplotlib): pip install 'k3[bench]'._"]
     lines = ["", "## Plots", ""]
     for name, task in wanted:
-        draw = _refusal if name.split(":")[0] == "refusal" else _constraints
-        fig = draw(plt, name, task["scores"])
+        fig = DRAWN[name.split(":")[0]](plt, name, task["scores"])
         if fig is None:
             continue
         file = "plot-" + "".join(c if c.isalnum() else "-" for c in name) + ".png"
@@ -76,3 +75,19 @@ def _constraints(plt, name: str, scores: dict):
     ax.set_ylabel("% of answers keeping the rule")
     ax.set_title(name)
     return fig
+
+
+def _pass_at_k(plt, name: str, scores: dict):
+    ks = list(scores["pass_at_k"].items())
+    if not ks:
+        return None
+    fig, ax = plt.subplots(figsize=(1.2 * len(ks) + 2.5, 3.2))
+    ax.bar([k for k, _ in ks], [100 * m["mean"] for _, m in ks], yerr=[196 * m["stderr"] for _, m in ks],
+           color="tab:green", capsize=4)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("% of problems (±1.96 standard errors)")
+    ax.set_title(f"{name}: {scores['problems']} problems, {scores['samples']} samples")
+    return fig
+
+
+DRAWN = {"refusal": _refusal, "constraints": _constraints, "humaneval": _pass_at_k}

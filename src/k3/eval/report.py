@@ -19,7 +19,8 @@ def headline(name: str, scores: dict) -> dict:
             "constraints": {"kept": ("kept", "rate")},
             "perplexity": {"bits_per_byte": ("bits_per_byte",), "perplexity": ("perplexity",)},
             "mc": {"acc": ("acc", "mean"), "acc_norm": ("acc_norm", "mean")},
-            "gen": {"exact_match": ("exact_match", "rate")}}[kind]
+            "gen": {"exact_match": ("exact_match", "rate")},
+            "humaneval": {"pass@1": ("pass_at_k", "pass@1", "mean"), "solved": ("solved", "rate")}}[kind]
     out = {}
     for label, path in pick.items():
         v = scores
@@ -67,6 +68,9 @@ def markdown(report: dict) -> str:
         for cat, c in s["by_category"].items():
             metric = "over_refusal" if c["kind"] == "safe" else "under_refusal"
             lines.append(f"| {cat} | {c['kind']} | {_pct(c[metric])} |")
+    for name, task in report["tasks"].items():
+        if name.split(":")[0] == "humaneval":
+            lines += humaneval_section(name, task)
     agent = report["tasks"].get("agent")
     if agent:
         s = agent["scores"]
@@ -74,6 +78,29 @@ def markdown(report: dict) -> str:
                   f"- interventions: {s['interventions']['total']} {json.dumps(s['interventions']['by_kind'])}",
                   f"- sandbox isolation: {', '.join(s['isolation'])}"]
     return "\n".join(lines) + "\n"
+
+
+def humaneval_section(name: str, task: dict) -> list[str]:
+    """pass@k, the per-sample stages and hallucination counts, then one row per problem."""
+    s = task["scores"]
+    lines = ["", f"## HumanEval ({name})", "", f"{s['problems']} problems, {s['samples']} samples "
+             f"({s['truncated']} truncated, counted as failed); solved by at least one sample: {_pct(s['solved'])}", ""]
+    for k, m in s["pass_at_k"].items():
+        lines.append(f"- {k}: {100 * m['mean']:.1f} % ± {100 * m['stderr']:.1f} (standard error over problems)")
+    stages = {"has_code": "holding code", "parses": "that parse", "runs": "that run", "passes": "that pass"}
+    lines += [f"- samples {stages[stage]}: {_pct(r)}" for stage, r in s["per_sample"].items()]
+    lines += [f"- samples with {h.replace('_', ' ')}: {_pct(r)}" for h, r in s["hallucinations"].items()]
+    lines += ["", "| problem | passed / samples | first failure |", "|---|---|---|"]
+    for r in task["records"]:
+        failure = next((x["error"] for x in r["samples"] if not x["passes"]), "")
+        lines.append(f"| {r['id']} | {r['passed']}/{r['n']} | {_cell(failure)} |")
+    return lines
+
+
+def _cell(text: str, width: int = 80) -> str:
+    """One table cell: a single line, pipes escaped, cut to `width`."""
+    one = " ".join(str(text).split()).replace("|", "\\|")
+    return one if len(one) <= width else one[:width - 1] + "…"
 
 
 def _fmt(v) -> str:

@@ -36,6 +36,13 @@ class Server:
         self.max_model_len = max_model_len or engine.engine.max_model_len
         self.metrics = engine.metrics = engine.metrics or Metrics()
 
+    def tokenizer_info(self) -> dict:
+        names = {i: n for n, i in self.tokenizer.specials.items()}
+        config = self.engine.engine.model.config
+        token = {key: names.get(getattr(config, f"{key}_id", None)) for key in ("bos_token", "eos_token", "pad_token")}
+        return {"tokenizer_class": "K3Tokenizer", **token, "model_max_length": self.max_model_len,
+                "vocab_size": self.tokenizer.vocab_size, "chat_template": None}
+
     async def run_all(self, ids: list[int], params: list, request: Request | None = None) -> list:
         """Every choice's final output. A client that disconnects aborts them all (ClientGone)."""
         async def one(p):
@@ -89,10 +96,6 @@ async def _disconnected(request: Request) -> None:
     while not await request.is_disconnected():
         await asyncio.sleep(0.2)
 
-    def check_model(self, name: str | None) -> None:
-        if name is not None and name != self.model_name:
-            raise HTTPException(404, f"model {name!r} not found; this server serves {self.model_name!r}")
-
 
 def build_app(server: Server) -> FastAPI:
     app = FastAPI(title="k3", docs_url=None, redoc_url=None)
@@ -132,12 +135,19 @@ def build_app(server: Server) -> FastAPI:
 
     @app.post("/tokenize")
     async def tokenize(req: TokenizeRequest):
+        """As /v1/completions tokenizes a prompt: special names (`[EOS]`) are their ids, as in vLLM, whose
+        add_special_tokens adds a BOS; K3 adds none, so the flag is accepted and changes nothing."""
         if (req.prompt is None) == (req.messages is None):
             raise HTTPException(400, "give exactly one of prompt or messages")
-        ids = (server.tokenizer.encode(req.prompt, special=req.add_special_tokens) if req.prompt is not None
+        ids = (server.tokenizer.encode(req.prompt, special=True) if req.prompt is not None
                else chat_route.prompt_ids(ChatRequest(model=server.model_name, messages=req.messages),
                                           server.tokenizer)[0])
         return {"tokens": ids, "count": len(ids), "max_model_len": server.max_model_len}
+
+    @app.get("/tokenizer_info")
+    async def tokenizer_info():
+        """vLLM's: what a client tokenizing on its own side needs (lm-eval's remote tokenizer reads it)."""
+        return server.tokenizer_info()
 
     @app.post("/detokenize")
     async def detokenize(req: DetokenizeRequest):

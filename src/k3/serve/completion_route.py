@@ -6,6 +6,7 @@ lm-eval-style log-likelihoods use)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import time
@@ -17,14 +18,24 @@ from k3.serve.protocol import CompletionRequest, RequestError
 from k3.serve.sse import event as _event, interleaved, next_output
 
 
-def prompt_ids(server, req: CompletionRequest) -> list[int]:
+MAX_PROMPTS = 64   # one request's batched prompts (each still admitted by the engine's queue)
+
+
+def prompt_list(server, req: CompletionRequest) -> list[list[int]]:
+    """The request's prompts as token ids: a string, a token-id list, or a batch of either (OpenAI's
+    list form, which lm-eval sends even for one prompt)."""
     prompt = req.prompt
-    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
-        raise RequestError("batched prompts are not supported; send one prompt per request", "prompt")
-    if isinstance(prompt, str):
-        server.check_text_size(len(prompt.encode()), "prompt")
-        return server.tokenizer.encode(prompt, special=True)
-    return list(prompt)
+    if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
+        prompt = [prompt]
+    if not prompt or len(prompt) > MAX_PROMPTS:
+        raise RequestError(f"prompt: give 1 to {MAX_PROMPTS} prompts, got {len(prompt)}", "prompt")
+    out = []
+    for p in prompt:
+        if isinstance(p, str):
+            server.check_text_size(len(p.encode()), "prompt")
+            p = server.tokenizer.encode(p, special=True)
+        out.append(list(p))
+    return out
 
 
 def params(server, req: CompletionRequest, ids: list[int]) -> list:
@@ -48,19 +59,29 @@ def _usage(prompt_len: int, outs) -> dict:
 
 
 async def complete(server, req: CompletionRequest, request=None) -> dict:
-    ids = prompt_ids(server, req)
-    outs = await server.run_all(ids, params(server, req, ids), request)
-    prefix = server.tokenizer.decode(ids) if req.echo else ""
-    choices = [{"index": i, "text": prefix + (o.text or ""), "finish_reason": o.finish_reason,
-                "logprobs": logprobs(server.tokenizer, o, req.echo) if req.logprobs is not None else None,
-                **({"warning": o.warning} if o.warning else {})}   # e.g. max_tokens cut a structured output
-               for i, o in enumerate(outs)]
-    return _head() | {"model": server.model_name, "choices": choices, "usage": _usage(len(ids), outs)}
+    """Every prompt's choices, prompt i's choice j at index i * n + j (as OpenAI numbers them); every
+    prompt is checked before any runs."""
+    prompts = prompt_list(server, req)
+    plans = [params(server, req, ids) for ids in prompts]
+    results = await asyncio.gather(*(server.run_all(ids, ps, request) for ids, ps in zip(prompts, plans)))
+    choices = []
+    for ids, outs in zip(prompts, results):
+        prefix = server.tokenizer.decode(ids) if req.echo else ""
+        choices += [{"index": len(choices) + j, "text": prefix + (o.text or ""), "finish_reason": o.finish_reason,
+                     "logprobs": logprobs(server.tokenizer, o, req.echo) if req.logprobs is not None else None,
+                     **({"warning": o.warning} if o.warning else {})}   # e.g. max_tokens cut a structured output
+                    for j, o in enumerate(outs)]
+    usage = _usage(sum(map(len, prompts)), [o for outs in results for o in outs])
+    return _head() | {"model": server.model_name, "choices": choices, "usage": usage}
 
 
 async def stream(server, req: CompletionRequest):
     """Admits every choice first (so 400/429 come back as status codes), then returns the SSE body."""
-    ids = prompt_ids(server, req)
+    prompts = prompt_list(server, req)
+    if len(prompts) > 1:
+        raise RequestError("a stream answers one prompt: send batched prompts without stream, or one request each",
+                           "prompt")
+    ids = prompts[0]
     generators = [server.engine.generate(ids, p) for p in params(server, req, ids)]
     try:
         firsts = [await anext(g) for g in generators]

@@ -52,6 +52,10 @@ class Backend(Protocol):
     def chat(self, messages: list[dict], *, tools: list[dict] | None = None, max_tokens: int,
              temperature: float, seed: int | None) -> Completion: ...
 
+    def complete(self, prompt: str, *, max_tokens: int, temperature: float, seed: int | None,
+                 stop: list[str]) -> Completion:
+        """A raw text completion of `prompt` (no chat format), ending before the first of `stop`."""
+
     def loglikelihood(self, context: str, continuation: str) -> tuple[float, int]:
         """(sum of log p(continuation tokens | context), number of continuation tokens)."""
 

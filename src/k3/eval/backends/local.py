@@ -1,5 +1,6 @@
 """A local k3 checkpoint as an eval backend: chat through `LLM.chat` (K3's XTML format, reasoning and
-tool calls parsed), and exact log-likelihoods from the model's logits."""
+tool calls parsed), raw completions through `LLM.generate`, and exact log-likelihoods from the model's
+logits."""
 
 from __future__ import annotations
 
@@ -33,6 +34,15 @@ class LocalBackend:
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in msg.tool_calls]
         return Completion(msg.content, msg.reasoning_content, calls, out.output.finish_reason,
                           len(out.output.prompt_token_ids), len(out.output.token_ids))
+
+    def complete(self, prompt, *, max_tokens, temperature, seed, stop) -> Completion:
+        """Tokenized as k3 serve's /v1/completions does (special names are their ids)."""
+        ids = self.llm.tokenizer.encode(prompt, special=True)
+        params = self._params(max_tokens=max_tokens, temperature=temperature, seed=seed, stop=tuple(stop))
+        out = self.llm.generate([ids], params)[0]
+        if out.finish_reason == "error":
+            raise BackendError(f"generation failed: {out.error}")
+        return Completion(out.text or "", "", [], out.finish_reason, len(ids), len(out.token_ids))
 
     @torch.no_grad()
     def _token_logprobs(self, ids: list[int]) -> torch.Tensor:

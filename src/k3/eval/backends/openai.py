@@ -1,7 +1,7 @@
 """An OpenAI-compatible endpoint (k3 serve, vLLM, SGLang, llama.cpp, a hosted API) as an eval backend.
 
 Chat turns go to /v1/chat/completions (not streamed); `reasoning_content` (or `reasoning`) is kept
-apart from the answer. Log-likelihoods use /v1/completions with `echo` and `logprobs` (prompt tokens
+apart from the answer. Raw completions (gen rows in completion mode) go to /v1/completions. Log-likelihoods use /v1/completions with `echo` and `logprobs` (prompt tokens
 scored, `text_offset` locating them), which k3 serve, vLLM and SGLang support; an endpoint that
 returns no prompt logprobs raises `LoglikUnsupported` with the fix.
 """
@@ -43,24 +43,28 @@ class OpenAIBackend:
     def identity(self) -> dict:
         return {"kind": "endpoint", "url": self.base, "model": self.model}
 
-    def chat(self, messages, *, tools=None, max_tokens, temperature, seed) -> Completion:
-        body = {"model": self.model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature}
-        if seed is not None:
-            body["seed"] = seed
-        if tools:
-            body["tools"] = tools
-        data = self._request("POST", "/chat/completions", body)
+    def _generate(self, path: str, body: dict, seed: int | None, field: str) -> tuple[dict, dict, dict]:
+        """POST a generation -> (choices[0], choices[0][field], usage); seed sent when given."""
+        body = {"model": self.model, **body} | ({"seed": seed} if seed is not None else {})
+        data = self._request("POST", path, body)
         try:
             choice = data["choices"][0]
-            msg = choice["message"]
+            return choice, choice[field], data.get("usage") or {}
         except (KeyError, IndexError, TypeError):
-            raise BackendError(f"chat completion without choices[0].message: {str(data)[:200]}") from None
+            raise BackendError(f"{path} answered without choices[0].{field}: {str(data)[:200]}") from None
+
+    def chat(self, messages, *, tools=None, max_tokens, temperature, seed) -> Completion:
+        body = {"messages": messages, "max_tokens": max_tokens, "temperature": temperature} | ({"tools": tools} if tools else {})
+        choice, msg, usage = self._generate("/chat/completions", body, seed, "message")
         calls = [{"id": c.get("id", f"call_{i}"), "name": c.get("function", {}).get("name", ""),
                   "arguments": c.get("function", {}).get("arguments", "")} for i, c in enumerate(msg.get("tool_calls") or [])]
-        usage = data.get("usage") or {}
         return Completion(msg.get("content") or "", msg.get("reasoning_content") or msg.get("reasoning") or "", calls,
-                          choice.get("finish_reason"), int(usage.get("prompt_tokens") or 0),
-                          int(usage.get("completion_tokens") or 0))
+                          choice.get("finish_reason"), *_token_counts(usage))
+
+    def complete(self, prompt, *, max_tokens, temperature, seed, stop) -> Completion:
+        body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": temperature} | ({"stop": list(stop)} if stop else {})
+        choice, text, usage = self._generate("/completions", body, seed, "text")
+        return Completion(text or "", "", [], choice.get("finish_reason"), *_token_counts(usage))
 
     def _prompt_logprobs(self, text: str) -> tuple[list[float | None], list[int]]:
         body = {"model": self.model, "prompt": text, "max_tokens": 1, "echo": True, "logprobs": 1, "temperature": 0}
@@ -85,3 +89,7 @@ class OpenAIBackend:
         logprobs, offsets = self._prompt_logprobs(text)
         picked = [lp for lp, off in zip(logprobs, offsets) if off < len(text) and lp is not None]
         return float(sum(picked)), len(picked)
+
+
+def _token_counts(usage: dict) -> tuple[int, int]:
+    return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)

@@ -123,10 +123,14 @@ class Sandbox:
             found += [f"{rel}/{d}" if rel != "." else d for d in dirs if os.path.islink(os.path.join(top, d))]
         return sorted(found)
 
-    def run_python(self, code: str | None = None, script: Path | None = None, args: tuple[str, ...] = ()) -> RunResult:
-        """Run `code` (or a script file from outside the workspace, such as a hidden check) in the child.
+    def run_python(self, code: str | None = None, script: Path | None = None, args: tuple[str, ...] = (),
+                   stdin: bytes = b"") -> RunResult:
+        """Run `code` (or a script file from outside the workspace, such as a hidden check) in the child,
+        `stdin` (at most a pipe's 64 KiB) on its standard input.
         Arguments naming files outside the workspace are shown to the child read-only, as is the script;
         nothing else of the harness's (other runs' scripts, hidden checks) is visible."""
+        if len(stdin) > 65536:
+            raise ValueError("Sandbox.run_python: stdin is limited to 64 KiB (a pipe's buffer)")
         self._runs += 1
         if code is not None:
             script = self.control / f"run_{self._runs}.py"
@@ -146,7 +150,7 @@ class Sandbox:
             "script": shown[str(script)], "args": [shown.get(a, a) for a in args], "audit_hook": self.audit_hook,
             "outside_ns": namespaces.harness_links(), "readable": readable,
             "workspace_cap": self.limits.workspace_bytes if self._mount else 0}))
-        return self._spawn(shown, shown[str(cfg)])
+        return self._spawn(shown, shown[str(cfg)], stdin)
 
     def _is_harness_file(self, arg: str) -> bool:
         return os.path.isabs(arg) and os.path.isfile(arg) and not self._under_workspace(arg)
@@ -167,14 +171,21 @@ class Sandbox:
             return [*prefix, sys.executable, "-I", f"{namespaces.LAUNCHER_POINT}/{LAUNCHER.name}", cfg]
         return [sys.executable, "-I", str(LAUNCHER), cfg]
 
-    def _spawn(self, shown: dict[str, str], cfg: str) -> RunResult:
+    def _spawn(self, shown: dict[str, str], cfg: str, stdin: bytes) -> RunResult:
         report_r, report_w = os.pipe()
         home = self.view
         env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
-        proc = subprocess.Popen([*self._argv(shown, cfg), str(report_w)], stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([*self._argv(shown, cfg), str(report_w)],
+                                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w,),
                                 start_new_session=True, cwd=self.root if self._mount else self.workspace, env=env)
         os.close(report_w)
+        if stdin:
+            try:
+                proc.stdin.write(stdin)
+                proc.stdin.close()
+            except BrokenPipeError:  # the child exited before reading it
+                pass
         out, timed_out, exceeded = self._collect(proc)
         _kill_group(proc)
         with os.fdopen(report_r) as f:

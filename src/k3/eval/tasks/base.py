@@ -10,6 +10,7 @@ from typing import Protocol
 from k3.eval.backends.base import Backend, Completion
 
 HARNESS_VERSION = "1"
+RUN_SEED = object()  # Context.ask: use the run's seed
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class Settings:
     seed: int | None = 0
     agent_steps: int = 12
     constraint_lengths: tuple[int, ...] = (0, 4, 16, 48)
+    samples: int = 1                 # humaneval: answers drawn per problem (pass@k needs k <= samples)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -31,9 +33,12 @@ class Context:
     judge: Backend | None = None
     notes: list[str] = field(default_factory=list)
 
-    def ask(self, messages: list[dict], tools: list[dict] | None = None) -> Completion:
+    def ask(self, messages: list[dict], tools: list[dict] | None = None, *,
+            seed: int | None | object = RUN_SEED) -> Completion:
+        """One chat turn with the run's settings; `seed` overrides the run's (a task drawing several samples)."""
         s = self.settings
-        return self.backend.chat(messages, tools=tools, max_tokens=s.max_tokens, temperature=s.temperature, seed=s.seed)
+        return self.backend.chat(messages, tools=tools, max_tokens=s.max_tokens, temperature=s.temperature,
+                                 seed=s.seed if seed is RUN_SEED else seed)
 
 
 class Task(Protocol):

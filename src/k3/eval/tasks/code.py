@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from pathlib import Path
 
 from k3.eval.sandbox import Limits, Sandbox
@@ -25,6 +26,21 @@ def extract_code(answer: str) -> str | None:
     return m.group(1) if m else None
 
 
+def check_in_sandbox(code: str, test: str, limits: Limits, isolation: str) -> dict:
+    """Run code_checker.py on `code` then `test` in a fresh sandbox -> its findings (see code_checker.check)."""
+    nonce = secrets.token_hex(16)
+    with Sandbox(limits, isolation=isolation) as sb:
+        (sb.control / "answer.py").write_text(code)
+        (sb.control / "test.py").write_text(test)
+        r = sb.run_python(script=CHECKER, args=(str(sb.control / "answer.py"), str(sb.control / "test.py")),
+                          stdin=nonce.encode() + b"\n")
+    verdicts = [line[len(nonce) + 1:] for line in r.stdout.splitlines() if line.startswith(nonce + " ")]
+    try:
+        return json.loads(verdicts[-1])
+    except (IndexError, ValueError):
+        return empty_result("the checker gave no verdict (killed, or the code ended the process): " + r.summary(300))
+
+
 class CodeTask(ItemsTask):
     name = "code"
 
@@ -39,14 +55,7 @@ class CodeTask(ItemsTask):
         rec["has_code"] = code is not None
         if code is None:
             return rec | {s: False for s in STAGES[1:]}
-        with Sandbox(self.limits, isolation=self.isolation) as sb:
-            (sb.control / "answer.py").write_text(code)
-            (sb.control / "test.py").write_text(item["test"])
-            r = sb.run_python(script=CHECKER, args=(str(sb.control / "answer.py"), str(sb.control / "test.py")))
-        try:
-            found = json.loads(r.stdout.strip().splitlines()[-1])
-        except (IndexError, ValueError):
-            found = empty_result("the checker was killed: " + r.summary(300))
+        found = check_in_sandbox(code, item["test"], self.limits, self.isolation)
         rec |= found
         rec["imports_exist"] = found["parses"] and not found["missing_imports"]
         rec["attributes_exist"] = rec["imports_exist"] and not found["missing_attributes"]

@@ -1,6 +1,10 @@
-"""Runs inside the sandbox: `code_checker.py CODE_FILE TEST_FILE` prints one JSON line saying whether
-the code parses, whether its imports exist, whether the module attributes it uses and the functions
-it calls exist, whether it runs, and whether the task's test passes. Standard library only (it runs under `python -I`)."""
+"""Runs inside the sandbox: `code_checker.py CODE_FILE TEST_FILE` prints one line, the nonce read from
+stdin then JSON, saying whether the code parses, whether its imports exist, whether the module
+attributes it uses and the functions it calls exist, whether it runs, and whether the task's test
+passes. Standard library only (it runs under `python -I`).
+
+The nonce is read before the code under test runs, which therefore cannot print a verdict of its own
+that the harness would take (it can still write any line; only the one led by the nonce counts)."""
 
 import ast
 import importlib
@@ -88,6 +92,8 @@ def check(src, test):
 
 
 if __name__ == "__main__":
+    nonce = sys.stdin.readline().strip()
+    sys.stdin.close()
     with open(sys.argv[1]) as f, open(sys.argv[2]) as g:
         result = check(f.read(), g.read())
-    print(json.dumps(result))
+    print("\n" + nonce + " " + json.dumps(result), flush=True)
