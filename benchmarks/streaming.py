@@ -1,13 +1,19 @@
-"""Expert streaming at K3's real dimensions, against the drive's own sequential read bandwidth.
+"""Expert and trunk streaming at K3's real dimensions, against the drive's own sequential read bandwidth.
 
 Writes (once; reused later) a synthetic checkpoint with the released K3 dimensions (hidden 7168,
 latent 3584, 96 heads, MXFP4 experts of 17.5 MB) cut to a few layers and experts - tens of GB,
 not for CI - then in one run:
-  1. the floors: sequential O_DIRECT reads of the shards (page cache dropped) and RAM reads (a 1 GiB
+  1. the floors: O_DIRECT reads of the shards, 4 of 8 MiB in flight as k3's readers keep them (page
+     cache dropped), and RAM reads (a 1 GiB
      bf16 GEMV), GB/s; a token's floor = streamed bytes / disk + resident active bytes / RAM;
   2. decode at batch 1 under a memory budget (trunk resident, a small expert cache, the rest
      streamed): seconds per token, expert GB read per token, achieved GB/s, the time split;
-  3. a 32-token prefill chunk: expert reads with chunk-level dedup vs one read per token and expert.
+  3. a 32-token prefill chunk: expert reads with chunk-level dedup vs one read per token and expert;
+  4. decode with the budget below the trunk (every layer's matrices streamed, the next layer's read in
+     flight): the tokens against run 2's (trunk resident), seconds per token against the disk floor
+     (bytes read from disk per token / the bandwidth of reading the streamed matrices' own bytes, the
+     same way, page cache dropped);
+  5. the plan for the released model at 32, 48 and 64 GB with a 7 GB/s drive.
 
     .venv/bin/python benchmarks/streaming.py [--dir .bench/k3-slice] [--layers 4] [--experts 256]
 
@@ -20,18 +26,17 @@ import argparse
 import json
 import mmap
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 
 from k3.config.presets import released, shrink
 from k3.engine import LLM, SamplingParams
-from k3.offload import plan_memory
+from k3.offload import minimum_budget, plan_memory
 from k3.testing import make_checkpoint
-
-BLOCK = 64 * 2 ** 20
-
 
 def drop_cache(d: Path) -> None:
     for p in d.glob("*.safetensors"):
@@ -40,26 +45,49 @@ def drop_cache(d: Path) -> None:
         os.close(fd)
 
 
-def sequential_floor(d: Path, limit: int = 8 * 2 ** 30) -> float:
-    """GB/s of large sequential O_DIRECT reads over the shards (buffered if O_DIRECT is refused)."""
-    drop_cache(d)
-    buf = mmap.mmap(-1, BLOCK)
-    done, t0 = 0, time.perf_counter()
-    for p in sorted(d.glob("*.safetensors"), key=lambda p: -p.stat().st_size):
-        try:
-            fd = os.open(p, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
-        except OSError:
-            fd = os.open(p, os.O_RDONLY)
-        pos = 0
-        while done < limit:
-            n = os.preadv(fd, [buf], pos)
-            if n <= 0:
-                break
-            pos, done = pos + n, done + n
-        os.close(fd)
-        if done >= limit:
-            break
-    return done / (time.perf_counter() - t0) / 1e9
+def sequential_floor(d: Path, ranges: list[tuple[Path, int, int]] | None = None, limit: int = 8 * 2 ** 30,
+                     threads: int = 4, block: int = 8 * 2 ** 20, passes: int = 1) -> float:
+    """GB/s of large O_DIRECT reads (buffered if O_DIRECT is refused), page cache dropped before each pass,
+    with `threads` reads of `block` bytes in flight: the queue depth k3's readers keep. `ranges` (file,
+    start, end): exactly these bytes (the best of `passes`), else the shards' first `limit` bytes."""
+    if ranges is None:
+        ranges = [(p, 0, p.stat().st_size) for p in sorted(d.glob("*.safetensors"), key=lambda p: -p.stat().st_size)]
+    jobs, total = [], 0
+    for p, start, end in ranges:
+        for pos in range(start // 4096 * 4096, end, block):
+            if total < limit:
+                jobs.append((p, pos))
+                total += block
+    local = threading.local()
+
+    def read(job) -> int:
+        if not hasattr(local, "buf"):
+            local.buf, local.fds = mmap.mmap(-1, block), {}
+        p, pos = job
+        if p not in local.fds:
+            try:
+                local.fds[p] = os.open(p, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+            except OSError:
+                local.fds[p] = os.open(p, os.O_RDONLY)
+        return os.preadv(local.fds[p], [local.buf], pos)
+
+    best = 0.0
+    for _ in range(passes):
+        drop_cache(d)
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(threads) as pool:
+            done = sum(pool.map(read, jobs))
+        best = max(best, done / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+def trunk_ranges(d: Path, config) -> list[tuple[Path, int, int]]:
+    """Every layer's streamed matrices, as (file, start, end), in the order the trunk store reads them."""
+    from k3.checkpoint import CheckpointReader
+    from k3.offload.trunk import trunk_extents
+
+    extents = trunk_extents(CheckpointReader(d), config, tuple(range(config.num_hidden_layers)))
+    return [(d / p.file, p.offset, p.offset + p.nbytes) for layer in sorted(extents) for p in extents[layer]]
 
 
 def memory_floor_gb_s() -> float:
@@ -76,7 +104,8 @@ def memory_floor_gb_s() -> float:
     return w.numel() * 2 / best / 1e9
 
 
-def decode(d: Path, budget: int, tokens: int) -> dict:
+def timed_decode(d: Path, budget: int, tokens: int) -> tuple[LLM, dict, dict, float, list[int]]:
+    """(engine, stats before, stats after, seconds, token ids) of `tokens` decode steps after the first."""
     drop_cache(d)
     llm = LLM(str(d), max_num_seqs=1, cache_memory="256MiB", memory_budget=budget)
     params = SamplingParams(max_tokens=tokens + 1, temperature=0.0, ignore_eos=True)
@@ -84,10 +113,13 @@ def decode(d: Path, budget: int, tokens: int) -> dict:
     next(outs)  # prefill + first token: not counted
     before = llm.engine.stats()
     t0 = time.perf_counter()
-    for _ in outs:
-        pass
-    seconds = time.perf_counter() - t0
-    after = llm.engine.stats()
+    for out in outs:
+        ids = out.token_ids
+    return llm, before, llm.engine.stats(), time.perf_counter() - t0, list(ids)
+
+
+def decode(d: Path, budget: int, tokens: int) -> dict:
+    llm, before, after, seconds, ids = timed_decode(d, budget, tokens)
     read = after["expert_bytes_read"] - before["expert_bytes_read"]
     waited = after["wait_seconds"] - before["wait_seconds"]
     hits = after["expert_hits"] - before["expert_hits"]
@@ -95,7 +127,38 @@ def decode(d: Path, budget: int, tokens: int) -> dict:
     return {"s_per_token": seconds / tokens, "expert_gb_per_token": read / tokens / 1e9,
             "achieved_gb_s": read / seconds / 1e9, "wait_share": waited / seconds,
             "hit_rate": hits / max(1, hits + reads), "direct_io": after["direct_io"],
-            "plan": llm.model.memory_plan.to_dict()}
+            "plan": llm.model.memory_plan.to_dict(), "token_ids": ids}
+
+
+def trunk_decode(d: Path, config, tokens: int) -> dict:
+    """Decode with every layer's matrices streamed (the budget below the trunk), against the disk floor:
+    the bytes read per token over the bandwidth of reading those same bytes (best of two passes, so a
+    drive's or a virtual disk's own cache helps the floor as much as the run)."""
+    disk_gb_s = sequential_floor(d, trunk_ranges(d, config), limit=1 << 62, passes=2)
+    budget = minimum_budget(config, state_bytes=256 * 2 ** 20) + 2 ** 29   # a 0.5 GiB expert cache
+    llm, before, after, seconds, ids = timed_decode(d, budget, tokens)
+    plan = llm.model.memory_plan
+    assert plan.mode == "stream-trunk", plan.mode
+    trunk = after["trunk_bytes_read"] - before["trunk_bytes_read"]
+    experts = after["expert_bytes_read"] - before["expert_bytes_read"]
+    floor_s = (trunk + experts) / tokens / 1e9 / disk_gb_s
+    return {"budget": budget, "streamed_layers": len(plan.streamed_layers), "s_per_token": seconds / tokens,
+            "trunk_gb_per_token": trunk / tokens / 1e9, "expert_gb_per_token": experts / tokens / 1e9,
+            "disk_gb_s": disk_gb_s, "disk_floor_s": floor_s, "ratio_to_disk_floor": seconds / tokens / floor_s,
+            "wait_share": (after["trunk_wait_seconds"] - before["trunk_wait_seconds"]
+                           + after["wait_seconds"] - before["wait_seconds"]) / seconds,
+            "direct_io": after["trunk_direct_io"], "token_ids": ids}
+
+
+def released_plans(disk: float = 7e9, mem: float = 40e9) -> dict:
+    out = {}
+    for gb in (32, 48, 64):
+        p = plan_memory(released(), gb * 10 ** 9, state_bytes=2 ** 30)
+        out[gb] = {"mode": p.mode, "streamed_layers": len(p.streamed_layers),
+                   "trunk_streamed_gb": p.trunk_streamed_bytes_per_token / 1e9,
+                   "expert_streamed_gb": (p.streamed_bytes_per_token - p.trunk_streamed_bytes_per_token) / 1e9,
+                   "s_per_token": p.seconds_per_token(disk, mem)}
+    return out
 
 
 def prefill_dedup(d: Path, budget: int, chunk: int = 32) -> dict:
@@ -130,6 +193,9 @@ def main() -> None:
     mem = memory_floor_gb_s()
     dec = decode(d, budget, args.tokens)
     pre = prefill_dedup(d, budget)
+    trunk = trunk_decode(d, config, args.tokens)
+    same = trunk.pop("token_ids") == dec.pop("token_ids")
+    plans = released_plans()
     # The physical floor of a token: streamed expert bytes from the drive + resident active bytes from RAM.
     resident_gb = (p.trunk_bytes + dec["plan"]["expert_bytes_per_token"] * dec["hit_rate"]) / 1e9
     floor_s = dec["expert_gb_per_token"] / floor + resident_gb / mem
@@ -139,12 +205,20 @@ def main() -> None:
             ("achieved expert GB/s", dec["achieved_gb_s"]), ("floor time, disk + RAM (s)", floor_s),
             ("decode time / floor time", dec["s_per_token"] / floor_s), ("share of time waiting on reads",
                                                                           dec["wait_share"]),
-            ("expert cache hit rate", dec["hit_rate"]), ("prefill dedup factor (chunk 32)", pre["dedup_factor"])]
+            ("expert cache hit rate", dec["hit_rate"]), ("prefill dedup factor (chunk 32)", pre["dedup_factor"]),
+            ("trunk streamed: layers", trunk["streamed_layers"]), ("trunk streamed: s/token", trunk["s_per_token"]),
+            ("trunk streamed: disk GB per token", trunk["trunk_gb_per_token"] + trunk["expert_gb_per_token"]),
+            ("trunk streamed: its bytes' read GB/s", trunk["disk_gb_s"]),
+            ("trunk streamed: disk floor (s)", trunk["disk_floor_s"]),
+            ("trunk streamed: time / disk floor", trunk["ratio_to_disk_floor"]),
+            ("trunk streamed: tokens identical", float(same))]
+    rows += [(f"released K3 at {gb} GB, 7 GB/s: s/token", p["s_per_token"]) for gb, p in plans.items()]
     for name, value in rows:
-        print(f"{name:<36}{value:>12.3f}")
+        print(f"{name:<40}{value:>12.3f}")
     print(json.dumps({"layers": args.layers, "experts": args.experts, "bytes": size, "floor_gb_s": floor,
                       "ram_gb_s": mem, "floor_s": floor_s,
-                      "decode": dec, "prefill": pre, "ratio_to_floor": dec["s_per_token"] / floor_s}))
+                      "decode": dec, "prefill": pre, "ratio_to_floor": dec["s_per_token"] / floor_s,
+                      "trunk_streaming": trunk | {"tokens_identical": same}, "released_plans": plans}))
 
 
 if __name__ == "__main__":

@@ -150,7 +150,11 @@ def test_plan_released_config(capsys):
     plan = json.loads(capsys.readouterr().out)
     assert plan["mode"] == "stream-experts" and plan["expert_bytes_per_token"] == 25_829_572_608
     assert plan["resident_bytes"] <= 200e9 and plan["seconds_per_token"] > plan["streamed_bytes_per_token"] / 3e9
-    assert main(["plan", "k3", "--memory-budget", "64GB", "--disk-bandwidth", "3GB"]) == 2
+    assert main(["plan", "k3", "--memory-budget", "64GB", "--disk-bandwidth", "3GB", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["mode"] == "stream-trunk" and plan["resident_bytes"] <= 64e9 < plan["trunk_bytes"]
+    assert plan["minimum_budget"] < 64e9 and plan["trunk_streamed_bytes_per_token"] > 0
+    assert main(["plan", "k3", "--memory-budget", "8GB", "--disk-bandwidth", "3GB"]) == 2
     assert "too small" in capsys.readouterr().err
 
 

@@ -20,7 +20,8 @@ CACHE = 2 * 2 ** 20
 # Stated fixed overhead beyond the budget: activations, the allocator's arenas, reader threads' stacks.
 OVERHEAD = 48 * 2 ** 20
 
-CHILD = r"""
+# A child process's start: rss(field) from /proc, torch's lazy runtime warmed, `base` the RSS before loading.
+RSS_PRELUDE = r"""
 import json, sys, torch
 def rss(field):
     for line in open('/proc/self/status'):
@@ -30,6 +31,8 @@ import k3
 from k3.engine import LLM, SamplingParams
 torch.zeros(1) @ torch.zeros(1)  # warm up torch's lazy runtime before the baseline
 base = rss('VmRSS')
+"""
+CHILD = RSS_PRELUDE + r"""
 llm = LLM(sys.argv[1], max_num_seqs=1, cache_memory=int(sys.argv[3]), memory_budget=int(sys.argv[2]))
 out = llm.generate([[5, 6, 7, 8, 9, 10, 11, 12]], SamplingParams(max_tokens=6, ignore_eos=True, logprobs=3))[0]
 x = torch.arange(40).reshape(2, 20) % 101

@@ -39,10 +39,16 @@ def test_estimate_modes_and_arithmetic():
     assert fits.seconds_per_token == pytest.approx((fits.trunk_bytes + fits.expert_bytes_per_token) / 20e9)
     small = estimate(c, 64 * 10 ** 9, mem_bw=20e9, disk_bw=3e9)
     assert small.trunk_bytes > 64 * 10 ** 9                                  # spec: ~111 GB of BF16 trunk
+    plan = plan_memory(c, 64 * 10 ** 9)                                      # so layers stream too
+    assert small.mode == "stream-trunk" and small.streamed_layers == len(plan.streamed_layers) > 0
+    assert small.seconds_per_token == pytest.approx(plan.seconds_per_token(3e9, 20e9))
+    assert small.streamed_bytes_per_token > small.trunk_streamed_bytes_per_token > 0
+    tiny_budget = estimate(c, 8 * 10 ** 9, mem_bw=20e9, disk_bw=3e9)
     with pytest.raises(ValueError) as planner:
-        plan_memory(c, 64 * 10 ** 9)
+        plan_memory(c, 8 * 10 ** 9)
     # doctor says what k3 does at this budget: the planner's refusal, never a plan nothing runs
-    assert small.mode == "refused" and small.seconds_per_token is None and small.refusal == str(planner.value)
+    assert tiny_budget.mode == "refused" and tiny_budget.seconds_per_token is None
+    assert tiny_budget.refusal == str(planner.value)
     mid = estimate(c, 200 * 10 ** 9, mem_bw=20e9, disk_bw=3e9)
     expect_hit = ((200 * 10 ** 9 - mid.trunk_bytes) // PER_EXPERT) / (mid.expert_bytes_total // PER_EXPERT)
     assert mid.hit_rate == pytest.approx(expect_hit)

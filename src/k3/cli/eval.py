@@ -35,7 +35,7 @@ def add_arguments(p) -> None:
     p.add_argument("--prices", help="JSON price table {model: {input, output}} in USD per million tokens")
     p.add_argument("--timeout", type=float, default=600.0, help="endpoint: seconds per request")
     p.add_argument("--concurrency", type=int, default=1, help="endpoint: items in flight at once (default 1)")
-    p.add_argument("--memory-budget", help="local: weights + cache budget; routed experts beyond it stream from disk")
+    p.add_argument("--memory-budget", help="local: weights + cache budget; experts, then layers, beyond it stream from disk")
     p.add_argument("--cache-memory", default="1GiB", help="local: sequence-state cache")
     p.add_argument("--weak-sandbox", action="store_true",
                    help="agent/code: run model-written code without bubblewrap's namespaces (weaker; warns)")

@@ -23,7 +23,8 @@ def add_arguments(p) -> None:
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("--cache-memory", default="512MiB", help="KDA slots + MLA cache budget")
     p.add_argument("--tokenizer", help="directory with tiktoken.model (default: the checkpoint's own)")
-    p.add_argument("--memory-budget", help="weights + cache within this (e.g. 24GB); experts that do not fit stream")
+    p.add_argument("--memory-budget", help="weights + cache within this (e.g. 64GB); experts, then layers, that do "
+                   "not fit stream from the shards (see k3 plan)")
     p.add_argument("--save-state", metavar="FILE", help="write the sequence state here when generation ends")
     p.add_argument("--resume-state", metavar="FILE",
                    help="continue from a saved state (its tokens are not computed again); with --prompt-ids, "

@@ -25,29 +25,64 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from k3.cli.target import resolve_config
     from k3.config.units import parse_size
-    from k3.offload import plan_memory
+    from k3.offload import minimum_budget, plan_memory
 
     config, ckpt, name = resolve_config(args.target)
     itemsize = {"stored": None, "fp32": 4, "bf16": 2}[args.dtype]
+    state = parse_size(args.cache_memory, "--cache-memory")
     plan = plan_memory(config, parse_size(args.memory_budget, "--memory-budget"), storage_itemsize=itemsize,
-                       state_bytes=parse_size(args.cache_memory, "--cache-memory"))
+                       state_bytes=state)
+    least = minimum_budget(config, storage_itemsize=itemsize, state_bytes=state)
     (disk, disk_how), (mem, mem_how) = bandwidths(args, ckpt)
     seconds = plan.seconds_per_token(disk, mem)
     result = plan.to_dict() | {"disk_bytes_per_s": disk, "mem_bytes_per_s": mem, "seconds_per_token": seconds,
-                               "disk_bandwidth_source": disk_how, "memory_bandwidth_source": mem_how}
+                               "disk_bandwidth_source": disk_how, "memory_bandwidth_source": mem_how,
+                               "minimum_budget": least}
     if args.json:
         print(json.dumps(result))
         return 0
-    g = 1e9
-    print(f"memory plan for {name}, budget {plan.budget / g:,.2f} GB: {plan.mode}")
-    print(f"  resident: trunk {plan.trunk_bytes / g:,.2f} GB, sequence state {plan.state_bytes / g:,.2f} GB, "
-          f"experts {plan.expert_slots:,} of {plan.num_experts_total:,} ({plan.expert_cache_bytes / g:,.2f} GB); "
-          f"embedding {plan.embedding_bytes / g:,.2f} GB " + ("resident" if plan.embedding_resident else "read by row"))
-    print(f"  per token: experts {plan.expert_bytes_per_token / g:,.3f} GB needed, "
-          f"{plan.streamed_bytes_per_token / g:,.3f} GB streamed (expected hit rate {plan.expected_hit_rate:.1%})")
-    print(f"  disk {disk / g:,.2f} GB/s ({disk_how}), memory {mem / g:,.2f} GB/s ({mem_how}) -> about {seconds:,.3f} s "
+    print(f"memory plan for {name}, budget {plan.budget / G:,.2f} GB (at least {least / G:,.2f} GB): {plan.mode}")
+    for line in describe(plan):
+        print("  " + line)
+    print(f"  disk {disk / G:,.2f} GB/s ({disk_how}), memory {mem / G:,.2f} GB/s ({mem_how}) -> about {seconds:,.3f} s "
           "per token at batch 1")
     return 0
+
+
+G = 1e9
+
+
+def describe(plan) -> list[str]:
+    """What stays, what streams and why, in lines for people (k3 plan, k3 doctor)."""
+    trunk = f"trunk {plan.trunk_bytes / G:,.2f} GB"
+    if plan.streamed_layers:
+        kept = plan.trunk_bytes - plan.streamed_trunk_bytes
+        trunk = (f"trunk {kept / G:,.2f} GB of {plan.trunk_bytes / G:,.2f} GB (every layer's norms, routers and small "
+                 f"tensors, lm_head, and the large matrices of all but {len(plan.streamed_layers)} layers), "
+                 f"{plan.trunk_arena_bytes / G:,.2f} GB of arenas for the streamed layers")
+    lines = [f"resident: {trunk}, sequence state {plan.state_bytes / G:,.2f} GB, experts {plan.expert_slots:,} of "
+             f"{plan.num_experts_total:,} ({plan.expert_cache_bytes / G:,.2f} GB); embedding "
+             f"{plan.embedding_bytes / G:,.2f} GB " + ("resident" if plan.embedding_resident else "read by row")]
+    if plan.streamed_layers:
+        lines.append(f"streamed layers {_ranges(plan.streamed_layers)}: {plan.streamed_trunk_bytes / G:,.2f} GB of "
+                     "matrices read from the shards each token, the next layer's read in flight; trunk bytes stay "
+                     "before experts because each is read every token, an expert only by the tokens routed to it")
+    lines.append(f"per token: experts {plan.expert_bytes_per_token / G:,.3f} GB needed, trunk "
+                 f"{plan.trunk_streamed_bytes_per_token / G:,.3f} GB and experts "
+                 f"{(plan.streamed_bytes_per_token - plan.trunk_streamed_bytes_per_token) / G:,.3f} GB streamed "
+                 f"(expected expert hit rate {plan.expected_hit_rate:.1%})")
+    return lines
+
+
+def _ranges(layers: tuple[int, ...]) -> str:
+    """(0, 1, 2, 5, 7, 8) -> "0-2, 5, 7-8"."""
+    out, start = [], None
+    for i, x in enumerate(layers):
+        start = x if start is None else start
+        if i + 1 == len(layers) or layers[i + 1] != x + 1:
+            out.append(str(start) if start == x else f"{start}-{x}")
+            start = None
+    return ", ".join(out)
 
 
 ASSUMED_DISK = 3e9      # a PCIe 3 NVMe drive's sequential read

@@ -23,7 +23,8 @@ def add_arguments(p) -> None:
     p.add_argument("--max-queued", type=int, default=64, help="waiting requests before 429")
     p.add_argument("--served-model-name", help="model id in the API (default: the folder name)")
     p.add_argument("--cache-memory", default="1GiB")
-    p.add_argument("--memory-budget", help="weights + cache within this (e.g. 24GB); experts that do not fit stream")
+    p.add_argument("--memory-budget", help="weights + cache within this (e.g. 64GB); experts, then layers, that do "
+                   "not fit stream from the shards (see k3 plan)")
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds before a request fails with 504")
     p.add_argument("--max-model-len", type=int,
                    help=f"prompt + completion tokens per request (default: what the cache holds for one sequence, "

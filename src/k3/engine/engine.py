@@ -258,6 +258,10 @@ class LLMEngine:
             out |= store.stats.to_dict() | {
                 "expert_bytes_per_token": store.stats.bytes_read / tokens if tokens else 0.0,
                 "compute_seconds": self.counters["forward_seconds"] - store.stats.wait_seconds}
+        trunk = getattr(self.model, "trunk_store", None)
+        if trunk is not None:
+            tokens = self.counters["forward_tokens"]
+            out |= trunk.stats.to_dict() | {"trunk_bytes_per_token": trunk.stats.bytes_read / tokens if tokens else 0.0}
         return out
 
     def stats_snapshot(self):

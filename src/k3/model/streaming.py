@@ -1,4 +1,5 @@
-"""Swap a model's packed expert banks for streamed ones when the memory plan says experts do not fit."""
+"""Swap a model's packed expert banks for streamed ones when the memory plan says experts do not fit,
+and bind streamed layers' large matrices to the trunk store when the trunk does not fit either."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from k3.config.units import parse_size
 from k3.offload import MemoryPlan, plan_memory
 from k3.offload.extents import expert_extents
 from k3.offload.store import ExpertStore
+from k3.offload.trunk import trunk_extents
+from k3.offload.trunk_store import TrunkStore
 from k3.layers.streamed import StreamedExperts
 
 
@@ -20,7 +23,7 @@ def memory_plan(config: K3Config, memory_budget: int | str, storage: torch.dtype
     itemsize = None if storage is None else torch.empty((), dtype=storage).element_size()
     plan = plan_memory(config, parse_size(memory_budget, "memory_budget"), storage_itemsize=itemsize,
                        state_bytes=state_bytes)
-    if plan.mode == "stream-experts":
+    if plan.mode in ("stream-experts", "stream-trunk") and config.moe_layers:
         if config.expert_format != "mxfp4":
             raise ValueError("streaming experts needs MXFP4 experts (the released format); convert with "
                              "`k3 quantize IN OUT --experts mxfp4`, or raise memory_budget to hold every expert")
@@ -38,4 +41,24 @@ def attach_streamed_experts(model, config: K3Config, path: str | Path, reader: C
     for i in config.moe_layers:
         moe = model.get_submodule(f"model.layers.{i}.block_sparse_moe")
         moe.experts = StreamedExperts(store, i, config.mxfp4_group_size, *act)
+    return store
+
+
+def attach_streamed_trunk(model, config: K3Config, path: str | Path, reader: CheckpointReader, plan: MemoryPlan,
+                          io_threads: int = 4, direct_io: bool = True) -> TrunkStore:
+    """Bind every streamed layer's large matrices to their places in a TrunkStore's arenas and hook the
+    layer so its bytes are read before it runs. Those layers' projections run unfused: a fused matrix
+    would need its members' bytes side by side, which their places in the shards rarely allow (the
+    result is the same bit for bit: layers/fused.py)."""
+    store = TrunkStore(path, trunk_extents(reader, config, plan.streamed_layers), io_threads=io_threads,
+                       direct_io=direct_io)
+    for i in plan.streamed_layers:
+        layer = model.get_submodule(f"model.layers.{i}")
+        for module in layer.modules():
+            module.__dict__.pop("_fused", None)
+        for name, tensor in store.tensors[i].items():
+            module_name, _, leaf = name.rpartition(".")
+            model.get_submodule(module_name)._parameters[leaf] = torch.nn.Parameter(tensor, requires_grad=False)
+        layer.register_forward_pre_hook(lambda module, args, i=i: store.ready(i))
+        layer.register_forward_hook(lambda module, args, out, i=i: store.done(i))
     return store

@@ -22,7 +22,7 @@ from k3.config import K3Config, load_config
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.fused import fuse_inputs
 from k3.model.k3 import K3ForCausalLM
-from k3.model.streaming import attach_streamed_experts, memory_plan
+from k3.model.streaming import attach_streamed_experts, attach_streamed_trunk, memory_plan
 from k3.ops.mxfp4 import MXFP4FormatError, check_scales
 
 # Recurrent-gate and small parameters the official code keeps in fp32 whatever the model dtype.
@@ -50,7 +50,8 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
                memory_budget: int | str | None = None, state_bytes: int = 0, io_threads: int = 4,
                direct_io: bool = True) -> K3ForCausalLM:
     """memory_budget (e.g. "24GB"): weights (+ `state_bytes` of sequence state) stay within it; routed
-    experts that do not fit are streamed from the shards (see k3.offload). `model.memory_plan` says how."""
+    experts that do not fit are streamed from the shards, and when the trunk does not fit either, some
+    layers' large matrices too (see k3.offload). `model.memory_plan` says how."""
     config = load_config(path)
     device = torch.device(device)
     storage, compute = resolve_dtypes(dtype, device)
@@ -61,10 +62,14 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     reader = CheckpointReader(path)
     specs = expected_tensors(config)
     _check_names(reader, specs)
-    model.memory_plan, model.expert_store = plan, None
-    if plan is not None and plan.mode == "stream-experts":
+    model.memory_plan, model.expert_store, model.trunk_store = plan, None, None
+    if plan is not None and plan.mode in ("stream-experts", "stream-trunk") and config.moe_layers:
         model.expert_store = attach_streamed_experts(model, config, path, reader, plan, io_threads, direct_io)
         specs = [s for s in specs if s.expert is None]
+    if plan is not None and plan.streamed_layers:
+        model.trunk_store = attach_streamed_trunk(model, config, path, reader, plan, io_threads, direct_io)
+        streamed = {name for tensors in model.trunk_store.tensors.values() for name in tensors}
+        specs = [s for s in specs if s.name not in streamed]
     banks = _allocate_banks(model, device, storage, reader)
     blocks = _allocate_fused(model, device, storage, reader)
     # Shard by shard: a converted shard's source pages are unmapped before the next one is read,

@@ -23,9 +23,26 @@ def pread_exact(fd: int, view: memoryview, offset: int, file: str, allow_short_a
         if n <= 0:
             if allow_short_at_eof is not None and done >= allow_short_at_eof:
                 return done
-            raise CheckpointError("shard ends before the expert's data; re-download it", file=file)
+            raise CheckpointError("shard ends before the data its header promises; re-download it", file=file)
         done += n
     return done
+
+
+def open_for_reads(path: Path, want_direct: bool, align: int, probe_at: int) -> tuple[int, bool]:
+    """(fd, whether it reads with O_DIRECT): O_DIRECT when wanted and a probe read at `probe_at` works."""
+    if want_direct and O_DIRECT:
+        try:
+            fd = os.open(path, os.O_RDONLY | O_DIRECT)
+        except OSError:
+            fd = None
+        if fd is not None:
+            try:
+                with mmap.mmap(-1, align) as probe:  # private aligned buffer: slots may be in use
+                    os.preadv(fd, [probe], probe_at // align * align)
+                return fd, True
+            except OSError:  # tmpfs and some others refuse O_DIRECT (EINVAL)
+                os.close(fd)
+    return os.open(path, os.O_RDONLY), False
 
 
 class SlotReader:
@@ -44,18 +61,7 @@ class SlotReader:
             return self._fds[file]
 
     def _open(self, path: Path, probe_at: int) -> tuple[int, bool]:
-        if self.want_direct:
-            try:
-                fd = os.open(path, os.O_RDONLY | O_DIRECT)
-                with mmap.mmap(-1, self.align) as probe:  # private aligned buffer: slots may be in use
-                    os.preadv(fd, [probe], probe_at // self.align * self.align)
-                return fd, True
-            except OSError:  # tmpfs and some others refuse O_DIRECT (EINVAL)
-                try:
-                    os.close(fd)
-                except (OSError, UnboundLocalError):
-                    pass
-        return os.open(path, os.O_RDONLY), False
+        return open_for_reads(path, self.want_direct, self.align, probe_at)
 
     def read(self, extent: ExpertExtent, base: int) -> dict[str, tuple[int, int, tuple[int, ...]]]:
         """Read `extent` into the arena at `base`; -> {role: (offset from base, nbytes, shape)}."""

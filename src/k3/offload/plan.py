@@ -6,6 +6,11 @@ embedding table is read a row at a time from its memory map when weights keep th
 so it is not resident; converted to another dtype it is. Everything left holds routed experts: all
 of them (resident mode) or a cache of `expert_slots` experts, misses streamed from the shards.
 
+When the trunk does not fit beside two expert slots ("stream-trunk"), whole layers' large matrices
+stream too (k3.offload.trunk): every trunk byte is read once a token, more often than any expert byte,
+so as many layers as fit stay resident, two layer-sized arenas take the streamed ones, and experts get
+what is left.
+
 Routing is nearly flat under Quantile Balancing (CONTEXT section 5.4), so the expected hit rate of
 a cache holding a fraction f of all experts is about f.
 """
@@ -16,6 +21,7 @@ from dataclasses import asdict, dataclass
 
 from k3.checkpoint.layout import expected_tensors
 from k3.config import K3Config
+from k3.offload.trunk import ARENAS, layer_stream_specs, region_bytes
 
 EMBEDDING = "model.embed_tokens.weight"
 MIN_STREAM_SLOTS = 2  # double buffering: one expert computes while the next is read
@@ -24,7 +30,7 @@ MIN_STREAM_SLOTS = 2  # double buffering: one expert computes while the next is 
 @dataclass(frozen=True)
 class MemoryPlan:
     budget: int
-    mode: str  # "resident" or "stream-experts"
+    mode: str  # "resident", "stream-experts" or "stream-trunk"
     trunk_bytes: int
     embedding_bytes: int
     embedding_resident: bool
@@ -34,6 +40,9 @@ class MemoryPlan:
     expert_slots: int  # experts held in memory
     expert_bytes_per_token: int  # decode at batch 1, no reuse
     expected_hit_rate: float
+    streamed_layers: tuple[int, ...] = ()  # stream-trunk: layers whose large matrices are read each token
+    streamed_trunk_bytes: int = 0          # those matrices' bytes
+    trunk_arena_bytes: int = 0             # the arenas they are read into
 
     @property
     def expert_cache_bytes(self) -> int:
@@ -42,20 +51,27 @@ class MemoryPlan:
     @property
     def resident_bytes(self) -> int:
         embed = self.embedding_bytes if self.embedding_resident else 0
-        return self.trunk_bytes + embed + self.state_bytes + self.expert_cache_bytes
+        trunk = self.trunk_bytes - self.streamed_trunk_bytes + self.trunk_arena_bytes
+        return trunk + embed + self.state_bytes + self.expert_cache_bytes
+
+    @property
+    def trunk_streamed_bytes_per_token(self) -> int:
+        """Streamed layers beyond the arenas' number are read every token; up to that many are read once."""
+        return self.streamed_trunk_bytes if len(self.streamed_layers) > ARENAS else 0
 
     @property
     def streamed_bytes_per_token(self) -> float:
-        return self.expert_bytes_per_token * (1.0 - self.expected_hit_rate)
+        return self.expert_bytes_per_token * (1.0 - self.expected_hit_rate) + self.trunk_streamed_bytes_per_token
 
     def seconds_per_token(self, disk_bytes_per_s: float, mem_bytes_per_s: float) -> float:
-        """Bandwidth-bound decode estimate: resident active bytes from RAM, misses from disk."""
-        resident = self.trunk_bytes + self.expert_bytes_per_token * self.expected_hit_rate
+        """Bandwidth-bound decode estimate: resident active bytes from RAM, the rest from disk."""
+        resident = self.trunk_bytes - self.trunk_streamed_bytes_per_token + self.expert_bytes_per_token * self.expected_hit_rate
         return resident / mem_bytes_per_s + self.streamed_bytes_per_token / disk_bytes_per_s
 
     def to_dict(self) -> dict:
         return asdict(self) | {"expert_cache_bytes": self.expert_cache_bytes, "resident_bytes": self.resident_bytes,
-                               "streamed_bytes_per_token": self.streamed_bytes_per_token}
+                               "streamed_bytes_per_token": self.streamed_bytes_per_token,
+                               "trunk_streamed_bytes_per_token": self.trunk_streamed_bytes_per_token}
 
 
 def weight_bytes(c: K3Config, storage_itemsize: int | None) -> tuple[int, int, int]:
@@ -89,22 +105,64 @@ def plan_memory(c: K3Config, budget: int, *, storage_itemsize: int | None = None
     trunk, embed, experts = weight_bytes(c, storage_itemsize)
     embed_resident = storage_itemsize is not None
     total_experts, per_expert, per_token = expert_sizes(c, experts)
+    sizes = (trunk, embed, embed_resident, state_bytes, per_expert, total_experts)
     fixed = trunk + (embed if embed_resident else 0) + state_bytes
     room = budget - fixed
-    if total_experts == 0 or room >= experts:
-        return MemoryPlan(budget, "resident", trunk, embed, embed_resident, state_bytes, per_expert, total_experts,
-                          total_experts, per_token, 1.0)
+    if room >= experts:
+        return MemoryPlan(budget, "resident", *sizes, total_experts, per_token, 1.0)
     slots = room // per_expert if room > 0 else 0
     if slots < MIN_STREAM_SLOTS:
-        need = fixed + MIN_STREAM_SLOTS * per_expert
-        raise ValueError(
-            f"memory budget {_gb(budget)} is too small: the resident trunk needs {_gb(trunk)}"
-            + (f" + embedding {_gb(embed)}" if embed_resident else "")
-            + (f" + sequence state {_gb(state_bytes)}" if state_bytes else "")
-            + f", plus {MIN_STREAM_SLOTS} expert slots of {_gb(per_expert)}; give at least {_gb(need)} "
-            f"({need:,} B)")
-    return MemoryPlan(budget, "stream-experts", trunk, embed, embed_resident, state_bytes, per_expert,
-                      total_experts, slots, per_token, slots / total_experts)
+        return _plan_trunk(c, budget, storage_itemsize, sizes, per_token)
+    return MemoryPlan(budget, "stream-experts", *sizes, slots, per_token, slots / total_experts)
+
+
+def _plan_trunk(c: K3Config, budget: int, storage_itemsize: int | None, sizes: tuple, per_token: int) -> MemoryPlan:
+    """The trunk does not fit: resident layers chosen largest first (each byte is read once a token
+    whichever layer holds it), the rest streamed through ARENAS layer-sized arenas, experts last."""
+    trunk, _, _, state_bytes, per_expert, total_experts = sizes
+    layers, arena, min_slots, base = _trunk_floor(c, sizes)
+    if storage_itemsize is not None or budget < base:
+        raise ValueError(_too_small(budget, trunk, base, storage_itemsize, state_bytes))
+    room, streamed = budget - base, []
+    for i in sorted(layers, key=lambda i: (-layers[i], i)):
+        if layers[i] <= room:
+            room -= layers[i]
+        else:
+            streamed.append(i)
+    slots = min(total_experts, min_slots + room // per_expert) if per_expert else 0
+    return MemoryPlan(budget, "stream-trunk", *sizes, slots, per_token, slots / total_experts if total_experts else 1.0,
+                      tuple(sorted(streamed)), sum(layers[i] for i in streamed), arena)
+
+
+def _trunk_floor(c: K3Config, sizes: tuple) -> tuple[dict[int, int], int, int, int]:
+    """(streamable bytes by layer, arena bytes, minimum expert slots, the budget with every layer streamed)."""
+    trunk, embed, embed_resident, state_bytes, per_expert, total_experts = sizes
+    specs = {i: layer for i, layer in layer_stream_specs(c).items() if layer}
+    layers = {i: sum(s.nbytes for s in layer) for i, layer in specs.items()}
+    arena = ARENAS * max((sum(region_bytes(s.nbytes) for s in layer) for layer in specs.values()), default=0)
+    min_slots = MIN_STREAM_SLOTS if total_experts else 0
+    base = trunk - sum(layers.values()) + (embed if embed_resident else 0) + state_bytes + arena + min_slots * per_expert
+    return layers, arena, min_slots, base
+
+
+def minimum_budget(c: K3Config, *, storage_itemsize: int | None = None, state_bytes: int = 0) -> int:
+    """The smallest budget any plan fits in: every layer streamed when weights keep their stored dtype,
+    else the whole converted trunk beside two expert slots."""
+    trunk, embed, experts = weight_bytes(c, storage_itemsize)
+    total_experts, per_expert, _ = expert_sizes(c, experts)
+    if storage_itemsize is None:
+        return _trunk_floor(c, (trunk, embed, False, state_bytes, per_expert, total_experts))[3]
+    return trunk + embed + state_bytes + min(experts, MIN_STREAM_SLOTS * per_expert)
+
+
+def _too_small(budget: int, trunk: int, need: int, storage_itemsize: int | None, state_bytes: int) -> str:
+    if storage_itemsize is not None:
+        return (f"memory budget {_gb(budget)} cannot hold the trunk ({_gb(trunk)} converted): streaming the trunk "
+                "reads its layers as stored, so keep the stored dtype (dtype=None, --dtype stored), or raise the budget")
+    return (f"memory budget {_gb(budget)} is too small: with every layer's large matrices streamed, the rest of the "
+            f"trunk (norms, routers, lm_head), two layer arenas, two expert slots"
+            + (f" and the sequence state ({_gb(state_bytes)})" if state_bytes else "")
+            + f" still need {_gb(need)}; give at least {_gb(need)} ({need:,} B)")
 
 
 def _gb(n: int) -> str:

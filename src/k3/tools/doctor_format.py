@@ -36,9 +36,13 @@ def plan_lines(p: dict) -> list[str]:
         return [f"memory plan (budget {gb(p['budget'])}): refused - k3 will not run this model at this budget",
                 f"  {p['refusal']}"]
     out = [f"memory plan (budget {gb(p['budget'])}): {p['mode']}",
-           f"  resident trunk {gb(p['trunk_bytes'])}; routed experts {gb(p['expert_bytes_total'])}, "
+           f"  trunk {gb(p['trunk_bytes'])}; routed experts {gb(p['expert_bytes_total'])}, "
            f"cached {gb(p['expert_cache_bytes'])} (hit rate ~{p['hit_rate']:.0%})",
            f"  expert bytes per token {gb(p['expert_bytes_per_token'])}, streamed {gb(p['streamed_bytes_per_token'])}"]
+    if p.get("streamed_layers"):
+        out.insert(2, f"  trunk does not fit: {p['streamed_layers']} layers' large matrices stream from the shards "
+                      f"({gb(p['trunk_streamed_bytes_per_token'])} a token, counted in streamed); the rest of the trunk, "
+                      "then experts, stay resident (trunk bytes are read every token)")
     if p["seconds_per_token"] is not None:
         out.append(f"  expected {p['seconds_per_token']:.3f} s/token at batch 1 (bandwidth bound)")
     else:

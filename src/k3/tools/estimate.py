@@ -1,6 +1,6 @@
 """Speed estimate for `k3 doctor`: exactly the memory plan k3.offload makes, which `k3 plan`,
-`generate` and `serve` run. A budget below the trunk is refused there, so it is refused here too
-(mode "refused", with the planner's reason), never estimated as a plan k3 would not run.
+`generate` and `serve` run. A budget below the planner's minimum is refused there, so it is refused
+here too (mode "refused", with the planner's reason), never estimated as a plan k3 would not run.
 Seconds per token = resident active bytes / memory bandwidth + streamed bytes / disk bandwidth.
 """
 
@@ -14,7 +14,7 @@ from k3.offload.plan import expert_sizes, plan_memory, weight_bytes
 
 @dataclass(frozen=True)
 class Estimate:
-    mode: str  # "resident", "stream-experts", or "refused" (k3 will not run at this budget; see `refusal`)
+    mode: str  # "resident", "stream-experts", "stream-trunk", or "refused" (k3 will not run here; see `refusal`)
     budget: int
     trunk_bytes: int
     expert_bytes_total: int
@@ -24,6 +24,8 @@ class Estimate:
     streamed_bytes_per_token: float
     seconds_per_token: float | None
     refusal: str | None = None    # the planner's reason, when mode is "refused"
+    streamed_layers: int = 0      # stream-trunk: layers whose large matrices are read every token
+    trunk_streamed_bytes_per_token: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -38,4 +40,5 @@ def estimate(c: K3Config, budget: int, mem_bw: float, disk_bw: float) -> Estimat
         return Estimate("refused", budget, trunk, experts, 0, expert_sizes(c, experts)[2], 0.0, 0.0, None, str(e))
     seconds = p.seconds_per_token(disk_bw, mem_bw) if measured else None
     return Estimate(p.mode, budget, p.trunk_bytes, experts, p.expert_cache_bytes, p.expert_bytes_per_token,
-                    p.expected_hit_rate, p.streamed_bytes_per_token, seconds)
+                    p.expected_hit_rate, p.streamed_bytes_per_token, seconds, None, len(p.streamed_layers),
+                    p.trunk_streamed_bytes_per_token)
