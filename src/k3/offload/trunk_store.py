@@ -2,8 +2,8 @@
 original shards just before the layer runs, the next streamed layer's read in flight meanwhile.
 
 Layer order is known in advance (unlike experts), so no cache is needed: streamed layer r uses arena
-r % A, and when it finishes, the read of the streamed layer that uses that arena next starts (for the
-following token when the list wraps). Each tensor has a fixed place in its arena, so the module
+r % A, and when it finishes, the read of the streamed layer that uses that arena next starts (rank
+r + A, or after the last ones, rank r % A for the following token). Each tensor has a fixed place in its arena, so the module
 parameters are views bound once (nothing is re-pointed per token) and the model computes exactly what
 the resident one does. A tensor sits at the same offset within a page as in its file, so O_DIRECT
 reads land in place; where O_DIRECT is refused (tmpfs) reads are buffered and the page cache is told
@@ -91,8 +91,11 @@ class TrunkStore:
         """After `layer` ran: start reading the streamed layer that uses its arena next."""
         if len(self.order) <= self.num_arenas:
             return  # every streamed layer has an arena of its own: read once, then kept
-        a = self._arena(layer)
-        following = self.order[(self.rank[layer] + self.num_arenas) % len(self.order)]
+        a, r = self._arena(layer), self.rank[layer]
+        # The arena's next user: A ranks on, or (wrapping to the next token) the first rank that uses it.
+        following = self.order[r + self.num_arenas if r + self.num_arenas < len(self.order) else a]
+        if self._pending[a] is not None:  # only when called out of turn: never two reads into one arena
+            _wait(self._pending[a][1])
         self._occupant[a] = None
         self._pending[a] = (following, self._submit(following, a))
 
