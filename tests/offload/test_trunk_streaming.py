@@ -163,6 +163,8 @@ def test_a_trunk_four_times_the_budget_runs_within_it(tmp_path):
     assert plan.mode == "stream-trunk" and plan.trunk_bytes >= 3.5 * budget
     streamed, resident = _peak(d, budget, cache), _peak(d, "none", cache)
     assert streamed["stats"]["trunk_bytes_read"] > 0 and streamed["tokens"] == resident["tokens"]
-    assert streamed["grown"] <= budget + OVERHEAD, \
+    # Twice the expert test's stated overhead: measured 78 MB here, once 106 MB in a full CI run (more
+    # reader threads; file pages mapped around the resident tensors); the resident run still fails it.
+    assert streamed["grown"] <= budget + 2 * OVERHEAD, \
         f"peak RSS grew {streamed['grown'] / 1e6:.1f} MB for a {budget / 1e6:.0f} MB budget"
-    assert resident["grown"] >= plan.trunk_bytes, "the resident run holds the trunk: the measure can tell"
+    assert resident["grown"] >= max(plan.trunk_bytes, budget + 2 * OVERHEAD), "the measure can tell them apart"
