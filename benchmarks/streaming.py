@@ -58,7 +58,7 @@ def sequential_floor(d: Path, ranges: list[tuple[Path, int, int]] | None = None,
             if total < limit:
                 jobs.append((p, pos))
                 total += block
-    local = threading.local()
+    local, opened = threading.local(), []
 
     def read(job) -> int:
         if not hasattr(local, "buf"):
@@ -69,6 +69,7 @@ def sequential_floor(d: Path, ranges: list[tuple[Path, int, int]] | None = None,
                 local.fds[p] = os.open(p, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
             except OSError:
                 local.fds[p] = os.open(p, os.O_RDONLY)
+            opened.append(local.fds[p])
         return os.preadv(local.fds[p], [local.buf], pos)
 
     best = 0.0
@@ -78,6 +79,8 @@ def sequential_floor(d: Path, ranges: list[tuple[Path, int, int]] | None = None,
         with ThreadPoolExecutor(threads) as pool:
             done = sum(pool.map(read, jobs))
         best = max(best, done / (time.perf_counter() - t0) / 1e9)
+    for fd in opened:  # each pass's threads opened their own
+        os.close(fd)
     return best
 
 

@@ -18,6 +18,9 @@ from k3.checkpoint.errors import CheckpointError
 from k3.checkpoint.header import ShardHeader, TensorEntry, read_header
 from k3.checkpoint.paths import check_member_name, member_path
 
+# Safetensors floating-point dtype names -> torch dtypes (what a float tensor is kept as, stored).
+TORCH_FLOATS = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
+
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
 TEXT_PREFIX = "language_model."

@@ -53,7 +53,7 @@ G = 1e9
 
 
 def describe(plan) -> list[str]:
-    """What stays, what streams and why, in lines for people (k3 plan, k3 doctor)."""
+    """What stays, what streams and why, in lines for people (k3 plan)."""
     trunk = f"trunk {plan.trunk_bytes / G:,.2f} GB"
     if plan.streamed_layers:
         kept = plan.trunk_bytes - plan.streamed_trunk_bytes

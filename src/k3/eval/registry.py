@@ -17,8 +17,8 @@ FILE_KINDS = {"perplexity": PerplexityTask, "mc": MultipleChoiceTask, "gen": Gen
 
 
 def make_tasks(spec: str, settings: Settings, isolation: str = "namespaces") -> list:
-    """`isolation`: the sandbox's for agent, code and humaneval tasks (see k3.eval.sandbox.Sandbox); checked here,
-    before any item runs, so a machine without bubblewrap fails at once with what to install."""
+    """`isolation`: the sandbox's for agent, code and humaneval tasks (see k3.eval.sandbox.Sandbox);
+    checked here, before any item runs, so a machine without bubblewrap fails at once with what to install."""
     tasks = []
     for name in [s.strip() for s in spec.split(",") if s.strip()]:
         kind, _, path = name.partition(":")

@@ -23,7 +23,7 @@ def memory_plan(config: K3Config, memory_budget: int | str, storage: torch.dtype
     itemsize = None if storage is None else torch.empty((), dtype=storage).element_size()
     plan = plan_memory(config, parse_size(memory_budget, "memory_budget"), storage_itemsize=itemsize,
                        state_bytes=state_bytes)
-    if plan.mode in ("stream-experts", "stream-trunk") and config.moe_layers:
+    if plan.streams_experts:
         if config.expert_format != "mxfp4":
             raise ValueError("streaming experts needs MXFP4 experts (the released format); convert with "
                              "`k3 quantize IN OUT --experts mxfp4`, or raise memory_budget to hold every expert")

@@ -17,7 +17,7 @@ from torch import nn
 
 from k3.checkpoint.errors import CheckpointError
 from k3.checkpoint.layout import FLOAT_DTYPES, TensorSpec, expected_tensors
-from k3.checkpoint.reader import TEXT_PREFIX, CheckpointReader
+from k3.checkpoint.reader import TEXT_PREFIX, TORCH_FLOATS, CheckpointReader
 from k3.config import K3Config, load_config
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.fused import fuse_inputs
@@ -28,7 +28,6 @@ from k3.ops.mxfp4 import MXFP4FormatError, check_scales
 # Recurrent-gate and small parameters the official code keeps in fp32 whatever the model dtype.
 FP32_SUFFIXES = ("A_log", "dt_bias", "conv1d.weight", "o_norm.weight", "e_score_correction_bias")
 EXPERT_NAME = re.compile(r"(.*\.block_sparse_moe)\.experts\.(\d+)\.(w[123])\.(weight_packed|weight_scale|weight)$")
-TORCH_FLOATS = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
 
 
 def resolve_dtypes(dtype: torch.dtype | None, device: torch.device) -> tuple[torch.dtype | None, torch.dtype]:
@@ -63,7 +62,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     specs = expected_tensors(config)
     _check_names(reader, specs)
     model.memory_plan, model.expert_store, model.trunk_store = plan, None, None
-    if plan is not None and plan.mode in ("stream-experts", "stream-trunk") and config.moe_layers:
+    if plan is not None and plan.streams_experts:
         model.expert_store = attach_streamed_experts(model, config, path, reader, plan, io_threads, direct_io)
         specs = [s for s in specs if s.expert is None]
     if plan is not None and plan.streamed_layers:

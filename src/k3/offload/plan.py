@@ -55,6 +55,11 @@ class MemoryPlan:
         return trunk + embed + self.state_bytes + self.expert_cache_bytes
 
     @property
+    def streams_experts(self) -> bool:
+        """Routed experts are read from the shards (stream-experts, and stream-trunk on a MoE model)."""
+        return self.mode != "resident" and self.num_experts_total > 0
+
+    @property
     def trunk_streamed_bytes_per_token(self) -> int:
         """Streamed layers beyond the arenas' number are read every token; up to that many are read once."""
         return self.streamed_trunk_bytes if len(self.streamed_layers) > ARENAS else 0

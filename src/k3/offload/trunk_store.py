@@ -3,9 +3,9 @@ original shards just before the layer runs, the next streamed layer's read in fl
 
 Layer order is known in advance (unlike experts), so no cache is needed: streamed layer r uses arena
 r % A, and when it finishes, the read of the streamed layer that uses that arena next starts (rank
-r + A, or after the last ones, rank r % A for the following token). Each tensor has a fixed place in its arena, so the module
-parameters are views bound once (nothing is re-pointed per token) and the model computes exactly what
-the resident one does. A tensor sits at the same offset within a page as in its file, so O_DIRECT
+r + A, or after the last ones, rank r % A for the following token). Each tensor has a fixed place in
+its arena, so the module parameters are views bound once (nothing is re-pointed per token) and the
+model computes exactly what the resident one does. A tensor sits at the same offset within a page as in its file, so O_DIRECT
 reads land in place; where O_DIRECT is refused (tmpfs) reads are buffered and the page cache is told
 to drop what was read. Correctness never depends on the order: `ready(layer)` reads the layer itself
 when its bytes are not there (an aborted step, a layer called out of turn).
@@ -24,11 +24,11 @@ from pathlib import Path
 import torch
 
 from k3.checkpoint.paths import member_path
+from k3.checkpoint.reader import TORCH_FLOATS
 from k3.offload.io import open_for_reads, pread_exact
 from k3.offload.trunk import PAGE, TrunkPart, region_bytes
 
 CHUNK = 8 << 20  # bytes per positioned read: enough in flight to keep an NVMe queue busy
-DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
 
 
 @dataclass
@@ -148,7 +148,7 @@ def _layout(parts: list[TrunkPart]) -> tuple[list[tuple[TrunkPart, int]], int]:
     places, pos = [], 0
     for p in parts:
         shift = p.offset % PAGE
-        if shift % DTYPES[p.dtype].itemsize:
+        if shift % TORCH_FLOATS[p.dtype].itemsize:
             shift = 0
         places.append((p, pos + shift))
         pos += region_bytes(p.nbytes)
@@ -156,7 +156,7 @@ def _layout(parts: list[TrunkPart]) -> tuple[list[tuple[TrunkPart, int]], int]:
 
 
 def _view(buffer: torch.Tensor, part: TrunkPart, start: int) -> torch.Tensor:
-    return buffer[start: start + part.nbytes].view(DTYPES[part.dtype]).view(part.shape)
+    return buffer[start: start + part.nbytes].view(TORCH_FLOATS[part.dtype]).view(part.shape)
 
 
 def _chunks(span: int) -> list[tuple[int, int]]:

@@ -1,9 +1,10 @@
 """An OpenAI-compatible endpoint (k3 serve, vLLM, SGLang, llama.cpp, a hosted API) as an eval backend.
 
 Chat turns go to /v1/chat/completions (not streamed); `reasoning_content` (or `reasoning`) is kept
-apart from the answer. Raw completions (gen rows in completion mode) go to /v1/completions. Log-likelihoods use /v1/completions with `echo` and `logprobs` (prompt tokens
-scored, `text_offset` locating them), which k3 serve, vLLM and SGLang support; an endpoint that
-returns no prompt logprobs raises `LoglikUnsupported` with the fix.
+apart from the answer. Raw completions (gen rows in completion mode) go to /v1/completions.
+Log-likelihoods use /v1/completions with `echo` and `logprobs` (prompt tokens scored, `text_offset`
+locating them), which k3 serve, vLLM and SGLang support; an endpoint that returns no prompt logprobs
+raises `LoglikUnsupported` with the fix.
 """
 
 from __future__ import annotations

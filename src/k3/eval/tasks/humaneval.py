@@ -21,7 +21,8 @@ from pathlib import Path
 from k3.eval.sandbox import Limits
 from k3.eval.stats import mean_stderr, pass_at_k, rate
 from k3.eval.tasks.base import Context, ItemsTask, turn_record
-from k3.eval.tasks.code import FENCE, check_in_sandbox
+from k3.eval.tasks.code import check_in_sandbox, extract_code
+from k3.eval.tasks.code_checker import empty_result
 
 KS = (1, 10, 100)  # reported where samples allow, and k = the samples drawn
 LIMITS = Limits(wall_s=15.0, cpu_s=8)
@@ -53,10 +54,8 @@ def load_problems(path: str | None = None) -> list[dict]:
 
 def answer_code(answer: str) -> str | None:
     """The first fenced code block, else the whole answer when it holds anything."""
-    m = FENCE.search(answer)
-    if m:
-        return m.group(1)
-    return answer if answer.strip() else None
+    code = extract_code(answer)
+    return code if code is not None else answer if answer.strip() else None
 
 
 def defines(code: str, name: str) -> bool:
@@ -97,8 +96,7 @@ class HumanEvalTask(ItemsTask):
         rec = turn_record(c)
         code = None if c.truncated else answer_code(c.content)
         if code is None:
-            return rec | {"has_code": False, "parses": False, "runs": False, "passes": False,
-                          **{h: [] for h in HALLUCINATIONS}, "error": "truncated" if c.truncated else "no code"}
+            return rec | {"has_code": False} | empty_result("truncated" if c.truncated else "no code")
         test = item["test"] + f"\n\ncheck({item['entry_point']})\n"
         found = check_in_sandbox(program(item, code), test, self.limits, self.isolation)
         return rec | {"has_code": True} | {k: found[k] for k in ("parses", "runs", "passes", *HALLUCINATIONS, "error")}
@@ -113,4 +111,3 @@ class HumanEvalTask(ItemsTask):
         out["per_sample"] = {s: rate(sum(bool(x[s]) for x in samples), len(samples)) for s in ("has_code", "parses", "runs", "passes")}
         out["hallucinations"] = {h: rate(sum(bool(x[h]) for x in samples), len(samples)) for h in HALLUCINATIONS}
         return out
-
