@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from k3.checkpoint.header import DTYPE_SIZES
-from k3.config.model import LAYER_KDA, MLP_MOE, K3Config
+from k3.config.model import INT8_GROUP, LAYER_KDA, MLP_MOE, K3Config
 
 # Safetensors dtypes k3 reads as floating point weights (converted by the loader's dtype rules).
 FLOAT_DTYPES = ("BF16", "F16", "F32", "F64")
 EXPERT_MATS = ("w1", "w3", "w2")
+# Trunk matrices an int8 trunk keeps bf16: the router (its scores pick the experts) and MLA's kv_b_proj
+# (absorbed decode multiplies its per-head halves with bf16_head_linear).
+INT8_KEEP = (".block_sparse_moe.gate.weight", ".kv_b_proj.weight")
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,25 @@ def layer_tensors(c: K3Config, i: int) -> list[TensorSpec]:
         specs += _attn_res(p + "self_attention_res", c) + _attn_res(p + "mlp_res", c)
     attn = _kda(c, p + "self_attn.") if c.layer_types[i] == LAYER_KDA else _mla(c, p + "self_attn.")
     ffn = _moe(c, p + "block_sparse_moe.") if c.mlp_types[i] == MLP_MOE else _glu(p + "mlp.", h, c.intermediate_size)
-    return specs + attn + ffn
+    specs += attn + ffn
+    if c.trunk_format == "int8":
+        specs = [t for spec in specs for t in (int8_pair(spec) if int8_target(spec) else [spec])]
+    return specs
+
+
+def int8_target(spec: TensorSpec) -> bool:
+    """Whether an int8 trunk quantises `spec` (as released): a layer's bf16 projection matrix of more than
+    one row (not an expert, the router, kv_b_proj, or a one-row AttnRes query)."""
+    return (spec.name.startswith("model.layers.") and spec.expert is None and spec.dtype == "BF16"
+            and len(spec.shape) == 2 and spec.shape[0] > 1 and spec.name.endswith(".weight")
+            and not spec.name.endswith(INT8_KEEP))
+
+
+def int8_pair(spec: TensorSpec) -> list[TensorSpec]:
+    """A quantised matrix as an int8 trunk stores it: `<name>` I8 [out, in] and `<name>_scale` BF16 [out, ceil(in / 32)]."""
+    out, inp = spec.shape
+    return [TensorSpec(spec.name, spec.shape, "I8", spec.params),
+            TensorSpec(spec.name + "_scale", (out, -(-inp // INT8_GROUP)), "BF16", 0)]
 
 
 def _attn_res(prefix: str, c: K3Config) -> list[TensorSpec]:

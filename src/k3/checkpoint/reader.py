@@ -20,6 +20,8 @@ from k3.checkpoint.paths import check_member_name, member_path
 
 # Safetensors floating-point dtype names -> torch dtypes (what a float tensor is kept as, stored).
 TORCH_FLOATS = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
+# ... and every dtype a trunk tensor may be stored in (an int8 trunk's codes too).
+TRUNK_DTYPES = TORCH_FLOATS | {"I8": torch.int8}
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -137,6 +139,20 @@ class CheckpointReader:
         except (SafetensorError, OSError, RuntimeError, ValueError) as e:
             raise CheckpointError(f"cannot read tensor data ({e}); the shard may be truncated", file=file,
                                   tensor=stored) from None
+
+
+def superseded_names(root: Path) -> set[str]:
+    """Stored names the index's metadata lists as "superseded": tensors that shards hard-linked from the
+    source checkpoint still hold but that this checkpoint replaces (`k3 quantize --trunk int8`), so a
+    shard holding a tensor its index does not list there is expected for them alone."""
+    index = Path(root) / INDEX_FILE
+    if not index.is_file():
+        return set()
+    try:
+        names = (json.loads(index.read_text()).get("metadata") or {}).get("superseded") or []
+    except (json.JSONDecodeError, AttributeError, RecursionError):
+        return set()    # shard_map reports an unreadable index
+    return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
 
 
 def shard_map(root: Path) -> dict[str, list[str] | None]:

@@ -8,6 +8,7 @@ import json
 import sys
 
 from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
+from k3.cli.trunk_arg import add_trunk_argument
 
 
 def add_arguments(p) -> None:
@@ -41,6 +42,7 @@ def add_arguments(p) -> None:
     p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
                    help="let requests stop at EOS (default: generate exactly --output-len)")
     p.add_argument("--memory-budget", help="local: weights + cache budget; experts beyond it stream")
+    add_trunk_argument(p)
     p.add_argument("--cache-memory", default="1GiB", help="local: sequence-state cache")
     p.add_argument("--max-num-seqs", type=int, default=8, help="local: sequences decoded together")
     p.add_argument("--max-num-batched-tokens", type=int, default=512, help="local: tokens per engine step")
@@ -84,7 +86,7 @@ def run(args) -> int:
     if args.model:
         from k3.bench.local_client import LocalClient
 
-        client = LocalClient(args.model, memory_budget=args.memory_budget, cache_memory=args.cache_memory,
+        client = LocalClient(args.model, memory_budget=args.memory_budget, cache_memory=args.cache_memory, trunk=args.trunk,
                              max_num_seqs=args.max_num_seqs, ignore_eos=args.ignore_eos, temperature=args.temperature,
                              max_num_batched_tokens=args.max_num_batched_tokens, **prefix_cache_kwargs(args))
         vocab = client.vocab_size

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from k3.cli.trunk_arg import add_trunk_argument
+
 
 def add_arguments(p) -> None:
     target = p.add_mutually_exclusive_group(required=True)
@@ -36,6 +38,7 @@ def add_arguments(p) -> None:
     p.add_argument("--timeout", type=float, default=600.0, help="endpoint: seconds per request")
     p.add_argument("--concurrency", type=int, default=1, help="endpoint: items in flight at once (default 1)")
     p.add_argument("--memory-budget", help="local: weights + cache budget; experts, then layers, beyond it stream from disk")
+    add_trunk_argument(p)
     p.add_argument("--cache-memory", default="1GiB", help="local: sequence-state cache")
     p.add_argument("--weak-sandbox", action="store_true",
                    help="agent/code: run model-written code without bubblewrap's namespaces (weaker; warns)")
@@ -87,7 +90,7 @@ def _backend(args):
     if args.model:
         from k3.eval.backends.local import LocalBackend
 
-        return LocalBackend(args.model, memory_budget=args.memory_budget, cache_memory=args.cache_memory)
+        return LocalBackend(args.model, memory_budget=args.memory_budget, cache_memory=args.cache_memory, trunk=args.trunk)
     from k3.eval.backends.openai import OpenAIBackend
 
     return OpenAIBackend(args.endpoint, args.model_name, args.api_key, args.timeout)

@@ -7,6 +7,7 @@ import sys
 import time
 
 from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
+from k3.cli.trunk_arg import add_trunk_argument
 
 
 def add_arguments(p) -> None:
@@ -25,6 +26,7 @@ def add_arguments(p) -> None:
     p.add_argument("--tokenizer", help="directory with tiktoken.model (default: the checkpoint's own)")
     p.add_argument("--memory-budget", help="weights + cache within this (e.g. 64GB); experts, then layers, that do "
                    "not fit stream from the shards (see k3 plan)")
+    add_trunk_argument(p)
     p.add_argument("--save-state", metavar="FILE", help="write the sequence state here when generation ends")
     p.add_argument("--resume-state", metavar="FILE",
                    help="continue from a saved state (its tokens are not computed again); with --prompt-ids, "
@@ -55,7 +57,7 @@ def run(args) -> int:
     if args.prompt is not None:
         check_tokenizer(model, args.tokenizer, "a text prompt")
     llm = LLM(model, max_num_seqs=1, cache_memory=args.cache_memory, tokenizer=args.tokenizer,
-              memory_budget=args.memory_budget, **prefix_cache_kwargs(args))
+              memory_budget=args.memory_budget, trunk=args.trunk, **prefix_cache_kwargs(args))
     print(llm.capacity.describe(), file=sys.stderr)
     if getattr(llm.model, "memory_plan", None) is not None:
         print(describe_plan(llm.model.memory_plan), file=sys.stderr)

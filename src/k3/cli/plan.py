@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from k3.cli.trunk_arg import add_trunk_argument
+
 
 def add_arguments(p) -> None:
     p.add_argument("target", help="checkpoint directory, config.json, or preset (k3 = the released model)")
@@ -16,6 +18,7 @@ def add_arguments(p) -> None:
     p.add_argument("--cache-memory", default="1GiB", help="sequence-state cache inside the budget (default 1GiB)")
     p.add_argument("--dtype", choices=["stored", "fp32", "bf16"], default="stored",
                    help="weight storage: as stored (CPU default), or converted")
+    add_trunk_argument(p)
     p.add_argument("--disk-bandwidth", help="skip measuring: the drive's read bandwidth, bytes/s (e.g. 3GB)")
     p.add_argument("--memory-bandwidth", help="skip measuring: memory read bandwidth, bytes/s (e.g. 40GB)")
     p.add_argument("--measure", action="store_true", help="measure the bandwidths now (and cache them)")
@@ -30,9 +33,10 @@ def run(args) -> int:
     config, ckpt, name = resolve_config(args.target)
     itemsize = {"stored": None, "fp32": 4, "bf16": 2}[args.dtype]
     state = parse_size(args.cache_memory, "--cache-memory")
+    int8_at_load = args.trunk == "int8" and config.trunk_format is None
     plan = plan_memory(config, parse_size(args.memory_budget, "--memory-budget"), storage_itemsize=itemsize,
-                       state_bytes=state)
-    least = minimum_budget(config, storage_itemsize=itemsize, state_bytes=state)
+                       state_bytes=state, int8_at_load=int8_at_load)
+    least = minimum_budget(config, storage_itemsize=itemsize, state_bytes=state, int8_at_load=int8_at_load)
     (disk, disk_how), (mem, mem_how) = bandwidths(args, ckpt)
     seconds = plan.seconds_per_token(disk, mem)
     result = plan.to_dict() | {"disk_bytes_per_s": disk, "mem_bytes_per_s": mem, "seconds_per_token": seconds,
@@ -54,19 +58,20 @@ G = 1e9
 
 def describe(plan) -> list[str]:
     """What stays, what streams and why, in lines for people (k3 plan)."""
-    trunk = f"trunk {plan.trunk_bytes / G:,.2f} GB"
+    trunk = f"trunk {plan.trunk_bytes / G:,.2f} GB" + (" (int8, quantised at load)" if plan.int8_at_load else "")
     if plan.streamed_layers:
-        kept = plan.trunk_bytes - plan.streamed_trunk_bytes
+        kept = plan.trunk_bytes - plan.streamed_trunk_resident_bytes
         trunk = (f"trunk {kept / G:,.2f} GB of {plan.trunk_bytes / G:,.2f} GB (every layer's norms, routers and small "
-                 f"tensors, lm_head, and the large matrices of all but {len(plan.streamed_layers)} layers), "
+                 f"tensors, lm_head, and the large matrices of all but {len(plan.streamed_layers)} layers"
+                 + (", those int8" if plan.int8_at_load else "") + "), "
                  f"{plan.trunk_arena_bytes / G:,.2f} GB of arenas for the streamed layers")
     lines = [f"resident: {trunk}, sequence state {plan.state_bytes / G:,.2f} GB, experts {plan.expert_slots:,} of "
              f"{plan.num_experts_total:,} ({plan.expert_cache_bytes / G:,.2f} GB); embedding "
              f"{plan.embedding_bytes / G:,.2f} GB " + ("resident" if plan.embedding_resident else "read by row")]
     if plan.streamed_layers:
         lines.append(f"streamed layers {_ranges(plan.streamed_layers)}: {plan.streamed_trunk_bytes / G:,.2f} GB of "
-                     "matrices read from the shards each token, the next layer's read in flight; trunk bytes stay "
-                     "before experts because each is read every token, an expert only by the tokens routed to it")
+                     "matrices read from the shards each token" + (" (as stored: bf16)" if plan.int8_at_load else "")
+                     + ", the next layer's read in flight; trunk bytes stay before experts because each is read every token, an expert only by the tokens routed to it")
     lines.append(f"per token: experts {plan.expert_bytes_per_token / G:,.3f} GB needed, trunk "
                  f"{plan.trunk_streamed_bytes_per_token / G:,.3f} GB and experts "
                  f"{(plan.streamed_bytes_per_token - plan.trunk_streamed_bytes_per_token) / G:,.3f} GB streamed "

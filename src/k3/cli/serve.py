@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
+from k3.cli.trunk_arg import add_trunk_argument
 
 
 def add_arguments(p) -> None:
@@ -25,6 +26,7 @@ def add_arguments(p) -> None:
     p.add_argument("--cache-memory", default="1GiB")
     p.add_argument("--memory-budget", help="weights + cache within this (e.g. 64GB); experts, then layers, that do "
                    "not fit stream from the shards (see k3 plan)")
+    add_trunk_argument(p)
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds before a request fails with 504")
     p.add_argument("--max-model-len", type=int,
                    help=f"prompt + completion tokens per request (default: what the cache holds for one sequence, "
@@ -83,7 +85,7 @@ def run(args) -> int:
     sock = bind(args.host, args.port)
     llm = LLM(str(path), dtype=torch_dtype(args.dtype), device=args.device, max_num_seqs=args.max_num_seqs,
               max_num_batched_tokens=args.max_num_batched_tokens, cache_memory=args.cache_memory,
-              memory_budget=args.memory_budget, tokenizer=args.tokenizer, max_model_len=args.max_model_len,
+              memory_budget=args.memory_budget, trunk=args.trunk, tokenizer=args.tokenizer, max_model_len=args.max_model_len,
               **prefix_cache_kwargs(args))
     engine = AsyncEngine(llm.engine, max_queued=args.max_queued)
     served_len = args.max_model_len or min(llm.engine.max_model_len, DEFAULT_MAX_MODEL_LEN)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from k3.config.bounds import check_sizes
 from k3.config.model import LAYER_KDA, LAYER_MLA, MLP_DENSE, MLP_MOE, ConfigError, K3Config
+from k3.config.quant import quant_fields, quantization_config
 
 SUPPORTED_MODEL_TYPES = ("kimi_k3", "kimi_linear")
 
@@ -74,7 +75,7 @@ def from_hf_dict(raw: dict) -> K3Config:
     known.update(_mla_fields(text))
     known.update(_kda_fields(text))
     known.update(_moe_fields(text))
-    known.update(_quant_fields(quant))
+    known.update(quant_fields(quant))
     return K3Config(**known, extra={"hf": raw})
 
 
@@ -166,21 +167,6 @@ def _moe_fields(text: dict) -> dict:
     )
 
 
-def _quant_fields(quant: dict | None) -> dict:
-    if not quant:
-        return {"expert_format": None}
-    method, fmt = quant.get("quant_method"), quant.get("format")
-    if method != "compressed-tensors" or fmt != "mxfp4-pack-quantized":
-        raise ConfigError(
-            f"config key 'quantization_config': {method}/{fmt} is not supported; "
-            "k3 reads compressed-tensors mxfp4-pack-quantized experts (the official K3 format)")
-    groups = quant.get("config_groups") or {}
-    weights = next(iter(groups.values()), {}).get("weights", {}) if groups else {}
-    if weights and (weights.get("num_bits") != 4 or weights.get("type") != "float"):
-        raise ConfigError("config key 'quantization_config.config_groups': expected 4-bit float (E2M1) weights")
-    return {"expert_format": "mxfp4", "mxfp4_group_size": int(weights.get("group_size", 32))}
-
-
 def to_hf_dict(c: K3Config, *, wrapped: bool = True) -> dict:
     """The official config.json for `c`: a `kimi_k3` wrapper with a nested `text_config`."""
     kda_layers = [i + 1 for i in c.kda_layers]
@@ -223,8 +209,9 @@ def to_hf_dict(c: K3Config, *, wrapped: bool = True) -> dict:
         },
     }
     text.update(_moe_hf(c))
-    if c.expert_format == "mxfp4" and c.moe_layers:
-        text["quantization_config"] = mxfp4_quantization_config(c.mxfp4_group_size)
+    quant = quantization_config(c)
+    if quant is not None:
+        text["quantization_config"] = quant
     if not wrapped:
         return text
     return {
@@ -262,29 +249,4 @@ def _moe_hf(c: K3Config) -> dict:
         "topk_group": 1,
         "first_k_dense_replace": first_moe,
         "moe_layer_freq": 1,
-    }
-
-
-def mxfp4_quantization_config(group_size: int = 32) -> dict:
-    """`text_config.quantization_config` exactly as the release writes it (spec section 3.1)."""
-    return {
-        "quant_method": "compressed-tensors",
-        "format": "mxfp4-pack-quantized",
-        "quantization_status": "compressed",
-        "global_compression_ratio": None,
-        "kv_cache_scheme": None,
-        "config_groups": {"group_0": {
-            "format": "mxfp4-pack-quantized",
-            "targets": ["Linear"],
-            "input_activations": None,
-            "output_activations": None,
-            "weights": {
-                "num_bits": 4, "type": "float", "symmetric": True, "strategy": "group",
-                "group_size": group_size, "dynamic": False, "scale_dtype": "torch.uint8",
-                "observer": "minmax", "observer_kwargs": {}, "actorder": None,
-                "block_structure": None, "zp_dtype": None,
-            },
-        }},
-        "ignore": ["re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*",
-                   "re:.*lm_head.*", "re:.*vision_tower.*", "re:.*mm_projector.*"],
     }

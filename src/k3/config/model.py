@@ -14,6 +14,8 @@ MLP_DENSE = "dense"
 MLP_MOE = "moe"
 ACTIVATIONS = ("situ", "silu")
 EXPERT_FORMATS = (None, "mxfp4")
+TRUNK_FORMATS = (None, "int8")   # None: the trunk as released (bf16); int8: k3 quantize --trunk int8
+INT8_GROUP = 32                  # inputs per bf16 scale of an int8 trunk row (k3.ops.int8.format.GROUP)
 
 
 class ConfigError(ValueError):
@@ -61,6 +63,7 @@ class K3Config:
     routed_scaling_factor: float = 1.0
     expert_format: str | None = "mxfp4"
     mxfp4_group_size: int = 32
+    trunk_format: str | None = None
     max_position_embeddings: int = 1048576    # a limit only (NoPE: no rotary table)
     # Tokens.
     bos_token_id: int | None = 163584
@@ -136,6 +139,8 @@ def _validate(c: K3Config) -> None:
     _require(tensor_count(c) <= MAX_TENSORS, "num_experts",
              f"num_hidden_layers={c.num_hidden_layers} with num_experts={c.num_experts} implies about "
              f"{tensor_count(c):,} tensors, more than any K3 checkpoint ({MAX_TENSORS:,} at most)")
+    _require(c.trunk_format in TRUNK_FORMATS, "quantization_config",
+             f"trunk format {c.trunk_format!r} is not supported; k3 reads bf16 or int8 (int-quantized) trunks")
     _require(c.expert_format in EXPERT_FORMATS, "quantization_config",
              f"expert format {c.expert_format!r} is not supported; k3 reads MXFP4 (mxfp4-pack-quantized) or unquantized experts")
 

@@ -6,7 +6,8 @@ config.json content (spec section 1.1) so the released numbers can be checked wi
 
 from __future__ import annotations
 
-from k3.config.hf import from_hf_dict, mxfp4_quantization_config
+from k3.config.hf import from_hf_dict
+from k3.config.quant import mxfp4_quantization_config
 from k3.config.model import LAYER_KDA, LAYER_MLA, MLP_DENSE, MLP_MOE, K3Config
 
 RELEASED_MLA_LAYERS = tuple(range(4, 93, 4)) + (93,)

@@ -47,7 +47,7 @@ class LLM:
                  max_resident_seqs: int | None = None, state_offload_dir: str | None = None,
                  max_model_len: int | None = None, enable_prefix_caching: bool = True,
                  prefix_cache_memory: int | str | None = None, prefix_cache_spill_dir: str | None = None,
-                 prefix_cache_spill_bytes: int | str = "16GiB", speculative_config=None):
+                 prefix_cache_spill_bytes: int | str = "16GiB", speculative_config=None, trunk: str | None = None):
         cache_bytes = parse_size(cache_memory, "cache_memory")
         prefix = dict(enable_prefix_caching=enable_prefix_caching, prefix_cache_spill_dir=prefix_cache_spill_dir,
                       prefix_cache_spill_bytes=parse_size(prefix_cache_spill_bytes, "prefix_cache_spill_bytes"),
@@ -59,7 +59,7 @@ class LLM:
             from k3.model.weights import load_model
 
             self.model = load_model(model, dtype=dtype, device=device, memory_budget=memory_budget,
-                                    state_bytes=cache_bytes)
+                                    state_bytes=cache_bytes, trunk=trunk)
             if tokenizer is None and (Path(model) / VOCAB_FILE).is_file():
                 tokenizer = model
         if isinstance(tokenizer, (str, Path)):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from k3.ops.int8 import int8_linear, scale_shape
 from k3.ops.linear import linear
 from k3.ops.norm import rms_norm
 
@@ -19,14 +20,51 @@ def frozen(*shape: int, dtype: torch.dtype | None = None) -> nn.Parameter:
 
 
 class Linear(nn.Module):
-    """y = x W^T, W [out, in] (HF layout), computed in x.dtype."""
+    """y = x W^T, W [out, in] (HF layout), computed in x.dtype.
+
+    An int8 trunk (k3.ops.int8) keeps W as int8 codes with a bf16 `weight_scale` [out, ceil(in / 32)]
+    buffer; otherwise `weight_scale` is None and W is a float matrix."""
 
     def __init__(self, in_features: int, out_features: int):
         super().__init__()
         self.weight = frozen(out_features, in_features)
+        self.register_buffer("weight_scale", None)
+
+    def make_int8(self) -> None:
+        """Hold int8 codes from now on: placeholders the loader fills (or `set_int8` replaces)."""
+        out, inp = self.weight.shape
+        self._parameters["weight"] = frozen(out, inp, dtype=torch.int8)
+        self._buffers["weight_scale"] = torch.empty(scale_shape(out, inp), dtype=torch.bfloat16)
+
+    def set_int8(self, q: torch.Tensor, scale: torch.Tensor) -> None:
+        self._parameters["weight"] = nn.Parameter(q, requires_grad=False)
+        self._buffers["weight_scale"] = scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight)
+        scale = self._buffers["weight_scale"]
+        return linear(x, self.weight) if scale is None else int8_linear(x, self.weight, scale)
+
+
+def direct_ready(lin: nn.Module) -> bool:
+    """Whether `lin`'s weights suit the native decode GEMV as they are (bf16, or int8 with its scales)."""
+    w, scale = lin._parameters["weight"], lin._buffers.get("weight_scale")
+    if scale is None:
+        return w.dtype == torch.bfloat16 and w.is_contiguous()
+    return w.dtype == torch.int8 and scale.dtype == torch.bfloat16 and w.is_contiguous() and scale.is_contiguous()
+
+
+def direct_linear(kernels, x: torch.Tensor, lin: nn.Module) -> torch.Tensor:
+    """lin(x) for decode rows x fp32 [N, in] on the native GEMV, when `direct_ready(lin)`."""
+    w, scale = lin._parameters["weight"], lin._buffers.get("weight_scale")
+    return kernels.bf16_linear(x, w) if scale is None else kernels.int8_linear(x, w, scale)
+
+
+def set_tensor(module: nn.Module, leaf: str, t: torch.Tensor) -> None:
+    """Put a loaded tensor in place: as a buffer where `module` holds one by that name, else a parameter."""
+    if leaf in module._buffers:
+        module._buffers[leaf] = t
+    else:
+        module._parameters[leaf] = nn.Parameter(t, requires_grad=False)
 
 
 class RMSNorm(nn.Module):

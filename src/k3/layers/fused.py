@@ -20,58 +20,77 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from k3.ops.int8 import int8_linear, scale_shape
 from k3.ops.linear import linear
 
 
 class SharedInput:
-    """Linears `names` of `module` (dotted paths), fused into one matrix."""
+    """Linears `names` of `module` (dotted paths), fused into one matrix.
+
+    With an int8 trunk the matrix holds int8 codes and `scale` their bf16 scales [sum(out), groups],
+    each Linear's `weight_scale` a row block of it (int8 groups run along a row, so stacking rows keeps
+    every member's quantisation as it is)."""
 
     def __init__(self, module: nn.Module, names: tuple[str, ...]):
         self.linears = [module.get_submodule(n) for n in names]
         self.sizes = [lin.weight.shape[0] for lin in self.linears]
         self.weight: torch.Tensor | None = None
+        self.scale: torch.Tensor | None = None
 
     def allocate(self, dtype: torch.dtype, device: torch.device) -> list[torch.Tensor]:
-        """The matrix, uninitialised; each Linear's weight becomes its row block. Returns the blocks."""
+        """The matrix, uninitialised; each Linear's weight becomes its row block. Returns the blocks
+        (int8: the code blocks; `scale_blocks()` gives the scale blocks)."""
         inputs = {lin.weight.shape[1] for lin in self.linears}
         if len(inputs) != 1:
             raise ValueError(f"projections read different widths {sorted(inputs)}")
-        self.weight = torch.empty((sum(self.sizes), inputs.pop()), dtype=dtype, device=device)
+        width = inputs.pop()
+        self.weight = torch.empty((sum(self.sizes), width), dtype=dtype, device=device)
         blocks = list(self.weight.split(self.sizes))
-        for lin, block in zip(self.linears, blocks):
+        scales = [None] * len(blocks)
+        if dtype == torch.int8:
+            self.scale = torch.empty(scale_shape(sum(self.sizes), width), dtype=torch.bfloat16, device=device)
+            scales = list(self.scale.split(self.sizes))
+        for lin, block, scale in zip(self.linears, blocks, scales):
             lin._parameters["weight"] = nn.Parameter(block, requires_grad=False)
+            lin._buffers["weight_scale"] = scale
         self._ptrs = [b.data_ptr() for b in blocks]
         return blocks
+
+    def scale_blocks(self) -> list[torch.Tensor]:
+        return [lin._buffers["weight_scale"] for lin in self.linears]
 
     def intact(self) -> bool:
         if self.weight is None:
             return False
         for lin, p in zip(self.linears, self._ptrs):  # asked every decode step of every layer: no __getattr__
             w = lin._parameters.get("weight")
-            if w is None or w.data_ptr() != p or w.requires_grad:
+            if w is None or w.data_ptr() != p or w.requires_grad or (lin._buffers.get("weight_scale") is None) != (self.scale is None):
                 return False
         return True
+
+    def _product(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight) if self.scale is None else int8_linear(x, self.weight, self.scale)
 
     def __call__(self, x: torch.Tensor) -> list[torch.Tensor]:
         """x [..., in] -> one [..., out_i] per Linear (contiguous)."""
         if not self.intact() or (torch.is_grad_enabled() and x.requires_grad):
             return [lin(x) for lin in self.linears]
-        y = linear(x, self.weight)
-        parts = y.split(self.sizes, dim=-1)
+        parts = self._product(x).split(self.sizes, dim=-1)
         return [p if p.is_contiguous() else p.contiguous() for p in parts]
-
 
     def direct(self, kernels, x: torch.Tensor) -> list[torch.Tensor]:
         """__call__ for decode rows (fp32 [N, in]) on the native GEMV directly; only when direct_group
         returned this group."""
-        return [p if p.is_contiguous() else p.contiguous() for p in kernels.bf16_linear(x, self.weight).split(self.sizes, -1)]
+        y = kernels.bf16_linear(x, self.weight) if self.scale is None else kernels.int8_linear(x, self.weight, self.scale)
+        return [p if p.is_contiguous() else p.contiguous() for p in y.split(self.sizes, -1)]
 
 
 def direct_group(module: nn.Module, names: tuple[str, ...]) -> SharedInput | None:
     """The fused group `names` of `module` when its decode rows may go to the native GEMV directly: fused,
-    intact, bf16 and contiguous (as the dispatch would check per call). Else None."""
+    intact, bf16 (or int8 with its scales) and contiguous (as the dispatch would check per call). Else None."""
     group = module.__dict__.get("_fused", {}).get(names)
-    ok = group is not None and group.intact() and group.weight.dtype == torch.bfloat16 and group.weight.is_contiguous()
+    ok = (group is not None and group.intact() and group.weight.is_contiguous()
+          and group.weight.dtype == (torch.bfloat16 if group.scale is None else torch.int8))
     return group if ok else None
 
 

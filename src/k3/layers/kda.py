@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from k3.config.model import K3Config
-from k3.layers.basic import Linear, WeightOnly, frozen
+from k3.layers.basic import Linear, WeightOnly, direct_linear, direct_ready, frozen
 from k3.layers.state import KDAStateView
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import direct_group, project
@@ -111,19 +111,19 @@ class KimiDeltaAttention(nn.Module):
         group = direct_group(self, self.input_names) if kernels is not None else None
         decode = batch.decode_group() if group is not None else None
         if (decode is None or not decode.whole or not hasattr(self, "g_proj")
-                or any(w.dtype != torch.bfloat16 for w in (self.f_b_proj.weight, self.o_proj.weight))
+                or not (direct_ready(self.f_b_proj) and direct_ready(self.o_proj))
                 or any(t.dtype != torch.float32 for t in (self.A_log, self.dt_bias, self.o_norm.weight, self.q_conv1d.weight))):
             return None
         N, H, D = x.shape[0], self.num_heads, self.head_dim
         q, k, v, gate, f_a, b = group.direct(kernels, x)
-        g, beta = kernels.kda_gates_rows(kernels.bf16_linear(f_a, self.f_b_proj.weight), b, self.A_log, self.dt_bias,
+        g, beta = kernels.kda_gates_rows(direct_linear(kernels, f_a, self.f_b_proj), b, self.A_log, self.dt_bias,
                                          self.lower_bound is not None, self.lower_bound or 0.0)
         rec, tails, index = state.slot_tensors(decode.seqs, self._zero_state(x))
         if not all(t.is_contiguous() and t.dtype == torch.float32 for t in (rec, *tails)):
             return None
         o = kernels.kda_decode_slots(q, k, v, *self._conv_weights(), *tails, rec, index, g, beta, D ** -0.5)
         o = kernels.gated_rms_norm_rows(o.view(N * H, D), gate.view(N * H, D), self.o_norm.weight, self.eps)
-        return kernels.bf16_linear(o.view(N, H * D), self.o_proj.weight)
+        return direct_linear(kernels, o.view(N, H * D), self.o_proj)
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`."""

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from k3.config.model import K3Config
-from k3.layers.basic import Linear, RMSNorm
+from k3.layers.basic import Linear, RMSNorm, direct_linear, direct_ready
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import direct_group, project
 from k3.layers.state import MLACacheView
@@ -67,19 +67,19 @@ class GatedMLA(nn.Module):
         group = direct_group(self, self.input_names) if kernels is not None else None
         decode = batch.decode_group() if group is not None else None
         if (decode is None or not decode.whole or not hasattr(self, "q_a_proj") or not hasattr(self, "g_proj")
-                or any(w.dtype != torch.bfloat16 for w in (self.q_b_proj.weight, self.o_proj.weight))
+                or not (direct_ready(self.q_b_proj) and direct_ready(self.o_proj))
                 or any(n.weight.dtype not in (torch.bfloat16, torch.float32)
                        for n in (self.q_a_layernorm, self.kv_a_layernorm))):
             return None
         N, H, R = x.shape[0], self.num_heads, self.kv_rank
         q_a, kv_a, gate = group.direct(kernels, x)
         q_a = kernels.rms_norm_rows(q_a, self.q_a_layernorm.weight, self.q_a_layernorm.eps)
-        q = kernels.bf16_linear(q_a, self.q_b_proj.weight).view(N, H, self.nope + self.extra)
+        q = direct_linear(kernels, q_a, self.q_b_proj).view(N, H, self.nope + self.extra)
         c_kv = kernels.rms_norm_rows(kv_a[:, :R].contiguous(), self.kv_a_layernorm.weight, self.kv_a_layernorm.eps)
         w_kv = self.kv_b_proj.weight.view(H, self.nope + self.v_dim, R)
         paged = cache.append_decode(decode.seqs, c_kv, kv_a[:, R:])
         o = self._paged(q, paged, w_kv[:, :self.nope], w_kv[:, self.nope:]).reshape(N, H * self.v_dim)
-        return kernels.bf16_linear(o * sigmoid(gate), self.o_proj.weight)
+        return direct_linear(kernels, o * sigmoid(gate), self.o_proj)
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; appends this step's latents to `cache`."""

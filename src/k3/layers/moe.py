@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from k3.config.model import K3Config
-from k3.layers.basic import Linear, RMSNorm, frozen
+from k3.layers.basic import Linear, RMSNorm, direct_linear, direct_ready, frozen
 from k3.layers.fused import direct_group, project
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.mlp import GLUMLP
@@ -107,12 +107,11 @@ class LatentMoE(nn.Module):
         shared = self.shared_experts
         if (group is None or not self.latent or self.routed_expert_norm is None or shared is None
                 or not isinstance(self.experts, PackedExperts)
-                or any(w.dtype != torch.bfloat16 for w in (self.gate.weight, self.routed_expert_up_proj.weight,
-                                                           shared.down_proj.weight))
+                or not all(direct_ready(lin) for lin in (self.gate, self.routed_expert_up_proj, shared.down_proj))
                 or self.gate.e_score_correction_bias.dtype != torch.float32
                 or self.routed_expert_norm.weight.dtype not in (torch.bfloat16, torch.float32)):
             return None
-        logits = kernels.bf16_linear(x, self.gate.weight)
+        logits = direct_linear(kernels, x, self.gate)
         weights, ids = kernels.moe_route_rows(logits, self.gate.e_score_correction_bias, self.top_k, self.renormalize,
                                               self.scaling)
         z, gate, up = group.direct(kernels, x)
@@ -120,5 +119,5 @@ class LatentMoE(nn.Module):
         if y is None:
             return None
         y = kernels.rms_norm_rows(y, self.routed_expert_norm.weight, self.routed_expert_norm.eps)
-        y = kernels.bf16_linear(y, self.routed_expert_up_proj.weight)
-        return y + kernels.bf16_linear(glu(gate, up, shared.act, shared.beta, shared.linear_beta), shared.down_proj.weight)
+        y = direct_linear(kernels, y, self.routed_expert_up_proj)
+        return y + direct_linear(kernels, glu(gate, up, shared.act, shared.beta, shared.linear_beta), shared.down_proj)

@@ -15,14 +15,15 @@ from k3.offload.extents import expert_extents
 from k3.offload.store import ExpertStore
 from k3.offload.trunk import trunk_extents
 from k3.offload.trunk_store import TrunkStore
+from k3.layers.basic import set_tensor
 from k3.layers.streamed import StreamedExperts
 
 
 def memory_plan(config: K3Config, memory_budget: int | str, storage: torch.dtype | None, device: torch.device,
-                state_bytes: int = 0) -> MemoryPlan:
+                state_bytes: int = 0, int8_at_load: bool = False) -> MemoryPlan:
     itemsize = None if storage is None else torch.empty((), dtype=storage).element_size()
     plan = plan_memory(config, parse_size(memory_budget, "memory_budget"), storage_itemsize=itemsize,
-                       state_bytes=state_bytes)
+                       state_bytes=state_bytes, int8_at_load=int8_at_load)
     if plan.streams_experts:
         if config.expert_format != "mxfp4":
             raise ValueError("streaming experts needs MXFP4 experts (the released format); convert with "
@@ -60,7 +61,7 @@ def attach_streamed_trunk(model, config: K3Config, path: str | Path, reader: Che
             module.__dict__.pop("_fused", None)
         for name, tensor in store.tensors[i].items():
             module_name, _, leaf = name.rpartition(".")
-            model.get_submodule(module_name)._parameters[leaf] = torch.nn.Parameter(tensor, requires_grad=False)
+            set_tensor(model.get_submodule(module_name), leaf, tensor)
         layer.register_forward_pre_hook(lambda module, args, i=i: store.ready(i))
         layer.register_forward_hook(lambda module, args, out, i=i: store.done(i))
     return store

@@ -16,13 +16,16 @@ import torch
 from torch import nn
 
 from k3.checkpoint.errors import CheckpointError
-from k3.checkpoint.layout import FLOAT_DTYPES, TensorSpec, expected_tensors
-from k3.checkpoint.reader import TEXT_PREFIX, TORCH_FLOATS, CheckpointReader
+from k3.checkpoint.layout import FLOAT_DTYPES, TensorSpec, expected_tensors, int8_target
+from k3.checkpoint.reader import TEXT_PREFIX, TORCH_FLOATS, TRUNK_DTYPES, CheckpointReader
 from k3.config import K3Config, load_config
+from k3.layers.basic import set_tensor
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.fused import fuse_inputs
 from k3.model.k3 import K3ForCausalLM
 from k3.model.streaming import attach_streamed_experts, attach_streamed_trunk, memory_plan
+from k3.offload.trunk import LAYER
+from k3.ops.int8 import Int8FormatError, check_int8_scales, quantize as int8_quantize
 from k3.ops.mxfp4 import MXFP4FormatError, check_scales
 
 # Recurrent-gate and small parameters the official code keeps in fp32 whatever the model dtype.
@@ -47,20 +50,29 @@ def resolve_dtypes(dtype: torch.dtype | None, device: torch.device) -> tuple[tor
 
 def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str | torch.device = "cpu", *,
                memory_budget: int | str | None = None, state_bytes: int = 0, io_threads: int = 4,
-               direct_io: bool = True) -> K3ForCausalLM:
+               direct_io: bool = True, trunk: str | None = None) -> K3ForCausalLM:
     """memory_budget (e.g. "24GB"): weights (+ `state_bytes` of sequence state) stay within it; routed
     experts that do not fit are streamed from the shards, and when the trunk does not fit either, some
-    layers' large matrices too (see k3.offload). `model.memory_plan` says how."""
+    layers' large matrices too (see k3.offload). `model.memory_plan` says how.
+
+    trunk="int8": the trunk's projection matrices (k3.checkpoint.layout.int8_target) are quantised to
+    int8 with per-32 scales as they are read (half the memory and bytes per token; error measured in
+    the README). A checkpoint written by `k3 quantize --trunk int8` is int8 already, with or without it."""
+    if trunk not in (None, "int8"):
+        raise ValueError(f"trunk={trunk!r}: expected None (as stored) or 'int8'")
     config = load_config(path)
     device = torch.device(device)
     storage, compute = resolve_dtypes(dtype, device)
-    plan = memory_plan(config, memory_budget, storage, device, state_bytes) if memory_budget is not None else None
+    quantise = trunk == "int8" and config.trunk_format is None
+    plan = (memory_plan(config, memory_budget, storage, device, state_bytes, int8_at_load=quantise)
+            if memory_budget is not None else None)
     with torch.device("meta"):
         model = K3ForCausalLM(config, compute)
     fuse_inputs(model)
     reader = CheckpointReader(path)
     specs = expected_tensors(config)
     _check_names(reader, specs)
+    int8_names = _int8_weights(model, specs, quantise, plan.streamed_layers if plan is not None else ())
     model.memory_plan, model.expert_store, model.trunk_store = plan, None, None
     if plan is not None and plan.streams_experts:
         model.expert_store = attach_streamed_experts(model, config, path, reader, plan, io_threads, direct_io)
@@ -70,7 +82,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
         streamed = {name for tensors in model.trunk_store.tensors.values() for name in tensors}
         specs = [s for s in specs if s.name not in streamed]
     banks = _allocate_banks(model, device, storage, reader)
-    blocks = _allocate_fused(model, device, storage, reader)
+    blocks = _allocate_fused(model, device, storage, reader, int8_names)
     # Shard by shard: a converted shard's source pages are unmapped before the next one is read,
     # so peak memory stays near the loaded weights plus one shard.
     by_file: dict[str, list[TensorSpec]] = {}
@@ -79,7 +91,11 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     for file, file_specs in by_file.items():
         for spec in file_specs:
             if spec.name in blocks:
-                _fill_block(reader, spec, blocks[spec.name], storage, device)
+                _fill_block(reader, spec, blocks, storage, device, quantise)
+            elif quantise and spec.name in int8_names:
+                _check_header(reader, spec)
+                q, scale = _quantise(reader, spec.name)
+                model.get_submodule(spec.name.rpartition(".")[0]).set_int8(q.to(device), scale.to(device))
             else:
                 _load_one(model, banks, reader, spec, storage, device)
         reader.release(file)
@@ -121,9 +137,16 @@ def _check_header(reader: CheckpointReader, spec: TensorSpec) -> None:
     if not ok_shape:
         raise CheckpointError(f"shape {list(shape)} does not match {list(spec.shape)} implied by config.json",
                               file=file, tensor=stored)
-    ok_dtype = dtype == "U8" if spec.dtype == "U8" else dtype in FLOAT_DTYPES
+    if spec.dtype in ("U8", "I8"):
+        ok_dtype = dtype == spec.dtype
+    else:   # an int8 trunk's scales are bf16 exactly, as its kernels read them
+        ok_dtype = dtype == "BF16" if _is_int8_scale(spec.name) else dtype in FLOAT_DTYPES
     if not ok_dtype:
         raise CheckpointError(f"dtype {dtype} where {spec.dtype} is expected", file=file, tensor=stored)
+
+
+def _is_int8_scale(name: str) -> bool:
+    return name.endswith(".weight_scale") and EXPERT_NAME.match(name) is None
 
 
 def _fill_expert(reader: CheckpointReader, spec: TensorSpec, slot: torch.Tensor) -> None:
@@ -143,8 +166,13 @@ def _fill_expert(reader: CheckpointReader, spec: TensorSpec, slot: torch.Tensor)
 
 def _convert(name: str, t: torch.Tensor, storage: torch.dtype | None, device: torch.device) -> torch.Tensor:
     """Apply the dtype rules. With storage None, tensors kept as stored stay views of the shard's
-    memory map (lazy, file-backed); otherwise results never alias the map, so it can be released."""
-    if name.endswith(FP32_SUFFIXES):
+    memory map (lazy, file-backed); otherwise results never alias the map, so it can be released.
+    An int8 trunk's codes and scales stay as stored whatever the storage dtype (its kernels read them)."""
+    if t.dtype == torch.int8 or _is_int8_scale(name):
+        target = t.dtype
+        if _is_int8_scale(name):
+            _check_int8_scales(t, name)
+    elif name.endswith(FP32_SUFFIXES):
         target = torch.float32 if storage is None else torch.promote_types(storage, torch.float32)
     else:
         target = storage or t.dtype
@@ -152,6 +180,34 @@ def _convert(name: str, t: torch.Tensor, storage: torch.dtype | None, device: to
     if storage is not None and out.data_ptr() == t.data_ptr():
         out = out.clone()
     return out
+
+
+def _check_int8_scales(t: torch.Tensor, name: str) -> None:
+    try:
+        check_int8_scales(t, TEXT_PREFIX + name)
+    except Int8FormatError as e:
+        raise CheckpointError(str(e), tensor=TEXT_PREFIX + name) from None
+
+
+def _quantise(reader: CheckpointReader, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A stored float matrix -> its int8 codes and scales (trunk="int8" at load)."""
+    try:
+        return int8_quantize(reader.get(name))
+    except Int8FormatError as e:
+        file, stored = reader.locate(name)
+        raise CheckpointError(str(e), file=file, tensor=stored) from None
+
+
+def _int8_weights(model: nn.Module, specs: list[TensorSpec], quantise: bool, streamed_layers: tuple[int, ...]) -> set[str]:
+    """The weight names held as int8 (stored so, or quantised at load outside the streamed layers, which
+    are read as stored), their Linears turned int8 before anything is allocated."""
+    names = {s.name for s in specs if s.dtype == "I8"}
+    if quantise:
+        streamed = set(streamed_layers)
+        names |= {s.name for s in specs if int8_target(s) and int(LAYER.match(s.name).group(1)) not in streamed}
+    for name in names:
+        model.get_submodule(name.rpartition(".")[0]).make_int8()
+    return names
 
 
 def _narrow_a_log(name: str, t: torch.Tensor, heads: int) -> torch.Tensor:
@@ -172,10 +228,10 @@ def _assign(model: nn.Module, name: str, t: torch.Tensor, config: K3Config) -> N
     if leaf == "A_log":
         t = _narrow_a_log(name, t, config.kda_num_heads)
     current = getattr(module, leaf)
-    if tuple(current.shape) != tuple(t.shape):
-        raise CheckpointError(f"shape {list(t.shape)} does not fit the module's {list(current.shape)}",
-                              tensor=TEXT_PREFIX + name)
-    module._parameters[leaf] = nn.Parameter(t, requires_grad=False)
+    if current is None or tuple(current.shape) != tuple(t.shape):
+        raise CheckpointError(f"shape {list(t.shape)} does not fit the module's "
+                              f"{list(current.shape) if current is not None else 'nothing'}", tensor=TEXT_PREFIX + name)
+    set_tensor(module, leaf, t)
 
 
 def _allocate_banks(model: K3ForCausalLM, device: torch.device, storage: torch.dtype | None,
@@ -197,29 +253,40 @@ def _allocate_banks(model: K3ForCausalLM, device: torch.device, storage: torch.d
 
 
 def _allocate_fused(model: K3ForCausalLM, device: torch.device, storage: torch.dtype | None,
-                    reader: CheckpointReader) -> dict[str, torch.Tensor]:
+                    reader: CheckpointReader, int8_names: set[str]) -> dict[str, torch.Tensor]:
     """One matrix per group of projections sharing an input (layers/fused.py), in the dtype the rules
-    give its members; a group whose members are stored in different dtypes stays unfused.
-    Returns {weight name: its row block}."""
+    give its members (int8 when they are int8 weights); a group whose members would be kept in
+    different dtypes stays unfused. Returns {weight name: its row block, int8 scale name: its block}."""
     names = {id(m): n for n, m in model.named_modules()}
     blocks: dict[str, torch.Tensor] = {}
     for module in model.modules():
         for key, group in list(getattr(module, "_fused", {}).items()):
             members = [f"{names[id(lin)]}.weight" for lin in group.linears]
-            dtypes = {storage or TORCH_FLOATS[reader.info(n)[1]] for n in members}
+            dtypes = {torch.int8 if n in int8_names else storage or TORCH_FLOATS[reader.info(n)[1]] for n in members}
             if len(dtypes) != 1:
                 del module._fused[key]
                 continue
             blocks.update(zip(members, group.allocate(dtypes.pop(), device)))
+            if group.scale is not None:
+                blocks.update(zip([m + "_scale" for m in members], group.scale_blocks()))
     return blocks
 
 
-def _fill_block(reader: CheckpointReader, spec: TensorSpec, block: torch.Tensor, storage, device) -> None:
-    """A fused projection's weight, read into its row block: positioned reads when the stored bytes are
-    already what is kept (no mapping of the shard), else converted and copied."""
+def _fill_block(reader: CheckpointReader, spec: TensorSpec, blocks: dict[str, torch.Tensor], storage, device,
+                quantise: bool) -> None:
+    """A fused projection's weight (or int8 scales), read into its row block: positioned reads when the
+    stored bytes are already what is kept (no mapping of the shard), quantised when trunk="int8" meets
+    a float weight, else converted and copied."""
     _check_header(reader, spec)
-    if device.type == "cpu" and TORCH_FLOATS[reader.info(spec.name)[1]] == block.dtype:
+    block, stored = blocks[spec.name], reader.info(spec.name)[1]
+    if block.dtype == torch.int8 and stored != "I8":
+        q, scale = _quantise(reader, spec.name)
+        block.copy_(q)
+        blocks[spec.name + "_scale"].copy_(scale)
+    elif device.type == "cpu" and TRUNK_DTYPES.get(stored) == block.dtype:
         reader.read_into(spec.name, block)
+        if _is_int8_scale(spec.name):
+            _check_int8_scales(block, spec.name)
     else:
         block.copy_(_convert(spec.name, reader.get(spec.name), storage, device))
 

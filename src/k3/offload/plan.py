@@ -17,7 +17,7 @@ a cache holding a fraction f of all experts is about f.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from k3.checkpoint.layout import expected_tensors
 from k3.config import K3Config
@@ -41,8 +41,10 @@ class MemoryPlan:
     expert_bytes_per_token: int  # decode at batch 1, no reuse
     expected_hit_rate: float
     streamed_layers: tuple[int, ...] = ()  # stream-trunk: layers whose large matrices are read each token
-    streamed_trunk_bytes: int = 0          # those matrices' bytes
+    streamed_trunk_bytes: int = 0          # those matrices' bytes, as read from the shards
     trunk_arena_bytes: int = 0             # the arenas they are read into
+    streamed_trunk_resident_bytes: int = 0  # what those layers would take resident (less, with int8 at load)
+    int8_at_load: bool = False             # trunk="int8" on a bf16 checkpoint: resident layers held as int8
 
     @property
     def expert_cache_bytes(self) -> int:
@@ -51,7 +53,7 @@ class MemoryPlan:
     @property
     def resident_bytes(self) -> int:
         embed = self.embedding_bytes if self.embedding_resident else 0
-        trunk = self.trunk_bytes - self.streamed_trunk_bytes + self.trunk_arena_bytes
+        trunk = self.trunk_bytes - self.streamed_trunk_resident_bytes + self.trunk_arena_bytes
         return trunk + embed + self.state_bytes + self.expert_cache_bytes
 
     @property
@@ -70,7 +72,9 @@ class MemoryPlan:
 
     def seconds_per_token(self, disk_bytes_per_s: float, mem_bytes_per_s: float) -> float:
         """Bandwidth-bound decode estimate: resident active bytes from RAM, the rest from disk."""
-        resident = self.trunk_bytes - self.trunk_streamed_bytes_per_token + self.expert_bytes_per_token * self.expected_hit_rate
+        per_token = self.trunk_streamed_bytes_per_token
+        from_ram = self.trunk_bytes - self.streamed_trunk_resident_bytes + (0 if per_token else self.streamed_trunk_bytes)
+        resident = from_ram + self.expert_bytes_per_token * self.expected_hit_rate
         return resident / mem_bytes_per_s + self.streamed_bytes_per_token / disk_bytes_per_s
 
     def to_dict(self) -> dict:
@@ -86,7 +90,7 @@ def weight_bytes(c: K3Config, storage_itemsize: int | None) -> tuple[int, int, i
         if s.expert is not None:
             experts += s.nbytes
             continue
-        if storage_itemsize is None:
+        if storage_itemsize is None or s.dtype == "I8" or s.params == 0:   # int8 codes and scales keep their bytes
             n = s.nbytes
         else:  # fp32 parameters (gates, conv, norms) never narrow
             n = s.params * (max(4, storage_itemsize) if s.dtype == "F32" else storage_itemsize)
@@ -105,58 +109,70 @@ def expert_sizes(c: K3Config, experts_bytes: int) -> tuple[int, int, int]:
     return total, per_expert, per_expert * c.num_experts_per_token * n_moe
 
 
-def plan_memory(c: K3Config, budget: int, *, storage_itemsize: int | None = None, state_bytes: int = 0
-                ) -> MemoryPlan:
-    trunk, embed, experts = weight_bytes(c, storage_itemsize)
+def plan_memory(c: K3Config, budget: int, *, storage_itemsize: int | None = None, state_bytes: int = 0,
+                int8_at_load: bool = False) -> MemoryPlan:
+    """int8_at_load: the trunk is quantised as it is read (load_model(trunk="int8")): resident layers
+    cost their int8 bytes, streamed ones are read as stored."""
+    resident_c = replace(c, trunk_format="int8") if int8_at_load else c
+    trunk, embed, experts = weight_bytes(resident_c, storage_itemsize)
     embed_resident = storage_itemsize is not None
     total_experts, per_expert, per_token = expert_sizes(c, experts)
     sizes = (trunk, embed, embed_resident, state_bytes, per_expert, total_experts)
     fixed = trunk + (embed if embed_resident else 0) + state_bytes
     room = budget - fixed
     if room >= experts:
-        return MemoryPlan(budget, "resident", *sizes, total_experts, per_token, 1.0)
+        return MemoryPlan(budget, "resident", *sizes, total_experts, per_token, 1.0, int8_at_load=int8_at_load)
     slots = room // per_expert if room > 0 else 0
     if slots < MIN_STREAM_SLOTS:
-        return _plan_trunk(c, budget, storage_itemsize, sizes, per_token)
-    return MemoryPlan(budget, "stream-experts", *sizes, slots, per_token, slots / total_experts)
+        return _plan_trunk(c, resident_c, budget, storage_itemsize, sizes, per_token)
+    return MemoryPlan(budget, "stream-experts", *sizes, slots, per_token, slots / total_experts, int8_at_load=int8_at_load)
 
 
-def _plan_trunk(c: K3Config, budget: int, storage_itemsize: int | None, sizes: tuple, per_token: int) -> MemoryPlan:
+def _plan_trunk(c: K3Config, resident_c: K3Config, budget: int, storage_itemsize: int | None, sizes: tuple,
+                per_token: int) -> MemoryPlan:
     """The trunk does not fit: resident layers chosen largest first (each byte is read once a token
-    whichever layer holds it), the rest streamed through ARENAS layer-sized arenas, experts last."""
+    whichever layer holds it), the rest streamed through ARENAS layer-sized arenas, experts last.
+    `resident_c` is the layout resident layers are held in (c, or c with an int8 trunk at load)."""
     trunk, _, _, state_bytes, per_expert, total_experts = sizes
-    layers, arena, min_slots, base = _trunk_floor(c, sizes)
+    read, held, arena, min_slots, base = _trunk_floor(c, resident_c, sizes)
     if storage_itemsize is not None or budget < base:
         raise ValueError(_too_small(budget, trunk, base, storage_itemsize, state_bytes))
     room, streamed = budget - base, []
-    for i in sorted(layers, key=lambda i: (-layers[i], i)):
-        if layers[i] <= room:
-            room -= layers[i]
+    for i in sorted(held, key=lambda i: (-held[i], i)):
+        if held[i] <= room:
+            room -= held[i]
         else:
             streamed.append(i)
     slots = min(total_experts, min_slots + room // per_expert) if per_expert else 0
     return MemoryPlan(budget, "stream-trunk", *sizes, slots, per_token, slots / total_experts if total_experts else 1.0,
-                      tuple(sorted(streamed)), sum(layers[i] for i in streamed), arena)
+                      tuple(sorted(streamed)), sum(read[i] for i in streamed), arena, sum(held[i] for i in streamed),
+                      resident_c is not c)
 
 
-def _trunk_floor(c: K3Config, sizes: tuple) -> tuple[dict[int, int], int, int, int]:
-    """(streamable bytes by layer, arena bytes, minimum expert slots, the budget with every layer streamed)."""
+def _trunk_floor(c: K3Config, resident_c: K3Config, sizes: tuple) -> tuple[dict[int, int], dict[int, int], int, int, int]:
+    """(streamable bytes by layer as read, the same layers' bytes as held resident, arena bytes, minimum
+    expert slots, the budget with every layer streamed)."""
     trunk, embed, embed_resident, state_bytes, per_expert, total_experts = sizes
     specs = {i: layer for i, layer in layer_stream_specs(c).items() if layer}
-    layers = {i: sum(s.nbytes for s in layer) for i, layer in specs.items()}
+    read = {i: sum(s.nbytes for s in layer) for i, layer in specs.items()}
+    held = {i: sum(s.nbytes for s in layer) for i, layer in layer_stream_specs(resident_c).items() if layer}
     arena = ARENAS * max((sum(region_bytes(s.nbytes) for s in layer) for layer in specs.values()), default=0)
     min_slots = MIN_STREAM_SLOTS if total_experts else 0
-    base = trunk - sum(layers.values()) + (embed if embed_resident else 0) + state_bytes + arena + min_slots * per_expert
-    return layers, arena, min_slots, base
+    base = trunk - sum(held.values()) + (embed if embed_resident else 0) + state_bytes + arena + min_slots * per_expert
+    return read, held, arena, min_slots, base
 
 
-def minimum_budget(c: K3Config, *, storage_itemsize: int | None = None, state_bytes: int = 0) -> int:
-    """The smallest budget any plan fits in: every layer streamed when weights keep their stored dtype,
-    else the whole converted trunk beside two expert slots."""
-    trunk, embed, experts = weight_bytes(c, storage_itemsize)
+def minimum_budget(c: K3Config, *, storage_itemsize: int | None = None, state_bytes: int = 0,
+                   int8_at_load: bool = False) -> int:
+    """The smallest budget any plan fits in: every layer streamed when weights keep their stored dtype
+    (unless the resident trunk beside two expert slots is smaller), else the whole converted trunk
+    beside two expert slots."""
+    resident_c = replace(c, trunk_format="int8") if int8_at_load else c
+    trunk, embed, experts = weight_bytes(resident_c, storage_itemsize)
     total_experts, per_expert, _ = expert_sizes(c, experts)
-    if storage_itemsize is None:
-        return _trunk_floor(c, (trunk, embed, False, state_bytes, per_expert, total_experts))[3]
+    if storage_itemsize is None:   # stream-trunk's floor, or the whole trunk resident when that is less (small models)
+        floor = _trunk_floor(c, resident_c, (trunk, embed, False, state_bytes, per_expert, total_experts))[4]
+        return min(floor, trunk + state_bytes + min(experts, MIN_STREAM_SLOTS * per_expert))
     return trunk + embed + state_bytes + min(experts, MIN_STREAM_SLOTS * per_expert)
 
 

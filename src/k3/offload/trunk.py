@@ -1,7 +1,7 @@
 """Which trunk tensors a layer streams when the trunk does not fit, and where they live in the shards.
 
 A streamed layer's large matrices (attention and MLA projections, the shared expert, the latent MoE
-projections: every 2-D floating-point weight of more than one row) are read from the original shards
+projections: every 2-D floating-point weight of more than one row; an int8 trunk's codes and scales) are read from the original shards
 before the layer runs. Everything else stays resident: norms, fp32 parameters (gates, convolutions),
 AttnRes projections (one row), the router, the embedding (read by row) and lm_head, which every token
 reads too but belongs to no layer. Every trunk byte is read once per token, so a resident trunk byte
@@ -29,7 +29,7 @@ def streamable(spec: TensorSpec) -> int | None:
     """The layer whose streamed set holds `spec`, or None when it always stays resident."""
     m = LAYER.match(spec.name)
     if (m is None or spec.expert is not None or len(spec.shape) != 2 or spec.shape[0] < 2
-            or spec.dtype not in ("BF16", "F16") or spec.name.endswith(ROUTER)):
+            or spec.dtype not in ("BF16", "F16", "I8") or spec.name.endswith(ROUTER)):
         return None
     return int(m.group(1))
 
@@ -68,7 +68,7 @@ def trunk_extents(reader: CheckpointReader, c: K3Config, layers: tuple[int, ...]
         parts = []
         for spec in specs[layer]:
             file, entry = reader.entry(spec.name)
-            if tuple(entry.shape) != spec.shape or entry.dtype not in FLOAT_DTYPES:
+            if tuple(entry.shape) != spec.shape or entry.dtype not in (("I8",) if spec.dtype == "I8" else FLOAT_DTYPES):
                 raise CheckpointError(f"{entry.dtype}{list(entry.shape)} where {spec.dtype}{list(spec.shape)} is "
                                       "expected", file=file, tensor=TEXT_PREFIX + spec.name)
             parts.append(TrunkPart(spec.name, file, entry.start, entry.nbytes, spec.shape, entry.dtype))

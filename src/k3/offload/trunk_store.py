@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from k3.checkpoint.paths import member_path
-from k3.checkpoint.reader import TORCH_FLOATS
+from k3.checkpoint.reader import TRUNK_DTYPES
 from k3.offload.io import open_for_reads, pread_exact
 from k3.offload.trunk import PAGE, TrunkPart, region_bytes
 
@@ -148,7 +148,7 @@ def _layout(parts: list[TrunkPart]) -> tuple[list[tuple[TrunkPart, int]], int]:
     places, pos = [], 0
     for p in parts:
         shift = p.offset % PAGE
-        if shift % TORCH_FLOATS[p.dtype].itemsize:
+        if shift % TRUNK_DTYPES[p.dtype].itemsize:
             shift = 0
         places.append((p, pos + shift))
         pos += region_bytes(p.nbytes)
@@ -156,7 +156,7 @@ def _layout(parts: list[TrunkPart]) -> tuple[list[tuple[TrunkPart, int]], int]:
 
 
 def _view(buffer: torch.Tensor, part: TrunkPart, start: int) -> torch.Tensor:
-    return buffer[start: start + part.nbytes].view(TORCH_FLOATS[part.dtype]).view(part.shape)
+    return buffer[start: start + part.nbytes].view(TRUNK_DTYPES[part.dtype]).view(part.shape)
 
 
 def _chunks(span: int) -> list[tuple[int, int]]:

@@ -24,7 +24,8 @@ from k3.checkpoint.layout import FLOAT_DTYPES
 from k3.checkpoint.reader import INDEX_FILE, SINGLE_FILE, shard_map
 from k3.checkpoint.stream_writer import StreamingShardWriter
 from k3.checkpoint.writer import atomic_write_text, shard_name
-from k3.config.hf import load_config, mxfp4_quantization_config
+from k3.config.hf import load_config
+from k3.config.quant import mxfp4_quantization_config
 from k3.ops.mxfp4 import dequantize, quantize
 
 DENSE_EXPERT = re.compile(r".*\.block_sparse_moe\.experts\.\d+\.w[123]\.weight$")

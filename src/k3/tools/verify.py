@@ -16,7 +16,7 @@ from k3.checkpoint.header import ShardHeader, TensorEntry, read_header
 from k3.checkpoint.layout import TensorSpec, expected_tensors
 from k3.checkpoint.manifest import FileDigest, load_manifest, sha256_file
 from k3.checkpoint.paths import member_path
-from k3.checkpoint.reader import TEXT_PREFIX, shard_map, text_name
+from k3.checkpoint.reader import TEXT_PREFIX, shard_map, superseded_names, text_name
 from k3.config import load_config
 from k3.config.model import ConfigError
 from k3.tools.verify_content import check_scales_on_disk, check_tensor_spec, scan_non_finite
@@ -63,7 +63,7 @@ def verify_checkpoint(root: str | Path, manifest: str | Path | dict[str, FileDig
     report = VerifyReport(str(root))
     headers, unread = _read_headers(root, report)
     if headers is not None:
-        found = _index_agreement(headers, report)
+        found = _index_agreement(headers, report, superseded_names(root))
         _layout_agreement(root, found, unread, report)
         if check_scales:
             check_scales_on_disk(root, found, report)
@@ -101,8 +101,9 @@ def _read_headers(root: Path, report: VerifyReport):
     return headers, unread
 
 
-def _index_agreement(headers, report: VerifyReport) -> dict[str, tuple[str, TensorEntry]]:
-    """stored name -> (file, header entry); index entries the shard lacks are problems."""
+def _index_agreement(headers, report: VerifyReport, superseded: set[str]) -> dict[str, tuple[str, TensorEntry]]:
+    """stored name -> (file, header entry) where the index places it; index entries the shard lacks are
+    problems, and so are tensors a shard holds that the index does not place there, unless superseded."""
     found: dict[str, tuple[str, TensorEntry]] = {}
     for file, (header, listed) in headers.items():
         for name in listed or ():
@@ -112,6 +113,8 @@ def _index_agreement(headers, report: VerifyReport) -> dict[str, tuple[str, Tens
         listed_set = set(listed) if listed is not None else None
         for name, entry in header.entries.items():
             if listed_set is not None and name not in listed_set:
+                if name in superseded:
+                    continue
                 report.add("index-mismatch", "the shard holds this tensor but the index does not list it here",
                            file, name)
             found[name] = (file, entry)

@@ -23,9 +23,13 @@ def check_tensor_spec(config: K3Config, spec: TensorSpec, file: str, entry: Tens
         ok, want = entry.shape == spec.shape, str(list(spec.shape))
     if not ok:
         report.add("shape", f"shape {list(entry.shape)}, config.json implies {want}", file, entry.name)
-    if spec.dtype == "U8":
-        if entry.dtype != "U8":
-            report.add("dtype", f"{entry.dtype} where packed MXFP4 (U8) is expected", file, entry.name)
+    if spec.dtype in ("U8", "I8"):
+        if entry.dtype != spec.dtype:
+            what = "packed MXFP4 (U8)" if spec.dtype == "U8" else "int8 trunk codes (I8)"
+            report.add("dtype", f"{entry.dtype} where {what} is expected", file, entry.name)
+    elif spec.params == 0 and spec.dtype == "BF16":   # an int8 trunk's scales: read as bf16, never converted
+        if entry.dtype != "BF16":
+            report.add("dtype", f"{entry.dtype} where int8 scales (BF16) are expected", file, entry.name)
     elif entry.dtype not in FLOAT_DTYPES:
         report.add("dtype", f"{entry.dtype} where a float ({spec.dtype} in the release) is expected", file, entry.name)
     elif entry.dtype != spec.dtype:
