@@ -13,9 +13,12 @@ not for CI - then in one run:
      flight): the tokens against run 2's (trunk resident), seconds per token against the disk floor
      (bytes read from disk per token / the best bandwidth of reading the streamed matrices' own bytes
      the same way, 4 or 8 reads in flight, page cache dropped);
-  5. the plan for the released model at 32, 48 and 64 GB with a 7 GB/s drive.
+  5. with --int8: step 4 again on the slice's int8 trunk (`k3 quantize --trunk int8`, written once beside
+     it as DIR-int8, hard links to its shards): tokens against that checkpoint's trunk-resident decode;
+  6. the plan for the released model at 32, 48 and 64 GB with a 7 GB/s drive: its bf16 trunk, an int8
+     trunk quantised at load (resident layers int8, streamed ones read as bf16), and the int8 checkpoint.
 
-    .venv/bin/python benchmarks/streaming.py [--dir .bench/k3-slice] [--layers 4] [--experts 256]
+    .venv/bin/python benchmarks/streaming.py [--dir .bench/k3-slice] [--layers 4] [--experts 256] [--int8]
 
 Prints a table, then one JSON line.
 """
@@ -160,15 +163,38 @@ def trunk_decode(d: Path, config, tokens: int) -> dict:
             "direct_io": after["trunk_direct_io"], "token_ids": ids}
 
 
+TRUNKS = {"bf16": (released(), False), "int8 at load": (released(), True),
+          "int8 checkpoint": (released().replace(trunk_format="int8"), False)}
+
+
 def released_plans(disk: float = 7e9, mem: float = 40e9) -> dict:
     out = {}
-    for gb in (32, 48, 64):
-        p = plan_memory(released(), gb * 10 ** 9, state_bytes=2 ** 30)
-        out[gb] = {"mode": p.mode, "streamed_layers": len(p.streamed_layers),
-                   "trunk_streamed_gb": p.trunk_streamed_bytes_per_token / 1e9,
-                   "expert_streamed_gb": (p.streamed_bytes_per_token - p.trunk_streamed_bytes_per_token) / 1e9,
-                   "s_per_token": p.seconds_per_token(disk, mem)}
+    for trunk, (config, at_load) in TRUNKS.items():
+        for gb in (32, 48, 64):
+            p = plan_memory(config, gb * 10 ** 9, state_bytes=2 ** 30, int8_at_load=at_load)
+            out[f"{trunk}, {gb} GB"] = {
+                "mode": p.mode, "streamed_layers": len(p.streamed_layers), "resident_gb": p.resident_bytes / 1e9,
+                "trunk_streamed_gb": p.trunk_streamed_bytes_per_token / 1e9,
+                "expert_streamed_gb": (p.streamed_bytes_per_token - p.trunk_streamed_bytes_per_token) / 1e9,
+                "s_per_token": p.seconds_per_token(disk, mem)}
     return out
+
+
+def int8_trunk_decode(d: Path, tokens: int) -> dict:
+    """Step 4 on the slice's int8 trunk (written once as d-int8): tokens against its resident decode."""
+    from k3.config import load_config
+    from k3.tools.quantize_trunk import quantize_trunk
+
+    q = d.with_name(d.name + "-int8")
+    if not (q / "model.safetensors.index.json").is_file():
+        print(f"writing the slice's int8 trunk to {q} (once) ...", flush=True)
+        quantize_trunk(d, q, log=lambda m: None)
+    config = load_config(q)
+    p = plan_memory(config, 10 ** 13, state_bytes=256 * 2 ** 20)
+    resident = decode(q, p.trunk_bytes + p.state_bytes + 2 * 10 ** 9, tokens)
+    streamed = trunk_decode(q, config, tokens)
+    return streamed | {"tokens_identical": streamed.pop("token_ids") == resident.pop("token_ids"),
+                       "resident_s_per_token": resident["s_per_token"]}
 
 
 def prefill_dedup(d: Path, budget: int, chunk: int = 32) -> dict:
@@ -190,6 +216,7 @@ def main() -> None:
     ap.add_argument("--experts", type=int, default=256)
     ap.add_argument("--tokens", type=int, default=6)
     ap.add_argument("--cache-gb", type=float, default=2.0, help="expert cache inside the budget")
+    ap.add_argument("--int8", action="store_true", help="also stream the slice's int8 trunk (step 5)")
     args = ap.parse_args()
     config = shrink(released(), args.layers, args.experts)
     d = Path(args.dir)
@@ -205,6 +232,7 @@ def main() -> None:
     pre = prefill_dedup(d, budget)
     trunk = trunk_decode(d, config, args.tokens)
     same = trunk.pop("token_ids") == dec.pop("token_ids")
+    int8 = int8_trunk_decode(d, args.tokens) if args.int8 else None
     plans = released_plans()
     # The physical floor of a token: streamed expert bytes from the drive + resident active bytes from RAM.
     resident_gb = (p.trunk_bytes + dec["plan"]["expert_bytes_per_token"] * dec["hit_rate"]) / 1e9
@@ -222,13 +250,20 @@ def main() -> None:
             ("trunk streamed: disk floor (s)", trunk["disk_floor_s"]),
             ("trunk streamed: time / disk floor", trunk["ratio_to_disk_floor"]),
             ("trunk streamed: tokens identical", float(same))]
-    rows += [(f"released K3 at {gb} GB, 7 GB/s: s/token", p["s_per_token"]) for gb, p in plans.items()]
+    if int8 is not None:
+        rows += [("int8 trunk streamed: s/token", int8["s_per_token"]),
+                 ("int8 trunk streamed: disk GB per token", int8["trunk_gb_per_token"] + int8["expert_gb_per_token"]),
+                 ("int8 trunk streamed: its bytes' read GB/s", int8["disk_gb_s"]),
+                 ("int8 trunk streamed: time / disk floor", int8["ratio_to_disk_floor"]),
+                 ("int8 trunk streamed: tokens identical", float(int8["tokens_identical"]))]
+    rows += [(f"released K3, {key}, 7 GB/s: s/token", p["s_per_token"]) for key, p in plans.items()]
     for name, value in rows:
-        print(f"{name:<40}{value:>12.3f}")
+        print(f"{name:<48}{value:>12.3f}")
     print(json.dumps({"layers": args.layers, "experts": args.experts, "bytes": size, "floor_gb_s": floor,
                       "ram_gb_s": mem, "floor_s": floor_s,
                       "decode": dec, "prefill": pre, "ratio_to_floor": dec["s_per_token"] / floor_s,
-                      "trunk_streaming": trunk | {"tokens_identical": same}, "released_plans": plans}))
+                      "trunk_streaming": trunk | {"tokens_identical": same}, "int8_trunk_streaming": int8,
+                      "released_plans": plans}))
 
 
 if __name__ == "__main__":

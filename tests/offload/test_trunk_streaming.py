@@ -121,6 +121,27 @@ def test_the_released_model_plans_at_32_48_and_64_gb():
     assert plans[0].streamed_trunk_bytes - plans[2].streamed_trunk_bytes > 30 * 10 ** 9   # RAM buys trunk first
 
 
+def test_released_model_plans_with_an_int8_trunk():
+    """At load, int8 halves what a resident layer costs (streamed ones are read as stored); a derived int8
+    checkpoint halves what a streamed one reads too. 64 GB then holds the whole int8 trunk."""
+    c, state = released(), 2 ** 30
+    for gb in (32, 64):
+        bf16 = plan_memory(c, gb * 10 ** 9, state_bytes=state)
+        at_load = plan_memory(c, gb * 10 ** 9, state_bytes=state, int8_at_load=True)
+        derived = plan_memory(c.replace(trunk_format="int8"), gb * 10 ** 9, state_bytes=state)
+        for p in (at_load, derived):
+            assert p.resident_bytes <= p.budget
+            assert p.seconds_per_token(7e9, 40e9) < bf16.seconds_per_token(7e9, 40e9)
+        assert derived.streamed_bytes_per_token <= at_load.streamed_bytes_per_token < bf16.streamed_bytes_per_token
+        if gb == 64:
+            assert at_load.mode == derived.mode == "stream-experts" and bf16.mode == "stream-trunk"
+        else:
+            assert at_load.int8_at_load and len(at_load.streamed_layers) < len(bf16.streamed_layers)
+            assert derived.streamed_bytes_per_token < at_load.streamed_bytes_per_token
+    assert minimum_budget(c, state_bytes=state, int8_at_load=True) == minimum_budget(c, state_bytes=state)
+    assert minimum_budget(c.replace(trunk_format="int8"), state_bytes=state) < minimum_budget(c, state_bytes=state)
+
+
 def test_k3_generate_runs_the_plan(ckpt, capsys):
     from k3.cli.main import main
 
