@@ -66,3 +66,34 @@ def test_weights_four_times_the_budget_run_within_it(tmp_path):
     assert [lp.logprob for lp in out.logprobs] == child["logprobs"]
     x = torch.arange(40).reshape(2, 20) % 101
     assert torch.equal(resident.model(x), torch.load(tmp_path / "l.pt"))
+
+
+# A trunk-heavy model: 224 MB of bf16 trunk, 119 MB as int8, 3 MB of experts.
+TRUNK_HEAVY = tiny(hidden_size=1536, intermediate_size=12288, kda_num_heads=16, kda_head_dim=96, num_attention_heads=8,
+                   q_lora_rank=512, kv_lora_rank=128, qk_nope_head_dim=64, v_head_dim=64, num_experts=7,
+                   moe_intermediate_size=256, routed_expert_hidden_size=256, num_shared_experts=2)
+INT8_CHILD = RSS_PRELUDE + r"""
+model = k3.load(sys.argv[1], trunk="int8", memory_budget=int(sys.argv[2]))
+model(torch.arange(8).reshape(1, 8))
+print(json.dumps({"base": base, "peak": rss('VmHWM'), "plan": model.memory_plan.mode}))
+"""
+
+
+def test_int8_at_load_never_holds_the_bf16_trunk(tmp_path):
+    """Quantising as it loads, a budget that holds the int8 trunk but not half the bf16 one is kept:
+    each shard's bf16 pages are dropped once its matrices are int8 (so at most one shard's stay)."""
+    from k3.offload.plan import weight_bytes
+
+    d = make_checkpoint(tmp_path / "heavy", TRUNK_HEAVY, seed=3, num_shards=12)
+    bf16_trunk = weight_bytes(TRUNK_HEAVY, None)[0]
+    int8_trunk, _, experts = weight_bytes(TRUNK_HEAVY.replace(trunk_format="int8"), None)
+    budget = int8_trunk + experts + 2 ** 20
+    assert plan_memory(TRUNK_HEAVY, budget, int8_at_load=True).mode == "resident"
+    shard = max(p.stat().st_size for p in d.glob("*.safetensors"))
+    assert budget + OVERHEAD + shard < bf16_trunk     # what this test can tell apart
+    done = subprocess.run([sys.executable, "-c", INT8_CHILD, str(d), str(budget)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    child = json.loads(done.stdout.strip().splitlines()[-1])
+    grown = child["peak"] - child["base"]
+    assert child["plan"] == "resident" and grown <= budget + OVERHEAD + shard, f"peak RSS grew {grown / 1e6:.1f} MB"

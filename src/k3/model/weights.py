@@ -190,9 +190,14 @@ def _check_int8_scales(t: torch.Tensor, name: str) -> None:
 
 
 def _quantise(reader: CheckpointReader, name: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """A stored float matrix -> its int8 codes and scales (trunk="int8" at load)."""
+    """A stored float matrix -> its int8 codes and scales (trunk="int8" at load). Read with positioned
+    reads, not through the shard's map: mapped pages would stay in the process (its other tensors keep
+    the map) and the bf16 trunk with them."""
+    shape, dtype = reader.info(name)
+    w = torch.empty(shape, dtype=TORCH_FLOATS[dtype])
+    reader.read_into(name, w)
     try:
-        return int8_quantize(reader.get(name))
+        return int8_quantize(w)
     except Int8FormatError as e:
         file, stored = reader.locate(name)
         raise CheckpointError(str(e), file=file, tensor=stored) from None

@@ -38,17 +38,30 @@ def _bf16_at_least(s: torch.Tensor) -> torch.Tensor:
     return torch.where(low, bits + 1, bits).view(torch.bfloat16)
 
 
+BLOCK = 2 ** 20   # elements quantised at a time: a matrix's fp32 temporaries stay a few MB, not 5x its size
+
+
 def quantize(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """w [out, in] float -> (q int8 [out, in], scale bf16 [out, ceil(in / 32)])."""
+    """w [out, in] float -> (q int8 [out, in], scale bf16 [out, ceil(in / 32)]), a block of rows at a time."""
     if w.dim() != 2 or not w.dtype.is_floating_point:
         raise Int8FormatError(f"int8 quantisation takes a 2-D float matrix, got {w.dtype}{list(w.shape)}")
+    out, inp = w.shape
+    q = torch.empty((out, inp), dtype=torch.int8, device=w.device)
+    scale = torch.empty(scale_shape(out, inp), dtype=torch.bfloat16, device=w.device)
+    rows = max(1, BLOCK // max(1, inp))
+    for r in range(0, out, rows):
+        q[r:r + rows], scale[r:r + rows] = _quantize_rows(w[r:r + rows])
+    return q, scale
+
+
+def _quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     g = _grouped(w)
     if not torch.isfinite(g).all():
         raise Int8FormatError("the matrix holds inf or NaN: int8 quantisation needs finite weights")
     scale = _bf16_at_least(g.abs().amax(-1) / 127)
     s = scale.float().unsqueeze(-1)
     q = torch.where(s > 0, torch.round(g / torch.where(s > 0, s, 1)), 0).clamp(-127, 127).to(torch.int8)
-    return q.view(w.shape[0], -1)[:, :w.shape[1]].contiguous(), scale.contiguous()
+    return q.view(w.shape[0], -1)[:, :w.shape[1]], scale
 
 
 def check_int8_pair(q: torch.Tensor, scale: torch.Tensor, name: str = "weight") -> None:
