@@ -6,7 +6,7 @@ them unchanged (or copied with copy=True), and the index points each tensor at i
 released model's derived checkpoint costs its int8 trunk (about 60 GB) on disk, not another 1.5 TB of
 experts. Which matrices: k3.checkpoint.layout.int8_target (not the router, kv_b_proj, embedding or
 lm_head). Streams one matrix at a time; shards are written under temporary names and renamed, the index
-and config last, so a cut run leaves no checkpoint that looks finished.
+then the config last, so a cut run leaves no checkpoint that looks finished.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def quantize_trunk(src: str | Path, dst: str | Path, *, copy: bool = False, log=
     report.passed_through = sum(1 for f in weight_map.values() if not f.startswith("int8-"))
     index = {"metadata": {"total_size": total, "superseded": superseded}, "weight_map": dict(sorted(weight_map.items()))}
     _copy_other_files(src, dst)
-    _write_config(src, dst, config)
     atomic_write_text(dst / INDEX_FILE, json.dumps(index, indent=2))
+    _write_config(src, dst, config)     # last: a cut run leaves no config, so nothing loads half-written
     return report
 
 
