@@ -12,7 +12,7 @@ not for CI - then in one run:
   4. decode with the budget below the trunk (every layer's matrices streamed, the next layer's read in
      flight): the tokens against run 2's (trunk resident), seconds per token against the disk floor
      (bytes read from disk per token / the best bandwidth of reading the streamed matrices' own bytes
-     the same way, 4 or 8 reads in flight, page cache dropped);
+     the same way, 4, 8 or 16 reads in flight, page cache dropped);
   5. with --int8: step 4 again on the slice's int8 trunk (`k3 quantize --trunk int8`, written once beside
      it as DIR-int8, hard links to its shards): tokens against that checkpoint's trunk-resident decode;
   6. the plan for the released model at 32, 48 and 64 GB with a 7 GB/s drive: its bf16 trunk, an int8
@@ -138,13 +138,13 @@ def decode(d: Path, budget: int, tokens: int) -> dict:
 
 def trunk_decode(d: Path, config, tokens: int) -> dict:
     """Decode with every layer's matrices streamed (the budget below the trunk), against the disk floor:
-    the bytes read per token over the bandwidth of reading those same bytes (the best of two passes at 4
-    and at 8 reads in flight, before and after the run, so a drive's or a virtual disk's own cache helps
+    the bytes read per token over the bandwidth of reading those same bytes (the best of two passes at 4,
+    8 and 16 reads in flight, before and after the run, so a drive's or a virtual disk's own cache helps
     the floor at least as much as the run)."""
     ranges = trunk_ranges(d, config)
 
     def floor_gb_s() -> float:
-        return max(sequential_floor(d, ranges, limit=1 << 62, passes=2, threads=t) for t in (4, 8))
+        return max(sequential_floor(d, ranges, limit=1 << 62, passes=2, threads=t) for t in (4, 8, 16))
 
     before_run = floor_gb_s()
     budget = minimum_budget(config, state_bytes=256 * 2 ** 20) + 2 ** 29   # a 0.5 GiB expert cache

@@ -81,3 +81,22 @@ def test_op_dispatch_decode_native_prefill_exact():
             assert torch.equal(got, ref)
         else:
             assert_close(f"int8 rows={rows}", got, ref, 1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_native_quantiser_gives_the_reference_bits(kernels, dtype):
+    from k3.ops.int8.format import quantize_reference
+
+    g = torch.Generator().manual_seed(7)
+    w = torch.randn(67, 101, generator=g) * torch.logspace(-6, 3, 101)   # tiny to large magnitudes
+    w[3] = 0
+    w[5, :40] = 0                                                         # an all-zero group in a live row
+    w[9] = torch.tensor(65504.0 if dtype == torch.float16 else 1e30).expand(101) * torch.sign(w[9])
+    w = w.to(dtype)
+    assert REGISTRY["int8_quantize"].use_native(w)
+    (q, s), (rq, rs) = quantize(w), quantize_reference(w)
+    assert torch.equal(q, rq) and torch.equal(s.view(torch.int16), rs.view(torch.int16))
+    w[60, 100] = float("nan")
+    for fn in (quantize, quantize_reference):
+        with pytest.raises(Int8FormatError, match="inf or NaN"):
+            fn(w)

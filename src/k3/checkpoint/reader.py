@@ -115,11 +115,17 @@ class CheckpointReader:
         file, entry = self.entry(name)
         return file, entry.start, entry.nbytes
 
-    def read_into(self, name: str, out: torch.Tensor) -> None:
+    def read_into(self, name: str, out: torch.Tensor, start: int | None = None) -> None:
         """Copy a tensor's bytes straight into `out` (contiguous, CPU, same byte size) with positioned
-        reads, without mapping the shard: the loader's bulk path for packed experts."""
+        reads, without mapping the shard: the loader's bulk path for packed experts. With `start`,
+        out.nbytes bytes from that byte offset within the tensor instead (a block of its rows)."""
         file, offset, length = self.data_range(name)
         view = memoryview(out.view(torch.uint8).numpy()).cast("B")
+        if start is not None:
+            if not 0 <= start <= start + view.nbytes <= length:
+                raise CheckpointError(f"bytes {start}..{start + view.nbytes} lie outside the tensor's {length}",
+                                      file=file, tensor=name)
+            offset, length = offset + start, view.nbytes
         if view.nbytes != length:
             raise CheckpointError(f"tensor holds {length} bytes, expected {view.nbytes}", file=file, tensor=name)
         fd = self._fds.get(file)

@@ -16,16 +16,15 @@ import torch
 from torch import nn
 
 from k3.checkpoint.errors import CheckpointError
-from k3.checkpoint.layout import FLOAT_DTYPES, TensorSpec, expected_tensors, int8_target
+from k3.checkpoint.layout import FLOAT_DTYPES, TensorSpec, expected_tensors
 from k3.checkpoint.reader import TEXT_PREFIX, TORCH_FLOATS, TRUNK_DTYPES, CheckpointReader
 from k3.config import K3Config, load_config
 from k3.layers.basic import set_tensor
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.fused import fuse_inputs
+from k3.model.int8_load import check_stored_scales, int8_weights, quantise_into, quantised
 from k3.model.k3 import K3ForCausalLM
 from k3.model.streaming import attach_streamed_experts, attach_streamed_trunk, memory_plan
-from k3.offload.trunk import LAYER
-from k3.ops.int8 import Int8FormatError, check_int8_scales, quantize as int8_quantize
 from k3.ops.mxfp4 import MXFP4FormatError, check_scales
 
 # Recurrent-gate and small parameters the official code keeps in fp32 whatever the model dtype.
@@ -72,7 +71,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     reader = CheckpointReader(path)
     specs = expected_tensors(config)
     _check_names(reader, specs)
-    int8_names = _int8_weights(model, specs, quantise, plan.streamed_layers if plan is not None else ())
+    int8_names = int8_weights(model, specs, quantise, plan.streamed_layers if plan is not None else ())
     model.memory_plan, model.expert_store, model.trunk_store = plan, None, None
     if plan is not None and plan.streams_experts:
         model.expert_store = attach_streamed_experts(model, config, path, reader, plan, io_threads, direct_io)
@@ -94,8 +93,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
                 _fill_block(reader, spec, blocks, storage, device, quantise)
             elif quantise and spec.name in int8_names:
                 _check_header(reader, spec)
-                q, scale = _quantise(reader, spec.name)
-                model.get_submodule(spec.name.rpartition(".")[0]).set_int8(q.to(device), scale.to(device))
+                model.get_submodule(spec.name.rpartition(".")[0]).set_int8(*quantised(reader, spec.name, device))
             else:
                 _load_one(model, banks, reader, spec, storage, device)
         reader.release(file)
@@ -171,7 +169,7 @@ def _convert(name: str, t: torch.Tensor, storage: torch.dtype | None, device: to
     if t.dtype == torch.int8 or _is_int8_scale(name):
         target = t.dtype
         if _is_int8_scale(name):
-            _check_int8_scales(t, name)
+            check_stored_scales(t, name)
     elif name.endswith(FP32_SUFFIXES):
         target = torch.float32 if storage is None else torch.promote_types(storage, torch.float32)
     else:
@@ -180,39 +178,6 @@ def _convert(name: str, t: torch.Tensor, storage: torch.dtype | None, device: to
     if storage is not None and out.data_ptr() == t.data_ptr():
         out = out.clone()
     return out
-
-
-def _check_int8_scales(t: torch.Tensor, name: str) -> None:
-    try:
-        check_int8_scales(t, TEXT_PREFIX + name)
-    except Int8FormatError as e:
-        raise CheckpointError(str(e), tensor=TEXT_PREFIX + name) from None
-
-
-def _quantise(reader: CheckpointReader, name: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """A stored float matrix -> its int8 codes and scales (trunk="int8" at load). Read with positioned
-    reads, not through the shard's map: mapped pages would stay in the process (its other tensors keep
-    the map) and the bf16 trunk with them."""
-    shape, dtype = reader.info(name)
-    w = torch.empty(shape, dtype=TORCH_FLOATS[dtype])
-    reader.read_into(name, w)
-    try:
-        return int8_quantize(w)
-    except Int8FormatError as e:
-        file, stored = reader.locate(name)
-        raise CheckpointError(str(e), file=file, tensor=stored) from None
-
-
-def _int8_weights(model: nn.Module, specs: list[TensorSpec], quantise: bool, streamed_layers: tuple[int, ...]) -> set[str]:
-    """The weight names held as int8 (stored so, or quantised at load outside the streamed layers, which
-    are read as stored), their Linears turned int8 before anything is allocated."""
-    names = {s.name for s in specs if s.dtype == "I8"}
-    if quantise:
-        streamed = set(streamed_layers)
-        names |= {s.name for s in specs if int8_target(s) and int(LAYER.match(s.name).group(1)) not in streamed}
-    for name in names:
-        model.get_submodule(name.rpartition(".")[0]).make_int8()
-    return names
 
 
 def _narrow_a_log(name: str, t: torch.Tensor, heads: int) -> torch.Tensor:
@@ -285,13 +250,11 @@ def _fill_block(reader: CheckpointReader, spec: TensorSpec, blocks: dict[str, to
     _check_header(reader, spec)
     block, stored = blocks[spec.name], reader.info(spec.name)[1]
     if block.dtype == torch.int8 and stored != "I8":
-        q, scale = _quantise(reader, spec.name)
-        block.copy_(q)
-        blocks[spec.name + "_scale"].copy_(scale)
+        quantise_into(reader, spec.name, block, blocks[spec.name + "_scale"])
     elif device.type == "cpu" and TRUNK_DTYPES.get(stored) == block.dtype:
         reader.read_into(spec.name, block)
         if _is_int8_scale(spec.name):
-            _check_int8_scales(block, spec.name)
+            check_stored_scales(block, spec.name)
     else:
         block.copy_(_convert(spec.name, reader.get(spec.name), storage, device))
 

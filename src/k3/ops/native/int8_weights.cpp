@@ -182,3 +182,68 @@ torch::Tensor int8_dequantize(torch::Tensor q, torch::Tensor s) {
     for (int64_t k = 0; k < K; ++k) dst[o * K + k] = int8_weight(qp + o * K, sp + o * G, k);
   return out;
 }
+
+namespace {
+
+// The smallest bf16 >= v (v finite, >= 0), as bits: round to nearest even, then one step up if below.
+inline uint16_t bf16_at_least(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  uint16_t b = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+  if (bf16_to_f32(b) < v) ++b;
+  return b;
+}
+
+template <typename T>
+inline float widen(T v) { return static_cast<float>(v); }
+template <>
+inline float widen<at::BFloat16>(at::BFloat16 v) { return bf16_to_f32(v.x); }
+
+// One row: exactly k3.ops.int8.format's reference (fp32 max, fp32 division, round half to even).
+template <typename T>
+bool quantise_row(const T* w, int64_t K, int8_t* q, uint16_t* s) {
+  for (int64_t k0 = 0; k0 < K; k0 += kInt8Group) {
+    const int64_t k1 = std::min(K, k0 + kInt8Group);
+    float m = 0.f;
+    for (int64_t k = k0; k < k1; ++k) {
+      const float v = widen(w[k]);
+      if (!std::isfinite(v)) return false;
+      m = std::max(m, std::fabs(v));
+    }
+    const uint16_t b = bf16_at_least(m / 127.f);
+    const float scale = bf16_to_f32(b);
+    s[k0 / kInt8Group] = b;
+    for (int64_t k = k0; k < k1; ++k) {
+      const float r = scale > 0.f ? std::nearbyint(widen(w[k]) / scale) : 0.f;
+      q[k] = static_cast<int8_t>(std::min(127.f, std::max(-127.f, r)));
+    }
+  }
+  return true;
+}
+
+template <typename T>
+bool quantise_rows(const T* w, int64_t O, int64_t K, int64_t G, int8_t* q, uint16_t* s) {
+  bool ok = true;
+#pragma omp parallel for schedule(static) reduction(&& : ok) if (O * K >= 65536)
+  for (int64_t o = 0; o < O; ++o) ok = quantise_row(w + o * K, K, q + o * K, s + o * G) && ok;
+  return ok;
+}
+
+}  // namespace
+
+// w [O, K] (bf16, fp16 or fp32, contiguous) -> q, s (preallocated int8 [O, K], bf16 [O, ceil(K / 32)]).
+// Returns false, leaving q and s partly written, when w holds inf or NaN.
+bool int8_quantize_into(torch::Tensor w, torch::Tensor q, torch::Tensor s) {
+  check_int8_weights(q, s);
+  TORCH_CHECK(w.dim() == 2 && w.is_contiguous() && w.size(0) == q.size(0) && w.size(1) == q.size(1),
+              "w must be contiguous [O, K] like q");
+  const int64_t O = w.size(0), K = w.size(1), G = s.size(1);
+  int8_t* qp = q.data_ptr<int8_t>();
+  uint16_t* sp = reinterpret_cast<uint16_t*>(s.data_ptr<at::BFloat16>());
+  switch (w.scalar_type()) {
+    case torch::kBFloat16: return quantise_rows(w.data_ptr<at::BFloat16>(), O, K, G, qp, sp);
+    case torch::kHalf: return quantise_rows(w.data_ptr<at::Half>(), O, K, G, qp, sp);
+    case torch::kFloat: return quantise_rows(w.data_ptr<float>(), O, K, G, qp, sp);
+    default: TORCH_CHECK(false, "w must be bf16, fp16 or fp32");
+  }
+}
