@@ -189,3 +189,16 @@ def test_quantize_cli_refusals_and_copy(ckpt, derived, tmp_path, monkeypatch, ca
     assert main(["quantize", str(ckpt), str(tmp_path / "d"), "--trunk", "int8", "--copy"]) == 0
     copied = k3.load(tmp_path / "d").state_dict()
     assert all(torch.equal(v, copied[k]) for k, v in k3.load(derived).state_dict().items())
+
+
+def test_a_replaced_int8_member_unfuses_its_group(ckpt):
+    model = k3.load(ckpt, trunk="int8")
+    group = next(g for m in model.modules() for g in getattr(m, "_fused", {}).values())
+    x = torch.randn(3, group.weight.shape[1])
+    lin = group.linears[0]
+    q, scale = quantize(torch.randn(lin.weight.shape) * 0.1)
+    lin.set_int8(q, scale)                       # new codes and scales: the fused matrix no longer holds them
+    assert not group.intact()
+    assert torch.equal(group(x)[0], lin(x))
+    with torch.inference_mode():
+        assert_close("replaced member", lin(x), x @ dequantize(q, scale).T, 1e-4)

@@ -53,7 +53,7 @@ class SharedInput:
         for lin, block, scale in zip(self.linears, blocks, scales):
             lin._parameters["weight"] = nn.Parameter(block, requires_grad=False)
             lin._buffers["weight_scale"] = scale
-        self._ptrs = [b.data_ptr() for b in blocks]
+        self._ptrs = [(b.data_ptr(), None if sc is None else sc.data_ptr()) for b, sc in zip(blocks, scales)]
         return blocks
 
     def scale_blocks(self) -> list[torch.Tensor]:
@@ -62,9 +62,9 @@ class SharedInput:
     def intact(self) -> bool:
         if self.weight is None:
             return False
-        for lin, p in zip(self.linears, self._ptrs):  # asked every decode step of every layer: no __getattr__
-            w = lin._parameters.get("weight")
-            if w is None or w.data_ptr() != p or w.requires_grad or (lin._buffers.get("weight_scale") is None) != (self.scale is None):
+        for lin, (p, sp) in zip(self.linears, self._ptrs):  # asked every decode step of every layer: no __getattr__
+            w, scale = lin._parameters.get("weight"), lin._buffers.get("weight_scale")
+            if w is None or w.data_ptr() != p or w.requires_grad or (None if scale is None else scale.data_ptr()) != sp:
                 return False
         return True
 
