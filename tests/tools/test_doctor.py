@@ -32,6 +32,17 @@ def test_released_preset_plan_and_tables(capsys):
     assert any("MXFP4" in row["k3"] for row in report["code_paths"])
 
 
+def test_doctor_plans_an_int8_trunk_at_load(capsys):
+    code, report = doctor_json(capsys, "k3", "--memory-budget", "64GB", "--trunk", "int8", "--no-measure")
+    assert code == 0
+    plan = report["plan"]
+    expected = plan_memory(released(), 64 * 10 ** 9, int8_at_load=True)
+    assert plan["trunk_format"] == "int8 at load" and plan["mode"] == expected.mode == "stream-experts"
+    assert plan["trunk_bytes"] == expected.trunk_bytes < 62 * 10 ** 9
+    assert main(["doctor", "k3", "--memory-budget", "64GB", "--trunk", "int8", "--no-measure"]) == 0
+    assert "trunk 61.02 GB (int8 at load)" in capsys.readouterr().out
+
+
 def test_estimate_modes_and_arithmetic():
     c = released()
     fits = estimate(c, 10 ** 13, mem_bw=20e9, disk_bw=3e9)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+from k3.cli.trunk_arg import add_trunk_argument
+
 
 def add_arguments(p) -> None:
     p.add_argument("target", help="checkpoint directory, config.json, or preset (k3 = the released model)")
     p.add_argument("--memory-budget", help="memory to plan for (e.g. 64GB); default 90%% of available RAM")
+    add_trunk_argument(p)
     p.add_argument("--no-measure", action="store_true", help="skip the disk and memory bandwidth measurements")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of the report")
 
@@ -29,6 +32,7 @@ def run(args) -> int:
         p = Path(args.target)
         ckpt = p if p.is_dir() else None
     budget = parse_size(args.memory_budget) if args.memory_budget else None
-    report = diagnose(name, config, ckpt, config_error=error, budget=budget, measure=not args.no_measure)
+    report = diagnose(name, config, ckpt, config_error=error, budget=budget, measure=not args.no_measure,
+                      int8_at_load=args.trunk == "int8")
     print(json.dumps(report.to_dict()) if args.json else format_doctor(report))
     return 1 if report.problems or error else 0

@@ -35,7 +35,7 @@ class DoctorReport:
 
 
 def diagnose(name: str, config: K3Config | None, checkpoint: Path | None, *, config_error: str | None = None,
-             budget: int | None = None, measure: bool = True) -> DoctorReport:
+             budget: int | None = None, measure: bool = True, int8_at_load: bool = False) -> DoctorReport:
     report = DoctorReport(name)
     if config_error:
         report.unsupported.append(f"config.json: {config_error}")
@@ -48,7 +48,8 @@ def diagnose(name: str, config: K3Config | None, checkpoint: Path | None, *, con
         report.format = _format(config)
         report.code_paths = code_paths(config)
         budget = budget if budget is not None else int(machine.mem_available * 0.9)
-        report.plan = estimate(config, budget, machine.mem_bytes_per_s, machine.disk_read_bytes_per_s).to_dict()
+        report.plan = estimate(config, budget, machine.mem_bytes_per_s, machine.disk_read_bytes_per_s,
+                               int8_at_load).to_dict()
     return report
 
 

@@ -36,7 +36,9 @@ def plan_lines(p: dict) -> list[str]:
         return [f"memory plan (budget {gb(p['budget'])}): refused - k3 will not run this model at this budget",
                 f"  {p['refusal']}"]
     out = [f"memory plan (budget {gb(p['budget'])}): {p['mode']}",
-           f"  trunk {gb(p['trunk_bytes'])}; routed experts {gb(p['expert_bytes_total'])}, "
+           f"  trunk {gb(p['trunk_bytes'])}"
+           + (f" ({p['trunk_format']})" if p.get("trunk_format", "as stored") != "as stored" else "")
+           + f"; routed experts {gb(p['expert_bytes_total'])}, "
            f"cached {gb(p['expert_cache_bytes'])} (hit rate ~{p['hit_rate']:.0%})",
            f"  expert bytes per token {gb(p['expert_bytes_per_token'])}, streamed {gb(p['streamed_bytes_per_token'])}"]
     if p.get("streamed_layers"):

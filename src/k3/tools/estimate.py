@@ -26,19 +26,23 @@ class Estimate:
     refusal: str | None = None    # the planner's reason, when mode is "refused"
     streamed_layers: int = 0      # stream-trunk: layers whose large matrices are read every token
     trunk_streamed_bytes_per_token: int = 0
+    trunk_format: str = "as stored"   # or "int8 at load" (k3 doctor --trunk int8), or "int8" (a derived checkpoint)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def estimate(c: K3Config, budget: int, mem_bw: float, disk_bw: float) -> Estimate:
+def estimate(c: K3Config, budget: int, mem_bw: float, disk_bw: float, int8_at_load: bool = False) -> Estimate:
     trunk, _, experts = weight_bytes(c, None)
     measured = mem_bw > 0 and disk_bw > 0
+    at_load = int8_at_load and c.trunk_format is None
+    fmt = "int8 at load" if at_load else c.trunk_format or "as stored"
     try:
-        p = plan_memory(c, budget)
+        p = plan_memory(c, budget, int8_at_load=at_load)
     except ValueError as e:  # what `k3 plan`/`generate`/`serve` say at this budget
-        return Estimate("refused", budget, trunk, experts, 0, expert_sizes(c, experts)[2], 0.0, 0.0, None, str(e))
+        return Estimate("refused", budget, trunk, experts, 0, expert_sizes(c, experts)[2], 0.0, 0.0, None, str(e),
+                        trunk_format=fmt)
     seconds = p.seconds_per_token(disk_bw, mem_bw) if measured else None
     return Estimate(p.mode, budget, p.trunk_bytes, experts, p.expert_cache_bytes, p.expert_bytes_per_token,
                     p.expected_hit_rate, p.streamed_bytes_per_token, seconds, None, len(p.streamed_layers),
-                    p.trunk_streamed_bytes_per_token)
+                    p.trunk_streamed_bytes_per_token, fmt)
