@@ -278,3 +278,15 @@ def test_rms_norm_rows_match_the_reference_and_ignore_batchmates(kernels, level,
     assert_close("rms_norm", kernels.rms_norm_rows(x, w, 1e-5), rms_norm_reference(x, w, 1e-5), 1e-6)
     alone = kernels.rms_norm_rows(x[2:3].contiguous(), w, 1e-5)
     assert torch.equal(alone[0], kernels.rms_norm_rows(x, w, 1e-5)[2])
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5, 7])
+def test_mxfp4_rows_in_fours_give_the_one_row_bits(kernels, level, rows):
+    """Decode's leftover rows of x multiply four rows of W at once (AVX-512): each output must be the
+    bits the one-row dot gives (a one-row W never takes that path)."""
+    g = torch.Generator().manual_seed(rows)
+    packed = torch.randint(0, 256, (23, 96 // 2), dtype=torch.uint8, generator=g)
+    scale = torch.randint(110, 135, (23, 96 // 32), dtype=torch.uint8, generator=g)
+    x = torch.randn(rows, 96, generator=g)
+    alone = torch.cat([kernels.mxfp4_linear(x, packed[o:o + 1], scale[o:o + 1]) for o in range(23)], dim=1)
+    assert torch.equal(kernels.mxfp4_linear(x, packed, scale), alone)

@@ -163,6 +163,28 @@ K3_AVX512 void dot4_mxfp4_avx512(const uint8_t* packed, const uint8_t* scale, co
   for (int n = 0; n < 4; ++n) out[n] = _mm512_reduce_add_ps(_mm512_add_ps(a0[n], a1[n]));
 }
 
+// The same sums as dot_mxfp4_avx512 for 4 consecutive rows of W and one row of x (split): a lone row's
+// two accumulator chains leave the FMA latency exposed, eight independent ones keep the units busy.
+// Each row's groups go through group_avx512 in the one-row order, so its result is the same bits.
+K3_AVX512 void dot_mxfp4_avx512_outs4(const uint8_t* packed, const uint8_t* scale, const float* x_split, int64_t K,
+                                      float* out) {
+  const __m512 lut = _mm512_loadu_ps(kE2M1);
+  const int64_t groups = K / 32, ps = K / 2, ss = K / 32;
+  __m512 a0[4], a1[4];
+  for (int r = 0; r < 4; ++r) a0[r] = _mm512_setzero_ps(), a1[r] = _mm512_setzero_ps();
+  int64_t g = 0;
+  for (; g + 2 <= groups; g += 2)
+    for (int r = 0; r < 4; ++r) {
+      const uint8_t* p = packed + r * ps + g * 16;
+      if ((g & 3) == 0) prefetch_ahead<kPrefetchMxfp4>(p);
+      a0[r] = group_avx512(p, scale[r * ss + g], x_split + g * 32, lut, a0[r]);
+      a1[r] = group_avx512(p + 16, scale[r * ss + g + 1], x_split + g * 32 + 32, lut, a1[r]);
+    }
+  if (g < groups)
+    for (int r = 0; r < 4; ++r) a0[r] = group_avx512(packed + r * ps + g * 16, scale[r * ss + g], x_split + g * 32, lut, a0[r]);
+  for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
+}
+
 inline float dot_mxfp4(const uint8_t* packed, const uint8_t* scale, const float* x, int64_t K) {
   return g_simd >= 2 ? dot_mxfp4_avx512(packed, scale, x, K) : dot_mxfp4_avx2(packed, scale, x, K);
 }
@@ -188,11 +210,28 @@ void check_packed(const torch::Tensor& packed, const torch::Tensor& scale) {
               "packed/scale shapes do not match group size 32");
 }
 
+// Rows of x left over after the fours (fewer than four; decode's one), for W rows o..o+3 (AVX-512: all four
+// at once, see dot_mxfp4_avx512_outs4).
+void mxfp4_rest_outs4(const MxActivations& acts, int64_t n, int64_t N, int64_t K, int64_t O, int64_t o,
+                      const uint8_t* pp, const uint8_t* sp, float* y) {
+  for (; n < N; ++n) {
+    float out[4];
+    dot_mxfp4_avx512_outs4(pp + o * (K / 2), sp + o * (K / 32), acts.base + n * K, K, out);
+    for (int r = 0; r < 4; ++r) y[n * O + o + r] = out[r];
+  }
+}
+
 // y [N, O] = x [N, K] W^T, rows of W split over threads; rows of x in fours (codes decoded once per
 // four rows), each output summed exactly as the one-row dot sums it.
 void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* pp, const uint8_t* sp, float* y) {
   if (g_int8 && g_simd >= 1) return mxfp4_rows_int8(x, N, K, O, pp, sp, y);
   MxActivations acts(x, N, K);
+  const bool outs4 = g_simd >= 2 && N % 4 != 0;   // W rows in fours for the leftover rows of x
+  const int64_t N4 = N / 4 * 4, O4 = outs4 ? O / 4 * 4 : 0;
+  if (outs4) {
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < O4; o += 4) mxfp4_rest_outs4(acts, N4, N, K, O, o, pp, sp, y);
+  }
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < O; ++o) {
     const uint8_t* p = pp + o * (K / 2);
@@ -208,7 +247,7 @@ void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* 
         dot4_mxfp4_avx2(p, s, rows, K, out);
       for (int j = 0; j < 4; ++j) y[(n + j) * O + o] = out[j];
     }
-    for (; n < N; ++n) y[n * O + o] = dot_mxfp4(p, s, acts.base + n * K, K);
+    for (n = o < O4 ? N : n; n < N; ++n) y[n * O + o] = dot_mxfp4(p, s, acts.base + n * K, K);
   }
 }
 
