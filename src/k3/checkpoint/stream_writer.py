@@ -2,7 +2,8 @@
 
 The header is built up front from every tensor's (name, dtype, shape), then the data is appended
 in header order. The file is written under a temporary name and renamed into place on `close()`,
-so a killed writer never leaves a file that looks finished. Readable by `safetensors.safe_open`.
+so a killed writer never leaves a file that looks finished. As a context manager it closes when the
+block ends and aborts (removing the temporary file) when the block, or the close, raises. Readable by `safetensors.safe_open`.
 """
 
 from __future__ import annotations
@@ -69,6 +70,19 @@ class StreamingShardWriter:
         self._file.close()
         self.tmp.unlink(missing_ok=True)
 
+    def __enter__(self) -> "StreamingShardWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+            return
+        try:
+            self.close()
+        except BaseException:
+            self.abort()
+            raise
+
 
 def _tensor_bytes(name: str, t: torch.Tensor, dtype: str, shape: tuple[int, ...]) -> memoryview:
     if TORCH_TO_ST.get(t.dtype) != dtype or tuple(t.shape) != shape:
@@ -94,14 +108,10 @@ def write_sharded_streaming(out_dir: str | Path, entries: list[tuple[str, str, t
     weight_map, total, files = {}, 0, []
     for i, names in enumerate(plan):
         fname = shard_name(i, len(plan))
-        writer = StreamingShardWriter(out / fname, [(n, *spec[n]) for n in names], metadata={"format": "pt"})
-        try:
+        with StreamingShardWriter(out / fname, [(n, *spec[n]) for n in names], metadata={"format": "pt"}) as writer:
             for name in names:
                 writer.write(name, make(name))
-            files.append(writer.close())
-        except BaseException:
-            writer.abort()
-            raise
+        files.append(writer.path)
         total += sum(size_of[n] for n in names)
         weight_map.update({name: fname for name in names})
     index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}

@@ -37,6 +37,14 @@ class TensorError:
     rel_l2: float
     max_abs: float
 
+    @classmethod
+    def measure(cls, name: str, w: torch.Tensor, dequantised: torch.Tensor) -> "TensorError":
+        """The quantisation error of `w`: relative L2 (as k3.testing.rel_l2 defines it) and max abs, in float64."""
+        ref = w.double()
+        diff = dequantised.double() - ref
+        norm = float(ref.norm())
+        return cls(name, float(diff.norm()) / norm if norm > 0 else float(diff.norm()), float(diff.abs().max()))
+
 
 @dataclass
 class QuantizeReport:
@@ -111,21 +119,16 @@ def _output_specs(header, group_size: int) -> list[tuple[str, str, tuple[int, ..
 def _convert_shard(src: Path, dst: Path, group_size: int, report: QuantizeReport, tick) -> list[str]:
     header = read_header(src)
     specs = _output_specs(header, group_size)
-    writer = StreamingShardWriter(dst, specs, metadata={"format": "pt"})
-    try:
-        with safe_open(str(src), framework="pt") as f, open(src, "rb") as raw:
-            for e in sorted(header.entries.values(), key=lambda e: e.start):
-                if is_dense_expert(e):
-                    _quantize_one(e.name, f.get_tensor(e.name), writer, group_size, report)
-                else:
-                    raw.seek(e.start)
-                    writer.write_bytes(e.name, raw.read(e.nbytes))
-                    report.passed_through += 1
-                tick(e.nbytes)
-        writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+    with (StreamingShardWriter(dst, specs, metadata={"format": "pt"}) as writer,
+          safe_open(str(src), framework="pt") as f, open(src, "rb") as raw):
+        for e in sorted(header.entries.values(), key=lambda e: e.start):
+            if is_dense_expert(e):
+                _quantize_one(e.name, f.get_tensor(e.name), writer, group_size, report)
+            else:
+                raw.seek(e.start)
+                writer.write_bytes(e.name, raw.read(e.nbytes))
+                report.passed_through += 1
+            tick(e.nbytes)
     report.shards += 1
     report.bytes_in += header.file_size
     report.bytes_out += writer.nbytes
@@ -138,10 +141,7 @@ def _quantize_one(name: str, w: torch.Tensor, writer: StreamingShardWriter, grou
         packed, scale = quantize(w, group_size)
     except ValueError as err:
         raise CheckpointError(str(err), tensor=name) from None
-    ref = w.double()
-    diff = dequantize(packed, scale, group_size, torch.float64) - ref
-    rel = float(diff.norm() / ref.norm()) if float(ref.norm()) > 0 else float(diff.norm())
-    report.errors.append(TensorError(name, rel, float(diff.abs().max())))
+    report.errors.append(TensorError.measure(name, w, dequantize(packed, scale, group_size, torch.float64)))
     base = name[: -len("weight")]
     writer.write(base + "weight_packed", packed)
     writer.write(base + "weight_scale", scale)

@@ -45,7 +45,7 @@ def quantize_trunk(src: str | Path, dst: str | Path, *, copy: bool = False, log=
     if dst.exists() and any(dst.iterdir()):
         raise ValueError(f"{dst} is not empty; choose a new directory")
     dst.mkdir(parents=True, exist_ok=True)
-    targets = {s.name for s in expected_tensors(config) if int8_target(s)}
+    targets = _targets(config)
     report = QuantizeReport(errors=[])
     weight_map: dict[str, str] = {}
     for file, stored_names in sorted(shard_map(src).items()):
@@ -72,8 +72,12 @@ def quantize_trunk(src: str | Path, dst: str | Path, *, copy: bool = False, log=
 def trunk_source_bytes(src: str | Path) -> int:
     """Bytes of the matrices `quantize_trunk` quantises (what `tick` counts up to)."""
     src = Path(src)
-    targets = {s.name for s in expected_tensors(load_config(src)) if int8_target(s)}
+    targets = _targets(load_config(src))
     return sum(e.nbytes for f in shard_map(src) for e in read_header(src / f).entries.values() if _is_target(e, targets))
+
+
+def _targets(config) -> set[str]:
+    return {s.name for s in expected_tensors(config) if int8_target(s)}
 
 
 def _is_target(entry, targets: set[str]) -> bool:
@@ -84,34 +88,21 @@ def _write_shard(src: Path, dst: Path, entries: list, report: QuantizeReport, ti
     specs = []
     for e in entries:
         specs += [(e.name, "I8", tuple(e.shape)), (e.name + "_scale", "BF16", scale_shape(*e.shape))]
-    writer = StreamingShardWriter(dst, specs, metadata={"format": "pt"})
-    try:
-        with safe_open(str(src), framework="pt") as f:
-            for e in entries:
-                w = f.get_tensor(e.name)
-                try:
-                    q, scale = quantize(w)
-                except Int8FormatError as err:
-                    raise CheckpointError(str(err), file=src.name, tensor=e.name) from None
-                writer.write(e.name, q)
-                writer.write(e.name + "_scale", scale)
-                report.errors.append(_error(e.name, w, q, scale))
-                report.quantized += 1
-                report.bytes_in += e.nbytes
-                tick(e.nbytes)
-        writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+    with StreamingShardWriter(dst, specs, metadata={"format": "pt"}) as writer, safe_open(str(src), framework="pt") as f:
+        for e in entries:
+            w = f.get_tensor(e.name)
+            try:
+                q, scale = quantize(w)
+            except Int8FormatError as err:
+                raise CheckpointError(str(err), file=src.name, tensor=e.name) from None
+            writer.write(e.name, q)
+            writer.write(e.name + "_scale", scale)
+            report.errors.append(TensorError.measure(e.name, w, dequantize(q, scale, torch.float64)))
+            report.quantized += 1
+            report.bytes_in += e.nbytes
+            tick(e.nbytes)
     report.shards += 1
     report.bytes_out += writer.nbytes
-
-
-def _error(name: str, w: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> TensorError:
-    ref = w.double()
-    diff = dequantize(q, scale, torch.float64) - ref
-    norm = float(ref.norm())
-    return TensorError(name, float(diff.norm()) / norm if norm > 0 else float(diff.norm()), float(diff.abs().max()))
 
 
 def _place(src: Path, dst: Path, copy: bool) -> None:
