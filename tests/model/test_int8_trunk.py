@@ -19,7 +19,7 @@ from k3.config.presets import tiny7
 from k3.engine import LLM, SamplingParams
 from k3.ops.dispatch import reference_only
 from k3.offload.trunk import layer_stream_specs
-from k3.ops.int8 import dequantize, quantize
+from k3.ops.int8 import Int8FormatError, dequantize, quantize
 from k3.testing import assert_close, make_checkpoint
 from k3.testing.checkpoint import rewrite_shard
 from k3.tools.quantize_trunk import quantize_trunk
@@ -197,8 +197,38 @@ def test_a_replaced_int8_member_unfuses_its_group(ckpt):
     x = torch.randn(3, group.weight.shape[1])
     lin = group.linears[0]
     q, scale = quantize(torch.randn(lin.weight.shape) * 0.1)
+    with pytest.raises(Int8FormatError, match="do not fit"):
+        lin.set_int8(q, scale[:, :1])
+    with pytest.raises(Int8FormatError, match="for a"):
+        lin.set_int8(*quantize(torch.randn(lin.weight.shape[0] + 1, lin.weight.shape[1])))
+    assert group.intact()                        # refused pairs change nothing
     lin.set_int8(q, scale)                       # new codes and scales: the fused matrix no longer holds them
     assert not group.intact()
     assert torch.equal(group(x)[0], lin(x))
     with torch.inference_mode():
         assert_close("replaced member", lin(x), x @ dequantize(q, scale).T, 1e-4)
+
+
+def test_verify_accepts_only_the_superseded_names(derived, tmp_path):
+    """Without the index's list of superseded names, the linked shards' bf16 matrices are what they
+    would be in a checkpoint from two revisions: tensors the index does not place there."""
+    import json
+    import shutil
+
+    for f in derived.iterdir():
+        shutil.copyfile(f, tmp_path / f.name)
+    index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    dropped = index["metadata"]["superseded"].pop()
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    report = verify_checkpoint(tmp_path)
+    assert not report.ok and [p.tensor for p in report.problems if p.kind == "index-mismatch"] == [dropped]
+
+
+def test_the_planner_holds_an_int8_checkpoint_as_stored():
+    from k3.offload import minimum_budget, plan_memory
+
+    stored = CONFIG.replace(trunk_format="int8")
+    budget = minimum_budget(stored) + 10 ** 6
+    asked, plain = plan_memory(stored, budget, int8_at_load=True), plan_memory(stored, budget)
+    assert asked == plain and not asked.int8_at_load
+    assert minimum_budget(stored, int8_at_load=True) == minimum_budget(stored)

@@ -147,32 +147,37 @@ class CheckpointReader:
                                   tensor=stored) from None
 
 
-def superseded_names(root: Path) -> set[str]:
-    """Stored names the index's metadata lists as "superseded": tensors that shards hard-linked from the
-    source checkpoint still hold but that this checkpoint replaces (`k3 quantize --trunk int8`), so a
-    shard holding a tensor its index does not list there is expected for them alone."""
-    index = Path(root) / INDEX_FILE
+def read_index(root: Path) -> dict | None:
+    """The parsed index (its `weight_map` checked to be an object), or None when there is none."""
+    index = root / INDEX_FILE
     if not index.is_file():
-        return set()
+        return None
     try:
-        names = (json.loads(index.read_text()).get("metadata") or {}).get("superseded") or []
-    except (json.JSONDecodeError, AttributeError, RecursionError):
-        return set()    # shard_map reports an unreadable index
+        parsed = json.loads(index.read_text())
+        weight_map = parsed["weight_map"]
+    except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as e:
+        raise CheckpointError(f"unreadable index ({type(e).__name__}); re-download it", file=INDEX_FILE) from None
+    if not isinstance(weight_map, dict):
+        raise CheckpointError("index 'weight_map' is not an object; re-download it", file=INDEX_FILE)
+    return parsed
+
+
+def superseded_names(index: dict | None) -> set[str]:
+    """Stored names a parsed index's metadata lists as "superseded": tensors that shards hard-linked from
+    the source checkpoint still hold but that this checkpoint replaces (`k3 quantize --trunk int8`), so a
+    shard holding a tensor its index does not list there is expected for them alone."""
+    metadata = (index or {}).get("metadata")
+    names = metadata.get("superseded") if isinstance(metadata, dict) else None
     return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
 
 
-def shard_map(root: Path) -> dict[str, list[str] | None]:
-    """file -> stored tensor names it should hold (None: whatever the file has)."""
-    index = root / INDEX_FILE
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as e:
-            raise CheckpointError(f"unreadable index ({type(e).__name__}); re-download it", file=INDEX_FILE) from None
-        if not isinstance(weight_map, dict):
-            raise CheckpointError("index 'weight_map' is not an object; re-download it", file=INDEX_FILE)
+def shard_map(root: Path, index: dict | None = None) -> dict[str, list[str] | None]:
+    """file -> stored tensor names it should hold (None: whatever the file has). `index`: the parsed
+    index when the caller has read it already (read_index)."""
+    index = index if index is not None else read_index(root)
+    if index is not None:
         files: dict[str, list[str]] = {}
-        for stored, file in weight_map.items():
+        for stored, file in index["weight_map"].items():
             check_member_name(file, source=INDEX_FILE)
             files.setdefault(file, []).append(stored)
         return files

@@ -33,7 +33,7 @@ def run(args) -> int:
     config, ckpt, name = resolve_config(args.target)
     itemsize = {"stored": None, "fp32": 4, "bf16": 2}[args.dtype]
     state = parse_size(args.cache_memory, "--cache-memory")
-    int8_at_load = args.trunk == "int8" and config.trunk_format is None
+    int8_at_load = args.trunk == "int8"   # the planner ignores it for an int8 checkpoint
     plan = plan_memory(config, parse_size(args.memory_budget, "--memory-budget"), storage_itemsize=itemsize,
                        state_bytes=state, int8_at_load=int8_at_load)
     least = minimum_budget(config, storage_itemsize=itemsize, state_bytes=state, int8_at_load=int8_at_load)
@@ -71,7 +71,8 @@ def describe(plan) -> list[str]:
     if plan.streamed_layers:
         lines.append(f"streamed layers {_ranges(plan.streamed_layers)}: {plan.streamed_trunk_bytes / G:,.2f} GB of "
                      "matrices read from the shards each token" + (" (as stored: bf16)" if plan.int8_at_load else "")
-                     + ", the next layer's read in flight; trunk bytes stay before experts because each is read every token, an expert only by the tokens routed to it")
+                     + ", the next layer's read in flight; trunk bytes stay before experts because each is read "
+                     "every token, an expert only by the tokens routed to it")
     lines.append(f"per token: experts {plan.expert_bytes_per_token / G:,.3f} GB needed, trunk "
                  f"{plan.trunk_streamed_bytes_per_token / G:,.3f} GB and experts "
                  f"{(plan.streamed_bytes_per_token - plan.trunk_streamed_bytes_per_token) / G:,.3f} GB streamed "

@@ -15,7 +15,7 @@ MLP_MOE = "moe"
 ACTIVATIONS = ("situ", "silu")
 EXPERT_FORMATS = (None, "mxfp4")
 TRUNK_FORMATS = (None, "int8")   # None: the trunk as released (bf16); int8: k3 quantize --trunk int8
-INT8_GROUP = 32                  # inputs per bf16 scale of an int8 trunk row (k3.ops.int8.format.GROUP)
+INT8_GROUP = 32                  # inputs per bf16 scale of an int8 trunk row (k3.ops.int8.format.GROUP is this)
 
 
 class ConfigError(ValueError):

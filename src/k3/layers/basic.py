@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from k3.ops.int8 import int8_linear, scale_shape
+from k3.ops.int8 import Int8FormatError, check_int8_pair, int8_linear, scale_shape
 from k3.ops.linear import linear
 from k3.ops.norm import rms_norm
 
@@ -37,6 +37,10 @@ class Linear(nn.Module):
         self._buffers["weight_scale"] = torch.empty(scale_shape(out, inp), dtype=torch.bfloat16)
 
     def set_int8(self, q: torch.Tensor, scale: torch.Tensor) -> None:
+        """Hold these codes and scales (k3.ops.int8.quantize's pair; refused unless they fit this layer)."""
+        check_int8_pair(q, scale)
+        if tuple(q.shape) != tuple(self.weight.shape):
+            raise Int8FormatError(f"codes {list(q.shape)} for a {list(self.weight.shape)} weight")
         self._parameters["weight"] = nn.Parameter(q, requires_grad=False)
         self._buffers["weight_scale"] = scale
 

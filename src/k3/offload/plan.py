@@ -112,8 +112,8 @@ def expert_sizes(c: K3Config, experts_bytes: int) -> tuple[int, int, int]:
 def plan_memory(c: K3Config, budget: int, *, storage_itemsize: int | None = None, state_bytes: int = 0,
                 int8_at_load: bool = False) -> MemoryPlan:
     """int8_at_load: the trunk is quantised as it is read (load_model(trunk="int8")): resident layers
-    cost their int8 bytes, streamed ones are read as stored."""
-    resident_c = replace(c, trunk_format="int8") if int8_at_load else c
+    cost their int8 bytes, streamed ones are read as stored (a no-op for an int8 checkpoint)."""
+    resident_c, int8_at_load = _held_layout(c, int8_at_load)
     trunk, embed, experts = weight_bytes(resident_c, storage_itemsize)
     embed_resident = storage_itemsize is not None
     total_experts, per_expert, per_token = expert_sizes(c, experts)
@@ -126,6 +126,13 @@ def plan_memory(c: K3Config, budget: int, *, storage_itemsize: int | None = None
     if slots < MIN_STREAM_SLOTS:
         return _plan_trunk(c, resident_c, budget, storage_itemsize, sizes, per_token)
     return MemoryPlan(budget, "stream-experts", *sizes, slots, per_token, slots / total_experts, int8_at_load=int8_at_load)
+
+
+def _held_layout(c: K3Config, int8_at_load: bool) -> tuple[K3Config, bool]:
+    """(the layout resident layers are held in, whether int8 is made at load): a checkpoint whose trunk
+    is int8 already is held as it is stored."""
+    at_load = int8_at_load and c.trunk_format is None
+    return (replace(c, trunk_format="int8") if at_load else c), at_load
 
 
 def _plan_trunk(c: K3Config, resident_c: K3Config, budget: int, storage_itemsize: int | None, sizes: tuple,
@@ -167,7 +174,7 @@ def minimum_budget(c: K3Config, *, storage_itemsize: int | None = None, state_by
     """The smallest budget any plan fits in: every layer streamed when weights keep their stored dtype
     (unless the resident trunk beside two expert slots is smaller), else the whole converted trunk
     beside two expert slots."""
-    resident_c = replace(c, trunk_format="int8") if int8_at_load else c
+    resident_c, _ = _held_layout(c, int8_at_load)
     trunk, embed, experts = weight_bytes(resident_c, storage_itemsize)
     total_experts, per_expert, _ = expert_sizes(c, experts)
     if storage_itemsize is None:   # stream-trunk's floor, or the whole trunk resident when that is less (small models)

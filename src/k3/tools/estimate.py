@@ -38,7 +38,7 @@ def estimate(c: K3Config, budget: int, mem_bw: float, disk_bw: float, int8_at_lo
     at_load = int8_at_load and c.trunk_format is None
     fmt = "int8 at load" if at_load else c.trunk_format or "as stored"
     try:
-        p = plan_memory(c, budget, int8_at_load=at_load)
+        p = plan_memory(c, budget, int8_at_load=int8_at_load)
     except ValueError as e:  # what `k3 plan`/`generate`/`serve` say at this budget
         return Estimate("refused", budget, trunk, experts, 0, expert_sizes(c, experts)[2], 0.0, 0.0, None, str(e),
                         trunk_format=fmt)

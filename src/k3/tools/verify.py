@@ -16,7 +16,7 @@ from k3.checkpoint.header import ShardHeader, TensorEntry, read_header
 from k3.checkpoint.layout import TensorSpec, expected_tensors
 from k3.checkpoint.manifest import FileDigest, load_manifest, sha256_file
 from k3.checkpoint.paths import member_path
-from k3.checkpoint.reader import TEXT_PREFIX, shard_map, superseded_names, text_name
+from k3.checkpoint.reader import TEXT_PREFIX, read_index, shard_map, superseded_names, text_name
 from k3.config import load_config
 from k3.config.model import ConfigError
 from k3.tools.verify_content import check_scales_on_disk, check_tensor_spec, scan_non_finite
@@ -61,9 +61,9 @@ def verify_checkpoint(root: str | Path, manifest: str | Path | dict[str, FileDig
     """scan: also read every BF16/F16/F32 weight and report NaN/Inf by tensor (reads everything)."""
     root = Path(root)
     report = VerifyReport(str(root))
-    headers, unread = _read_headers(root, report)
+    headers, unread, superseded = _read_headers(root, report)
     if headers is not None:
-        found = _index_agreement(headers, report, superseded_names(root))
+        found = _index_agreement(headers, report, superseded)
         _layout_agreement(root, found, unread, report)
         if check_scales:
             check_scales_on_disk(root, found, report)
@@ -76,12 +76,14 @@ def verify_checkpoint(root: str | Path, manifest: str | Path | dict[str, FileDig
 
 
 def _read_headers(root: Path, report: VerifyReport):
-    """-> ({file: (header, tensors the index places there)}, tensors in shards that could not be read)."""
+    """-> ({file: (header, tensors the index places there)}, tensors in shards that could not be read,
+    the index's superseded names), the index parsed once."""
     try:
-        files = shard_map(root)
+        index = read_index(root)
+        files = shard_map(root, index)
     except CheckpointError as e:
         report.add("index", str(e), e.file)
-        return None, set()
+        return None, set(), set()
     headers: dict[str, tuple[ShardHeader, list[str] | None]] = {}
     for file, listed in sorted(files.items()):
         try:
@@ -98,7 +100,7 @@ def _read_headers(root: Path, report: VerifyReport):
         if p.name not in referenced:
             report.warnings.append(f"{p.name} is not referenced by the index (stray or from another revision)")
     unread = {t for f, listed in files.items() if f not in headers for t in listed or ()}
-    return headers, unread
+    return headers, unread, superseded_names(index)
 
 
 def _index_agreement(headers, report: VerifyReport, superseded: set[str]) -> dict[str, tuple[str, TensorEntry]]:

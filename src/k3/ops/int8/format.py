@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import torch
 
+from k3.config.model import INT8_GROUP as GROUP   # the checkpoint layout's constant, so the two agree
 from k3.ops.dispatch import register
 from k3.ops.native import native
-
-GROUP = 32
 
 
 class Int8FormatError(ValueError):
