@@ -49,20 +49,6 @@ class Linear(nn.Module):
         return linear(x, self.weight) if scale is None else int8_linear(x, self.weight, scale)
 
 
-def direct_ready(lin: nn.Module) -> bool:
-    """Whether `lin`'s weights suit the native decode GEMV as they are (bf16, or int8 with its scales)."""
-    w, scale = lin._parameters["weight"], lin._buffers.get("weight_scale")
-    if scale is None:
-        return w.dtype == torch.bfloat16 and w.is_contiguous()
-    return w.dtype == torch.int8 and scale.dtype == torch.bfloat16 and w.is_contiguous() and scale.is_contiguous()
-
-
-def direct_linear(kernels, x: torch.Tensor, lin: nn.Module) -> torch.Tensor:
-    """lin(x) for decode rows x fp32 [N, in] on the native GEMV, when `direct_ready(lin)`."""
-    w, scale = lin._parameters["weight"], lin._buffers.get("weight_scale")
-    return kernels.bf16_linear(x, w) if scale is None else kernels.int8_linear(x, w, scale)
-
-
 def set_tensor(module: nn.Module, leaf: str, t: torch.Tensor) -> None:
     """Put a loaded tensor in place: as a buffer where `module` holds one by that name, else a parameter."""
     if leaf in module._buffers:

@@ -63,13 +63,6 @@ class PackedExperts(ExpertBank):
     def routed_sum(self, z, weights, ids):
         return moe_tokens(z, self._bank(), ids, weights, self.group_size, self.act, self.beta, self.linear_beta)
 
-    def direct_sum(self, z: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor | None:
-        """routed_sum (or weighted_sum, for one row) on the registered native kernel without the dispatch:
-        the same sums bit for bit (one row's products in ascending expert order either way). None where
-        that kernel does not take these arguments (its own `supports`)."""
-        args = (z, self._bank(), ids, weights, self.group_size, self.act, self.beta, self.linear_beta)
-        return moe_tokens.native(*args) if moe_tokens.supports(*args) else None
-
     def forward(self, e: int, z: torch.Tensor) -> torch.Tensor:
         """z [N, dim] -> [N, dim] in z.dtype."""
         w = {k: getattr(self, k)[e] for k in KEYS}

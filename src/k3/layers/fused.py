@@ -78,21 +78,6 @@ class SharedInput:
         parts = self._product(x).split(self.sizes, dim=-1)
         return [p if p.is_contiguous() else p.contiguous() for p in parts]
 
-    def direct(self, kernels, x: torch.Tensor) -> list[torch.Tensor]:
-        """__call__ for decode rows (fp32 [N, in]) on the native GEMV directly; only when direct_group
-        returned this group."""
-        y = kernels.bf16_linear(x, self.weight) if self.scale is None else kernels.int8_linear(x, self.weight, self.scale)
-        return [p if p.is_contiguous() else p.contiguous() for p in y.split(self.sizes, -1)]
-
-
-def direct_group(module: nn.Module, names: tuple[str, ...]) -> SharedInput | None:
-    """The fused group `names` of `module` when its decode rows may go to the native GEMV directly: fused,
-    intact, bf16 (or int8 with its scales) and contiguous (as the dispatch would check per call). Else None."""
-    group = module.__dict__.get("_fused", {}).get(names)
-    ok = (group is not None and group.intact() and group.weight.is_contiguous()
-          and group.weight.dtype == (torch.bfloat16 if group.scale is None else torch.int8))
-    return group if ok else None
-
 
 def fuse_inputs(model: nn.Module) -> None:
     """Attach a SharedInput for each group a layer declares (`shared_inputs()`: tuples of Linear

@@ -9,14 +9,17 @@ update the sequences' state when one is given.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from k3.config.model import K3Config
-from k3.layers.basic import Linear, WeightOnly, direct_linear, direct_ready, frozen
+from k3.layers.basic import Linear, WeightOnly, frozen
+from k3.layers.direct import FusedMatrix, Matrix, Taken, bound, float_weights, fused_matrix, matrix
 from k3.layers.state import KDAStateView
 from k3.layers.batch import ForwardBatch
-from k3.layers.fused import direct_group, project
+from k3.layers.fused import project
 from k3.ops.conv import short_conv_silu
 from k3.ops.dispatch import direct_kernels
 from k3.ops.kda import chunk_kda, kda_gates, kda_step, recurrent_kda
@@ -108,22 +111,24 @@ class KimiDeltaAttention(nn.Module):
         """Every sequence decoding one token on its state: forward's native kernels called in forward's
         order (so its bits) without the per-op dispatch -> [N, hidden], or None where forward must run."""
         kernels = direct_kernels(x) if state is not None else None
-        group = direct_group(self, self.input_names) if kernels is not None else None
-        decode = batch.decode_group() if group is not None else None
-        if (decode is None or not decode.whole or not hasattr(self, "g_proj")
-                or not (direct_ready(self.f_b_proj) and direct_ready(self.o_proj))
-                or any(t.dtype != torch.float32 for t in (self.A_log, self.dt_bias, self.o_norm.weight, self.q_conv1d.weight))):
+        step = bound(self, self._bind_direct) if kernels is not None else None
+        decode = batch.decode_group() if step is not None else None
+        if decode is None or not decode.whole:
             return None
-        N, H, D = x.shape[0], self.num_heads, self.head_dim
-        q, k, v, gate, f_a, b = group.direct(kernels, x)
-        g, beta = kernels.kda_gates_rows(direct_linear(kernels, f_a, self.f_b_proj), b, self.A_log, self.dt_bias,
-                                         self.lower_bound is not None, self.lower_bound or 0.0)
         rec, tails, index = state.slot_tensors(decode.seqs, self._zero_state(x))
         if not all(t.is_contiguous() and t.dtype == torch.float32 for t in (rec, *tails)):
             return None
-        o = kernels.kda_decode_slots(q, k, v, *self._conv_weights(), *tails, rec, index, g, beta, D ** -0.5)
-        o = kernels.gated_rms_norm_rows(o.view(N * H, D), gate.view(N * H, D), self.o_norm.weight, self.eps)
-        return direct_linear(kernels, o.view(N, H * D), self.o_proj)
+        return step(kernels, x, rec, tails, index)
+
+    def _bind_direct(self, take: Taken) -> "KDADecodeStep | None":
+        inputs = fused_matrix(take, self, self.input_names)
+        f_b, o_proj = matrix(take, self, "f_b_proj"), matrix(take, self, "o_proj")
+        floats = float_weights(take, self, ("A_log", "dt_bias", "o_norm", "q_conv1d", "k_conv1d", "v_conv1d"))
+        if inputs is None or f_b is None or o_proj is None or floats is None or "g_proj" not in self._modules:
+            return None
+        a_log, dt_bias, o_norm, *conv = floats
+        return KDADecodeStep(inputs, f_b, o_proj, a_log, dt_bias, o_norm, tuple(w[:, 0, :] for w in conv),
+                             self.num_heads, self.head_dim, self.eps, self.lower_bound)
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`."""
@@ -149,3 +154,29 @@ class KimiDeltaAttention(nn.Module):
                 state.scatter(group.seqs, final, new_tails)
         o = gated_rms_norm(o, gate.view(N, H, D), self.o_norm.weight, self.eps)
         return self.o_proj(o.reshape(N, H * D))
+
+
+@dataclass(frozen=True)
+class KDADecodeStep:
+    """KimiDeltaAttention's decode step on the native kernels, its weights bound (layers/direct.py)."""
+    inputs: FusedMatrix
+    f_b: Matrix
+    o_proj: Matrix
+    a_log: torch.Tensor
+    dt_bias: torch.Tensor
+    o_norm: torch.Tensor
+    conv: tuple[torch.Tensor, ...]   # q, k, v taps [P, K_conv]
+    num_heads: int
+    head_dim: int
+    eps: float
+    lower_bound: float | None
+
+    def __call__(self, kernels, x, rec, tails, index) -> torch.Tensor:
+        """x [N, hidden] fp32; state pools and slot index (KDAStateView.slot_tensors) -> [N, hidden]."""
+        N, H, D = x.shape[0], self.num_heads, self.head_dim
+        q, k, v, gate, f_a, b = self.inputs(kernels, x)
+        g, beta = kernels.kda_gates_rows(self.f_b(kernels, f_a), b, self.a_log, self.dt_bias,
+                                         self.lower_bound is not None, self.lower_bound or 0.0)
+        o = kernels.kda_decode_slots(q, k, v, *self.conv, *tails, rec, index, g, beta, D ** -0.5)
+        o = kernels.gated_rms_norm_rows(o.view(N * H, D), gate.view(N * H, D), self.o_norm, self.eps)
+        return self.o_proj(kernels, o.view(N, H * D))

@@ -8,13 +8,16 @@ each position is computed exactly as decoding it alone would. Longer segments (p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from k3.config.model import K3Config
-from k3.layers.basic import Linear, RMSNorm, direct_linear, direct_ready
+from k3.layers.basic import Linear, RMSNorm
+from k3.layers.direct import FusedMatrix, Matrix, Taken, bound, float_weights, fused_matrix, matrix
 from k3.layers.batch import ForwardBatch
-from k3.layers.fused import direct_group, project
+from k3.layers.fused import project
 from k3.layers.state import MLACacheView
 from k3.ops.dispatch import direct_kernels
 from k3.ops.elementwise import sigmoid
@@ -64,22 +67,29 @@ class GatedMLA(nn.Module):
         """Every sequence decoding one token on its cache: forward's native kernels called in forward's
         order (so its bits) without the per-op dispatch -> [N, hidden], or None where forward must run."""
         kernels = direct_kernels(x) if cache is not None else None
-        group = direct_group(self, self.input_names) if kernels is not None else None
-        decode = batch.decode_group() if group is not None else None
-        if (decode is None or not decode.whole or not hasattr(self, "q_a_proj") or not hasattr(self, "g_proj")
-                or not (direct_ready(self.q_b_proj) and direct_ready(self.o_proj))
-                or any(n.weight.dtype not in (torch.bfloat16, torch.float32)
-                       for n in (self.q_a_layernorm, self.kv_a_layernorm))):
+        step = bound(self, self._bind_direct) if kernels is not None else None
+        decode = batch.decode_group() if step is not None else None
+        if decode is None or not decode.whole:
             return None
         N, H, R = x.shape[0], self.num_heads, self.kv_rank
-        q_a, kv_a, gate = group.direct(kernels, x)
-        q_a = kernels.rms_norm_rows(q_a, self.q_a_layernorm.weight, self.q_a_layernorm.eps)
-        q = direct_linear(kernels, q_a, self.q_b_proj).view(N, H, self.nope + self.extra)
-        c_kv = kernels.rms_norm_rows(kv_a[:, :R].contiguous(), self.kv_a_layernorm.weight, self.kv_a_layernorm.eps)
-        w_kv = self.kv_b_proj.weight.view(H, self.nope + self.v_dim, R)
+        q_a, kv_a, gate = step.inputs(kernels, x)
+        q_a = kernels.rms_norm_rows(q_a, step.q_a_norm, self.q_a_layernorm.eps)
+        q = step.q_b(kernels, q_a).view(N, H, self.nope + self.extra)
+        c_kv = kernels.rms_norm_rows(kv_a[:, :R].contiguous(), step.kv_a_norm, self.kv_a_layernorm.eps)
         paged = cache.append_decode(decode.seqs, c_kv, kv_a[:, R:])
-        o = self._paged(q, paged, w_kv[:, :self.nope], w_kv[:, self.nope:]).reshape(N, H * self.v_dim)
-        return direct_linear(kernels, o * sigmoid(gate), self.o_proj)
+        o = self._paged(q, paged, step.w_uk, step.w_uv).reshape(N, H * self.v_dim)
+        return step.o_proj(kernels, o * sigmoid(gate))
+
+    def _bind_direct(self, take: Taken) -> "MLADecodeStep | None":
+        inputs = fused_matrix(take, self, self.input_names)
+        q_b, o_proj = matrix(take, self, "q_b_proj"), matrix(take, self, "o_proj")
+        norms = float_weights(take, self, ("q_a_layernorm", "kv_a_layernorm"), (torch.bfloat16, torch.float32))
+        kv_b = take(self, "kv_b_proj")
+        w_kv = take(kv_b, "weight") if kv_b is not None else None
+        if inputs is None or q_b is None or o_proj is None or norms is None or w_kv is None or "g_proj" not in self._modules:
+            return None
+        w_kv = w_kv.view(self.num_heads, self.nope + self.v_dim, self.kv_rank)
+        return MLADecodeStep(inputs, q_b, o_proj, *norms, w_kv[:, :self.nope], w_kv[:, self.nope:])
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; appends this step's latents to `cache`."""
@@ -116,3 +126,15 @@ class GatedMLA(nn.Module):
         if gate is not None:
             o = o * sigmoid(gate)
         return self.o_proj(o)
+
+
+@dataclass(frozen=True)
+class MLADecodeStep:
+    """GatedMLA's decode-step weights, bound (layers/direct.py)."""
+    inputs: FusedMatrix       # q_a, kv_a, gate
+    q_b: Matrix
+    o_proj: Matrix
+    q_a_norm: torch.Tensor
+    kv_a_norm: torch.Tensor
+    w_uk: torch.Tensor        # kv_b_proj's halves per head: [H, Dn, R] and [H, v, R]
+    w_uv: torch.Tensor

@@ -8,17 +8,21 @@ weighted by fp32 routing weights and summed in fp32 (the official precision cont
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from k3.config.model import K3Config
-from k3.layers.basic import Linear, RMSNorm, direct_linear, direct_ready, frozen
-from k3.layers.fused import direct_group, project
+from k3.layers.basic import Linear, RMSNorm, frozen
+from k3.layers.direct import FusedMatrix, Matrix, Taken, bound, float_weights, fused_matrix, matrix
+from k3.layers.fused import project
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.mlp import GLUMLP
 from k3.ops.activation import glu
 from k3.ops.dispatch import direct_kernels
 from k3.ops.linear import linear
+from k3.ops.mxfp4.expert import KEYS, moe_tokens
 from k3.ops.precision import wide
 from k3.ops.routing import sigmoid_topk_route
 
@@ -103,21 +107,48 @@ class LatentMoE(nn.Module):
         """Decode rows: forward's native kernels called in forward's order (so its bits) without the
         per-op dispatch -> [N, hidden], or None where forward must run (see dispatch.direct_kernels)."""
         kernels = direct_kernels(x)
-        group = direct_group(self, self.input_names) if kernels is not None else None
-        shared = self.shared_experts
-        if (group is None or not self.latent or self.routed_expert_norm is None or shared is None
-                or not isinstance(self.experts, PackedExperts)
-                or not all(direct_ready(lin) for lin in (self.gate, self.routed_expert_up_proj, shared.down_proj))
-                or self.gate.e_score_correction_bias.dtype != torch.float32
-                or self.routed_expert_norm.weight.dtype not in (torch.bfloat16, torch.float32)):
+        step = bound(self, self._bind_direct) if kernels is not None else None
+        return step(kernels, x, self.top_k, self.renormalize, self.scaling) if step is not None else None
+
+    def _bind_direct(self, take: Taken) -> "MoEDecodeStep | None":
+        experts, shared, norm = take(self, "experts"), take(self, "shared_experts"), take(self, "routed_expert_norm")
+        if not isinstance(experts, PackedExperts) or shared is None or norm is None:
             return None
-        logits = direct_linear(kernels, x, self.gate)
-        weights, ids = kernels.moe_route_rows(logits, self.gate.e_score_correction_bias, self.top_k, self.renormalize,
-                                              self.scaling)
-        z, gate, up = group.direct(kernels, x)
-        y = self.experts.direct_sum(z, weights, ids)
-        if y is None:
+        inputs = fused_matrix(take, self, self.input_names)
+        gate, up, down = matrix(take, self, "gate"), matrix(take, self, "routed_expert_up_proj"), matrix(take, shared, "down_proj")
+        bias = float_weights(take, take(self, "gate"), ("e_score_correction_bias",))
+        norm_w = float_weights(take, norm, ("weight",), (torch.bfloat16, torch.float32))
+        bank = {k: take(experts, k) for k in KEYS}
+        act = (experts.act, experts.beta, experts.linear_beta)
+        if (inputs is None or gate is None or up is None or down is None or bias is None or norm_w is None
+                or (shared.act, shared.beta, shared.linear_beta) != act):
             return None
-        y = kernels.rms_norm_rows(y, self.routed_expert_norm.weight, self.routed_expert_norm.eps)
-        y = direct_linear(kernels, y, self.routed_expert_up_proj)
-        return y + direct_linear(kernels, glu(gate, up, shared.act, shared.beta, shared.linear_beta), shared.down_proj)
+        # What the packed-expert kernel's `supports` asks of a call, on decode rows (fp32, <= MAX_ROWS):
+        z = torch.empty((1, bank["w1_packed"].shape[-1] * 2))
+        if not moe_tokens.supports(z, bank, torch.zeros((1, 1), dtype=torch.long), torch.zeros((1, 1)),
+                                   experts.group_size, *act):
+            return None
+        return MoEDecodeStep(inputs, gate, up, down, bias[0], norm_w[0], norm.eps, [bank[k] for k in KEYS], act)
+
+
+@dataclass(frozen=True)
+class MoEDecodeStep:
+    """LatentMoE's decode step on the native kernels, its weights bound (layers/direct.py)."""
+    inputs: FusedMatrix        # latent down-projection, shared gate, shared up
+    gate: Matrix               # the router
+    up: Matrix                 # latent up-projection
+    down: Matrix               # shared expert's down-projection
+    bias: torch.Tensor
+    norm: torch.Tensor
+    eps: float
+    bank: list[torch.Tensor]   # w1, w3, w2 packed and scales (KEYS order)
+    act: tuple                 # (act, beta, linear beta)
+
+    def __call__(self, kernels, x: torch.Tensor, top_k: int, renormalize: bool, scaling: float) -> torch.Tensor:
+        """x [N, hidden] fp32 -> [N, hidden]."""
+        weights, ids = kernels.moe_route_rows(self.gate(kernels, x), self.bias, top_k, renormalize, scaling)
+        z, gate, up = self.inputs(kernels, x)
+        act, beta, linear_beta = self.act
+        y = kernels.mxfp4_moe_tokens(z, self.bank, ids, weights, 0 if act == "situ" else 1, beta, linear_beta or 0.0)
+        y = self.up(kernels, kernels.rms_norm_rows(y, self.norm, self.eps))
+        return y + self.down(kernels, glu(gate, up, *self.act))

@@ -12,6 +12,7 @@ from torch import nn
 
 from k3.config.model import LAYER_KDA, MLP_MOE, K3Config
 from k3.layers.basic import RMSNorm, WeightOnly
+from k3.layers.direct import Taken, bound, float_weights
 from k3.layers.kda import KimiDeltaAttention
 from k3.layers.mla import GatedMLA
 from k3.layers.mlp import GLUMLP
@@ -70,10 +71,13 @@ class DecoderLayer(nn.Module):
         """(norm(module, x), mix(candidates, norm, proj)): on decode rows outside autograd the native
         kernels called directly (what the dispatch picks for them, so the same bits), else the modules."""
         kernels = direct_kernels(h)
-        weights = [m.weight for m in (self.input_layernorm, self.post_attention_layernorm)] + (
-            [m.weight for m in (self.self_attention_res_norm, self.self_attention_res_proj, self.mlp_res_norm,
-                                self.mlp_res_proj)] if self.attn_res else [])
-        if kernels is None or not all(w.dtype in _ROW_WEIGHT_DTYPES and w.is_contiguous() for w in weights):
+        if kernels is None or not bound(self, self._bind_rows):
             return (lambda module, x: module(x)), (lambda cands, n, p: attn_res(cands, n.weight, p.weight, self.eps))
         return ((lambda module, x: kernels.rms_norm_rows(x, module.weight, module.eps)),
                 (lambda cands, n, p: kernels.attn_res_mix_weights(cands, n.weight, p.weight, self.eps)))
+
+    def _bind_rows(self, take: Taken) -> bool:
+        """Whether the native row kernels read this layer's norm and AttnRes weights as they are."""
+        names = ("input_layernorm", "post_attention_layernorm") + (
+            ("self_attention_res_norm", "self_attention_res_proj", "mlp_res_norm", "mlp_res_proj") if self.attn_res else ())
+        return float_weights(take, self, names, _ROW_WEIGHT_DTYPES) is not None

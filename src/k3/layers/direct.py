@@ -1,0 +1,124 @@
+"""What a layer's native decode step reads from its modules, looked up and checked once.
+
+Decode rows of fp32 activations skip the per-op dispatch: each layer's `_direct` calls the native
+kernels its forward would pick, in the same order (so the same bits). Deciding that its weights suit
+those kernels (dtypes, contiguity, fused groups intact) and fetching them through nn.Module's
+attribute lookups cost about as much again as the dispatch saved: some 600 lookups and a few hundred
+checks a token at 8 layers. A layer therefore binds once: `bound(module, bind)` runs `bind(taken)`,
+which takes every tensor and submodule it uses through `taken` and returns a step object (or None
+when the kernels do not fit), and keeps it while the modules still hold those very objects. A loader,
+`.to()`, `set_int8`, a new Parameter or a streamed bank replaces an object, and the next call binds
+afresh; writing into a weight in place (the loader's fused blocks) keeps the binding, as it keeps the
+weight's dtype and layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+
+class Taken:
+    """The (dict, key, object) triples a binding read: parameters, buffers, submodules, plain attributes."""
+
+    def __init__(self) -> None:
+        self._reads: list[tuple[dict, str, Any]] = []
+
+    def __call__(self, module: nn.Module, name: str) -> Any:
+        """module.<name> (None when it has none), remembered so `still_held` can tell if it changes."""
+        for where in (module._parameters, module._buffers, module._modules, module.__dict__):
+            if name in where:
+                value = where[name]
+                self._reads.append((where, name, value))
+                return value
+        self._reads.append((module.__dict__, name, None))
+        return None
+
+    def still_held(self) -> bool:
+        for where, name, value in self._reads:
+            if where.get(name) is not value:
+                return False
+        return True
+
+
+def bound(module: nn.Module, bind: Callable[[Taken], Any]) -> Any:
+    """`module`'s decode step: the cached result of bind(taken) while everything it took is still held."""
+    cached = module.__dict__.get("_direct_binding")
+    if cached is not None and cached[0].still_held():
+        return cached[1]
+    taken = Taken()
+    step = bind(taken)
+    module.__dict__["_direct_binding"] = (taken, step)
+    return step
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A Linear's weight as the native decode GEMV reads it: bf16 [out, in], or int8 codes with their
+    bf16 scales [out, ceil(in / 32)]."""
+    weight: torch.Tensor
+    scale: torch.Tensor | None
+
+    def __call__(self, kernels, x: torch.Tensor) -> torch.Tensor:
+        """x fp32 [N, in] (decode rows) -> [N, out]."""
+        if self.scale is None:
+            return kernels.bf16_linear(x, self.weight)
+        return kernels.int8_linear(x, self.weight, self.scale)
+
+
+def matrix(take: Taken, module: nn.Module, name: str) -> Matrix | None:
+    """Linear `module.<name>` for the native GEMV, when its weights suit it as they are."""
+    lin = take(module, name)
+    if lin is None:
+        return None
+    w, scale = take(lin, "weight"), take(lin, "weight_scale")
+    if scale is None:
+        ok = w.dtype == torch.bfloat16 and w.is_contiguous()
+    else:
+        ok = w.dtype == torch.int8 and scale.dtype == torch.bfloat16 and w.is_contiguous() and scale.is_contiguous()
+    return Matrix(w, scale) if ok and not w.requires_grad else None
+
+
+@dataclass(frozen=True)
+class FusedMatrix:
+    """A fused group (layers/fused.py) for the native GEMV: one product, split into its members' outputs."""
+    matrix: Matrix
+    sizes: tuple[int, ...]
+
+    def __call__(self, kernels, x: torch.Tensor) -> list[torch.Tensor]:
+        """x fp32 [N, in] -> one contiguous [N, out_i] per member."""
+        return [p if p.is_contiguous() else p.contiguous() for p in self.matrix(kernels, x).split(self.sizes, -1)]
+
+
+def fused_matrix(take: Taken, module: nn.Module, names: tuple[str, ...]) -> FusedMatrix | None:
+    """The group `names` of `module`, when the loader fused it, it is still intact, and its matrix suits
+    the native GEMV."""
+    fused = take(module, "_fused")
+    group = fused.get(names) if fused is not None else None
+    if group is None:
+        return None
+    for lin in group.linears:  # held by identity from now on: a replaced member unfuses the group
+        take(lin, "weight"), take(lin, "weight_scale")
+    w = group.weight
+    ok = (group.intact() and w.is_contiguous()
+          and w.dtype == (torch.bfloat16 if group.scale is None else torch.int8))
+    return FusedMatrix(Matrix(w, group.scale), tuple(group.sizes)) if ok else None
+
+
+def float_weights(take: Taken, module: nn.Module, names: tuple[str, ...],
+                  dtypes: tuple[torch.dtype, ...] = (torch.float32,)) -> list[torch.Tensor] | None:
+    """`module.<name>.weight` (or the tensor `module.<name>` itself) for each name, when every one is
+    contiguous and of one of `dtypes`."""
+    out = []
+    for name in names:
+        t = take(module, name)
+        if isinstance(t, nn.Module):
+            t = take(t, "weight")
+        if t is None or t.dtype not in dtypes or not t.is_contiguous():
+            return None
+        out.append(t)
+    return out

@@ -1,0 +1,56 @@
+"""Decode fast paths bind their weights once (layers/direct.py) and must notice any replacement."""
+
+import torch
+from torch import nn
+
+import k3
+from k3.layers.basic import Linear
+from k3.layers.direct import Taken, bound, matrix
+from k3.layers.kda import KimiDeltaAttention
+
+
+def test_a_binding_holds_until_something_it_took_is_replaced():
+    outer = nn.Module()
+    outer.lin = Linear(4, 3)
+    outer.lin.weight = nn.Parameter(torch.zeros(3, 4, dtype=torch.bfloat16), requires_grad=False)
+    binds = []
+
+    def bind(take: Taken):
+        binds.append(1)
+        return matrix(take, outer, "lin")
+
+    first = bound(outer, bind)
+    assert first is not None and bound(outer, bind) is first and len(binds) == 1
+    outer.lin.weight.data.fill_(1)                     # in place: still the same objects
+    assert bound(outer, bind) is first and len(binds) == 1
+    outer.lin.weight = nn.Parameter(torch.ones(3, 4, dtype=torch.bfloat16), requires_grad=False)
+    second = bound(outer, bind)
+    assert len(binds) == 2 and second.weight is outer.lin.weight
+    outer.lin.weight = nn.Parameter(torch.ones(3, 4), requires_grad=False)      # fp32: the GEMV does not take it
+    assert bound(outer, bind) is None and len(binds) == 3
+    outer.lin = Linear(4, 3)                             # a new submodule
+    outer.lin.weight = nn.Parameter(torch.ones(3, 4, dtype=torch.bfloat16), requires_grad=False)
+    assert bound(outer, bind) is not None and len(binds) == 4
+
+
+def _steps(model, ids, tokens):
+    state = model.new_state(1)
+    out = [model(ids, state)]
+    return out + [model(torch.tensor([[t]]), state) for t in tokens]
+
+
+def test_decode_after_a_weight_is_replaced_uses_the_new_weight(tiny_checkpoint):
+    model = k3.load(tiny_checkpoint)
+    ids, tokens = torch.tensor([[3, 17, 40, 9]]), (5, 11, 1)
+    with torch.inference_mode():
+        before = _steps(model, ids, tokens)            # binds every layer's step
+    layer = next(m for m in model.modules() if isinstance(m, KimiDeltaAttention))
+    w = layer.o_proj.weight
+    layer.o_proj.weight = nn.Parameter((w.float() * 1.5).to(w.dtype), requires_grad=False)
+    with torch.enable_grad():
+        general = _steps(model, ids, tokens)           # the dispatched forward reads the module as it is
+    with torch.inference_mode():
+        direct = _steps(model, ids, tokens)
+    assert not torch.equal(before[-1], direct[-1])
+    for a, b in zip(general, direct):
+        assert torch.equal(a, b)
