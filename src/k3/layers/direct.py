@@ -56,12 +56,20 @@ def bound(module: nn.Module, bind: Callable[[Taken], Any]) -> Any:
     return step
 
 
+_NO_SCALE = torch.empty(0)
+
+
 @dataclass(frozen=True)
 class Matrix:
     """A Linear's weight as the native decode GEMV reads it: bf16 [out, in], or int8 codes with their
     bf16 scales [out, ceil(in / 32)]."""
     weight: torch.Tensor
     scale: torch.Tensor | None
+
+    @property
+    def pair(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(weight, scale) as the native layer steps take a matrix: an empty scale for bf16."""
+        return self.weight, _NO_SCALE if self.scale is None else self.scale
 
     def __call__(self, kernels, x: torch.Tensor) -> torch.Tensor:
         """x fp32 [N, in] (decode rows) -> [N, out]."""

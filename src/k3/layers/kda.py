@@ -16,7 +16,7 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, WeightOnly, frozen
-from k3.layers.direct import FusedMatrix, Matrix, Taken, bound, float_weights, fused_matrix, matrix
+from k3.layers.direct import Taken, bound, float_weights, fused_matrix, matrix
 from k3.layers.state import KDAStateView
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import project
@@ -127,8 +127,8 @@ class KimiDeltaAttention(nn.Module):
         if inputs is None or f_b is None or o_proj is None or floats is None or "g_proj" not in self._modules:
             return None
         a_log, dt_bias, o_norm, *conv = floats
-        return KDADecodeStep(inputs, f_b, o_proj, a_log, dt_bias, o_norm, tuple(w[:, 0, :] for w in conv),
-                             self.num_heads, self.head_dim, self.eps, self.lower_bound)
+        return KDADecodeStep([*inputs.matrix.pair, *f_b.pair, *o_proj.pair], list(inputs.sizes), a_log, dt_bias,
+                             o_norm, [w[:, 0, :] for w in conv], self.eps, self.lower_bound, self.head_dim ** -0.5)
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`."""
@@ -158,25 +158,20 @@ class KimiDeltaAttention(nn.Module):
 
 @dataclass(frozen=True)
 class KDADecodeStep:
-    """KimiDeltaAttention's decode step on the native kernels, its weights bound (layers/direct.py)."""
-    inputs: FusedMatrix
-    f_b: Matrix
-    o_proj: Matrix
+    """KimiDeltaAttention's decode step as one native call (ops/native/decode_steps.cpp), its weights
+    bound (layers/direct.py)."""
+    matrices: list[torch.Tensor]     # (weight, scale) of the input group, f_b_proj, o_proj
+    sizes: list[int]                 # the input group's q, k, v, gate, f_a, b widths
     a_log: torch.Tensor
     dt_bias: torch.Tensor
     o_norm: torch.Tensor
-    conv: tuple[torch.Tensor, ...]   # q, k, v taps [P, K_conv]
-    num_heads: int
-    head_dim: int
+    conv: list[torch.Tensor]         # q, k, v taps [P, K_conv]
     eps: float
     lower_bound: float | None
+    scale: float
 
     def __call__(self, kernels, x, rec, tails, index) -> torch.Tensor:
         """x [N, hidden] fp32; state pools and slot index (KDAStateView.slot_tensors) -> [N, hidden]."""
-        N, H, D = x.shape[0], self.num_heads, self.head_dim
-        q, k, v, gate, f_a, b = self.inputs(kernels, x)
-        g, beta = kernels.kda_gates_rows(self.f_b(kernels, f_a), b, self.a_log, self.dt_bias,
-                                         self.lower_bound is not None, self.lower_bound or 0.0)
-        o = kernels.kda_decode_slots(q, k, v, *self.conv, *tails, rec, index, g, beta, D ** -0.5)
-        o = kernels.gated_rms_norm_rows(o.view(N * H, D), gate.view(N * H, D), self.o_norm, self.eps)
-        return self.o_proj(kernels, o.view(N, H * D))
+        return kernels.kda_decode_step(x, self.matrices, self.sizes, self.a_log, self.dt_bias,
+                                       self.lower_bound is not None, self.lower_bound or 0.0, self.conv, list(tails),
+                                       rec, index, self.o_norm, self.eps, self.scale)

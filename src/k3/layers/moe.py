@@ -15,11 +15,10 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, frozen
-from k3.layers.direct import FusedMatrix, Matrix, Taken, bound, float_weights, fused_matrix, matrix
+from k3.layers.direct import Taken, bound, float_weights, fused_matrix, matrix
 from k3.layers.fused import project
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.mlp import GLUMLP
-from k3.ops.activation import glu
 from k3.ops.dispatch import direct_kernels
 from k3.ops.linear import linear
 from k3.ops.mxfp4.expert import KEYS, moe_tokens
@@ -112,7 +111,7 @@ class LatentMoE(nn.Module):
 
     def _bind_direct(self, take: Taken) -> "MoEDecodeStep | None":
         experts, shared, norm = take(self, "experts"), take(self, "shared_experts"), take(self, "routed_expert_norm")
-        if not isinstance(experts, PackedExperts) or shared is None or norm is None:
+        if not isinstance(experts, PackedExperts) or shared is None or norm is None or not self.latent:
             return None
         inputs = fused_matrix(take, self, self.input_names)
         gate, up, down = matrix(take, self, "gate"), matrix(take, self, "routed_expert_up_proj"), matrix(take, shared, "down_proj")
@@ -128,27 +127,24 @@ class LatentMoE(nn.Module):
         if not moe_tokens.supports(z, bank, torch.zeros((1, 1), dtype=torch.long), torch.zeros((1, 1)),
                                    experts.group_size, *act):
             return None
-        return MoEDecodeStep(inputs, gate, up, down, bias[0], norm_w[0], norm.eps, [bank[k] for k in KEYS], act)
+        codes = (0 if act[0] == "situ" else 1, act[1], act[2] or 0.0)
+        return MoEDecodeStep([*gate.pair, *inputs.matrix.pair, *up.pair, *down.pair], list(inputs.sizes), bias[0],
+                             [bank[k] for k in KEYS], codes, norm_w[0], norm.eps)
 
 
 @dataclass(frozen=True)
 class MoEDecodeStep:
-    """LatentMoE's decode step on the native kernels, its weights bound (layers/direct.py)."""
-    inputs: FusedMatrix        # latent down-projection, shared gate, shared up
-    gate: Matrix               # the router
-    up: Matrix                 # latent up-projection
-    down: Matrix               # shared expert's down-projection
+    """LatentMoE's decode step as one native call (ops/native/decode_steps.cpp), its weights bound
+    (layers/direct.py)."""
+    matrices: list[torch.Tensor]     # (weight, scale) of the router, input group, latent up, shared down
+    sizes: list[int]                 # the input group's latent, shared gate, shared up widths
     bias: torch.Tensor
+    bank: list[torch.Tensor]         # w1, w3, w2 codes and scales (KEYS order)
+    act: tuple[int, float, float]    # activation code, beta, linear beta (0: none), as the kernels take them
     norm: torch.Tensor
     eps: float
-    bank: list[torch.Tensor]   # w1, w3, w2 packed and scales (KEYS order)
-    act: tuple                 # (act, beta, linear beta)
 
     def __call__(self, kernels, x: torch.Tensor, top_k: int, renormalize: bool, scaling: float) -> torch.Tensor:
         """x [N, hidden] fp32 -> [N, hidden]."""
-        weights, ids = kernels.moe_route_rows(self.gate(kernels, x), self.bias, top_k, renormalize, scaling)
-        z, gate, up = self.inputs(kernels, x)
-        act, beta, linear_beta = self.act
-        y = kernels.mxfp4_moe_tokens(z, self.bank, ids, weights, 0 if act == "situ" else 1, beta, linear_beta or 0.0)
-        y = self.up(kernels, kernels.rms_norm_rows(y, self.norm, self.eps))
-        return y + self.down(kernels, glu(gate, up, *self.act))
+        return kernels.moe_decode_step(x, self.matrices, self.sizes, self.bias, top_k, renormalize, scaling, self.bank,
+                                       *self.act, self.norm, self.eps)

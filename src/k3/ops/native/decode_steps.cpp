@@ -1,0 +1,59 @@
+// kda_decode_step, moe_decode_step: a KDA attention or LatentMoE layer's whole decode step (after the
+// input norm) in one call, for the layers' bound steps (layers/direct.py). Each calls the kernels the
+// layer's Python step called, in its order and on the same tensors, so the bits are the same; what it
+// saves is the interpreter between them (about a dozen calls, splits and views a layer), which ran
+// with its own data evicted by the weight streams. Matrices come as (weight, scale) pairs: bf16 with
+// an empty scale, or int8 codes with their bf16 scales.
+
+namespace {
+
+torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& scale) {
+  return scale.numel() == 0 ? bf16_linear(x, w) : int8_linear(x, w, scale);
+}
+
+// A fused group's product split into its members' outputs, each contiguous ([N, out_i]).
+std::vector<torch::Tensor> split_outputs(const torch::Tensor& y, const std::vector<int64_t>& sizes) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& p : y.split_with_sizes(sizes, 1)) parts.push_back(p.contiguous());
+  return parts;
+}
+
+void check_pairs(const std::vector<torch::Tensor>& mats, size_t n) {
+  TORCH_CHECK(mats.size() == 2 * n, "expected ", n, " (weight, scale) pairs, got ", mats.size(), " tensors");
+}
+
+}  // namespace
+
+// mats: input group, f_b, o_proj; sizes: the input group's [q, k, v, gate, f_a, b] widths; conv: q/k/v taps
+// [P, Kc]; tails: q/k/v tail pools; S, index: the recurrent pool [slots, H, K, V] and slot index; scale: the
+// query scale (all as kda_decode_slots takes them).
+torch::Tensor kda_decode_step(torch::Tensor x, std::vector<torch::Tensor> mats, std::vector<int64_t> sizes,
+                              torch::Tensor a_log, torch::Tensor dt_bias, bool bounded, double lower_bound,
+                              std::vector<torch::Tensor> conv, std::vector<torch::Tensor> tails, torch::Tensor S,
+                              torch::Tensor index, torch::Tensor o_norm, double eps, double scale) {
+  check_pairs(mats, 3);
+  TORCH_CHECK(sizes.size() == 6 && conv.size() == 3 && tails.size() == 3, "KDA step: 6 input widths, 3 convs, 3 tails");
+  TORCH_CHECK(S.dim() == 4, "state pool must be [slots, H, K, V]");
+  const int64_t N = x.size(0), H = S.size(1), D = S.size(3);
+  auto in = split_outputs(gemv(x, mats[0], mats[1]), sizes);
+  auto gates = kda_gates_rows(gemv(in[4], mats[2], mats[3]), in[5], a_log, dt_bias, bounded, lower_bound);
+  auto o = kda_decode_slots(in[0], in[1], in[2], conv[0], conv[1], conv[2], tails[0], tails[1], tails[2], S, index,
+                            gates[0], gates[1], scale);
+  o = gated_rms_norm_rows(o.view({N * H, D}), in[3].view({N * H, D}), o_norm, eps);
+  return gemv(o.view({N, H * D}), mats[4], mats[5]);
+}
+
+// mats: router, input group (latent down, shared gate, shared up), latent up, shared down; bank: the
+// experts' w1/w3/w2 codes and scales; act as mxfp4_moe_tokens and glu_rows take it.
+torch::Tensor moe_decode_step(torch::Tensor x, std::vector<torch::Tensor> mats, std::vector<int64_t> sizes,
+                              torch::Tensor bias, int64_t top_k, bool renormalise, double scaling,
+                              std::vector<torch::Tensor> bank, int64_t act, double beta, double linear_beta,
+                              torch::Tensor norm, double eps) {
+  check_pairs(mats, 4);
+  TORCH_CHECK(sizes.size() == 3, "MoE step: 3 input widths (latent, shared gate, shared up)");
+  auto route = moe_route_rows(gemv(x, mats[0], mats[1]), bias, top_k, renormalise, scaling);
+  auto in = split_outputs(gemv(x, mats[2], mats[3]), sizes);
+  auto y = mxfp4_moe_tokens(in[0], bank, route[1], route[0], act, beta, linear_beta);
+  y = gemv(rms_norm_rows(y, norm, eps), mats[4], mats[5]);
+  return y + gemv(glu_rows(in[1], in[2], act, beta, linear_beta), mats[6], mats[7]);
+}
