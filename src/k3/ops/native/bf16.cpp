@@ -38,10 +38,15 @@ struct SplitRows {
 };
 
 // The AVX-512 form: 16-lane accumulators over k in steps of 32 (used for every tile at that level, so
-// the one-fixed-order rule holds there too). Returns how far k got.
+// the one-fixed-order rule holds there too). Returns how far k got. Besides the near prefetch, each row
+// of the next tile (the rows_after rows past this one, at most NO) is prefetched into L2 at the same
+// column: a tile's rows start on fresh pages, where the hardware prefetcher starts over. Measured on a
+// 2-core Xeon, cold weights: 2048 x 1024 read in 174 against 203 us, 3072 x 768 in 203 against 246 us,
+// 2048 x 128 in 29 against 35 us; 2048-wide rows unchanged; about 1 ms less a token on compare.py's
+// checkpoint. (Not measured on AVX2 CPUs, whose path keeps the near prefetch alone.)
 template <int NO, int NN>
 K3_AVX512 int64_t linear_tile_avx512(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0,
-                                     float (&sums)[NO][NN]) {
+                                     int64_t rows_after, float (&sums)[NO][NN]) {
   __m512 acc[NO][NN];
   for (int i = 0; i < NO; ++i)
     for (int j = 0; j < NN; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -55,6 +60,7 @@ K3_AVX512 int64_t linear_tile_avx512(const uint16_t* w, const float* x, int64_t 
     }
     for (int i = 0; i < NO; ++i) {
       prefetch_ahead<kPrefetchBf16>(w + (o0 + i) * K + k);  // once per 64-byte line
+      if (i < rows_after) _mm_prefetch(reinterpret_cast<const char*>(w + (o0 + NO + i) * K + k), _MM_HINT_T1);
       const __m512i raw = _mm512_loadu_si512(w + (o0 + i) * K + k);
       const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
       const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, odd));
@@ -71,7 +77,7 @@ void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_
   int64_t k = 0;
   float sums[NO][NN] = {};
   if (g_simd >= 2) {
-    k = linear_tile_avx512<NO, NN>(w, x, K, o0, n0, sums);
+    k = linear_tile_avx512<NO, NN>(w, x, K, o0, n0, O - o0 - NO, sums);
   }
 #ifdef __AVX2__
   else if (g_simd >= 1) {
