@@ -54,3 +54,22 @@ def test_decode_after_a_weight_is_replaced_uses_the_new_weight(tiny_checkpoint):
     assert not torch.equal(before[-1], direct[-1])
     for a, b in zip(general, direct):
         assert torch.equal(a, b)
+
+
+def test_mla_decode_falls_back_to_the_ops_when_the_paged_kernel_declines(tiny_checkpoint, monkeypatch):
+    """A cache whose pool the paged kernel does not take still decodes, through the dispatched ops."""
+    import types
+
+    import k3.layers.mla as mla
+
+    model = k3.load(tiny_checkpoint)
+    ids, tokens = torch.tensor([[3, 17, 40, 9]]), (5, 11, 1)
+    with torch.inference_mode():
+        fast = _steps(model, ids, tokens)
+    asked = []
+    monkeypatch.setattr(mla, "mla_paged_decode", types.SimpleNamespace(supports=lambda *a: asked.append(1) and False))
+    with torch.inference_mode():
+        declined = _steps(model, ids, tokens)
+    assert asked, "the fast path asked, and was declined"
+    for a, b in zip(fast, declined):
+        assert torch.equal(a, b)

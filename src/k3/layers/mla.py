@@ -15,7 +15,7 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm
-from k3.layers.direct import FusedMatrix, Matrix, Taken, bound, float_weights, fused_matrix, matrix
+from k3.layers.direct import Matrix, Taken, bound, float_weights, fused_matrix, matrix
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import project
 from k3.layers.state import MLACacheView
@@ -23,6 +23,7 @@ from k3.ops.dispatch import direct_kernels
 from k3.ops.elementwise import sigmoid
 from k3.ops.linear import head_linear
 from k3.ops.mla import mla_absorbed, mla_sdpa, paged_decode
+from k3.ops.mla.paged import mla_paged_decode
 
 
 class GatedMLA(nn.Module):
@@ -71,13 +72,15 @@ class GatedMLA(nn.Module):
         decode = batch.decode_group() if step is not None else None
         if decode is None or not decode.whole:
             return None
-        N, H, R = x.shape[0], self.num_heads, self.kv_rank
-        q_a, kv_a, gate = step.inputs(kernels, x)
-        q_a = kernels.rms_norm_rows(q_a, step.q_a_norm, self.q_a_layernorm.eps)
-        q = step.q_b(kernels, q_a).view(N, H, self.nope + self.extra)
-        c_kv = kernels.rms_norm_rows(kv_a[:, :R].contiguous(), step.kv_a_norm, self.kv_a_layernorm.eps)
-        paged = cache.append_decode(decode.seqs, c_kv, kv_a[:, R:])
-        o = self._paged(q, paged, step.w_uk, step.w_uv).reshape(N, H * self.v_dim)
+        N, H = x.shape[0], self.num_heads
+        q, c_kv, k_x, gate = kernels.mla_decode_inputs(x, step.matrices, step.sizes, step.q_a_norm, step.q_a_eps,
+                                                       step.kv_a_norm, step.kv_a_eps, self.kv_rank)
+        q = q.view(N, H, self.nope + self.extra)
+        p = cache.append_decode(decode.seqs, c_kv, k_x)
+        if mla_paged_decode.supports(q, p.pool, p.tables, p.lens, p.block_size, p.rank, self.scale):
+            return kernels.mla_decode_attend(q, step.w_uk, step.w_uv, p.pool, p.tables, p.lens, p.block_size, p.rank,
+                                             self.scale, gate, step.o_proj.pair)
+        o = self._paged(q, p, step.w_uk, step.w_uv).reshape(N, H * self.v_dim)   # the cache's own pool format
         return step.o_proj(kernels, o * sigmoid(gate))
 
     def _bind_direct(self, take: Taken) -> "MLADecodeStep | None":
@@ -86,10 +89,13 @@ class GatedMLA(nn.Module):
         norms = float_weights(take, self, ("q_a_layernorm", "kv_a_layernorm"), (torch.bfloat16, torch.float32))
         kv_b = take(self, "kv_b_proj")
         w_kv = take(kv_b, "weight") if kv_b is not None else None
-        if inputs is None or q_b is None or o_proj is None or norms is None or w_kv is None or "g_proj" not in self._modules:
+        if (inputs is None or q_b is None or o_proj is None or norms is None or w_kv is None
+                or w_kv.dtype != torch.bfloat16 or not w_kv.is_contiguous() or "g_proj" not in self._modules):
             return None
         w_kv = w_kv.view(self.num_heads, self.nope + self.v_dim, self.kv_rank)
-        return MLADecodeStep(inputs, q_b, o_proj, *norms, w_kv[:, :self.nope], w_kv[:, self.nope:])
+        return MLADecodeStep([*inputs.matrix.pair, *q_b.pair], list(inputs.sizes), o_proj, norms[0],
+                             self.q_a_layernorm.eps, norms[1], self.kv_a_layernorm.eps, w_kv[:, :self.nope],
+                             w_kv[:, self.nope:])
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; appends this step's latents to `cache`."""
@@ -130,11 +136,14 @@ class GatedMLA(nn.Module):
 
 @dataclass(frozen=True)
 class MLADecodeStep:
-    """GatedMLA's decode-step weights, bound (layers/direct.py)."""
-    inputs: FusedMatrix       # q_a, kv_a, gate
-    q_b: Matrix
+    """GatedMLA's decode step as two native calls around the cache append (ops/native/decode_steps.cpp),
+    its weights bound (layers/direct.py)."""
+    matrices: list[torch.Tensor]   # (weight, scale) of the input group (q_a, kv_a, gate) and q_b_proj
+    sizes: list[int]
     o_proj: Matrix
     q_a_norm: torch.Tensor
+    q_a_eps: float
     kv_a_norm: torch.Tensor
-    w_uk: torch.Tensor        # kv_b_proj's halves per head: [H, Dn, R] and [H, v, R]
+    kv_a_eps: float
+    w_uk: torch.Tensor             # kv_b_proj's halves per head: [H, Dn, R] and [H, v, R] (bf16)
     w_uv: torch.Tensor

@@ -57,3 +57,44 @@ torch::Tensor moe_decode_step(torch::Tensor x, std::vector<torch::Tensor> mats, 
   y = gemv(rms_norm_rows(y, norm, eps), mats[4], mats[5]);
   return y + gemv(glu_rows(in[1], in[2], act, beta, linear_beta), mats[6], mats[7]);
 }
+
+namespace {
+
+// torch.sigmoid as k3.ops.elementwise.sigmoid calls it: on the flattened input padded to a multiple of 64
+// elements, so every element takes ATen's vector form whatever the row count.
+torch::Tensor sigmoid_invariant(const torch::Tensor& x) {
+  const int64_t n = x.numel(), pad = (64 - n % 64) % 64;
+  if (pad == 0) return torch::sigmoid(x);
+  return torch::sigmoid(torch::constant_pad_nd(x.reshape({-1}), {0, pad})).narrow(0, 0, n).view(x.sizes());
+}
+
+}  // namespace
+
+// Gated MLA's decode step up to the cache append: mats are the input group (q_a, kv_a, gate) and q_b_proj.
+// Returns q [N, H * (Dn + Dr)], c_kv [N, R] (normalised), k_x [N, Dr] (a view) and the output gate's
+// projection [N, H * v].
+std::vector<torch::Tensor> mla_decode_inputs(torch::Tensor x, std::vector<torch::Tensor> mats, std::vector<int64_t> sizes,
+                                             torch::Tensor q_a_norm, double q_a_eps, torch::Tensor kv_a_norm,
+                                             double kv_a_eps, int64_t R) {
+  check_pairs(mats, 2);
+  TORCH_CHECK(sizes.size() == 3 && R < sizes[1], "MLA step: 3 input widths (q_a, kv_a, gate), rank below kv_a's");
+  auto in = split_outputs(gemv(x, mats[0], mats[1]), sizes);
+  auto q = gemv(rms_norm_rows(in[0], q_a_norm, q_a_eps), mats[2], mats[3]);
+  auto c_kv = rms_norm_rows(in[1].narrow(1, 0, R).contiguous(), kv_a_norm, kv_a_eps);
+  return {q, c_kv, in[1].narrow(1, R, in[1].size(1) - R), in[2]};
+}
+
+// The rest, after the append: absorbed attention over the paged latents (as mla_paged_decode takes
+// them), W_UV, the sigmoid output gate and o_proj (mats: its (weight, scale)). q [N, H, Dn + Dr];
+// w_uk [H, Dn, R] and w_uv [H, v, R]: kv_b_proj's halves (bf16, contiguous rows).
+torch::Tensor mla_decode_attend(torch::Tensor q, torch::Tensor w_uk, torch::Tensor w_uv, torch::Tensor pool,
+                                torch::Tensor tables, torch::Tensor lens, int64_t block_size, int64_t rank,
+                                double scale, torch::Tensor gate, std::vector<torch::Tensor> mats) {
+  check_pairs(mats, 1);
+  TORCH_CHECK(q.dim() == 3, "q must be [N, H, Dn + Dr]");
+  const int64_t N = q.size(0), H = q.size(1), Dn = w_uk.size(1);
+  auto q_lat = torch::cat({bf16_head_linear(q.narrow(2, 0, Dn).contiguous(), w_uk, true), q.narrow(2, Dn, q.size(2) - Dn)}, -1);
+  auto o_lat = mla_paged_decode(q_lat.contiguous(), pool, tables, lens, block_size, rank, scale);
+  auto o = bf16_head_linear(o_lat, w_uv, false).reshape({N, -1});
+  return gemv(o * sigmoid_invariant(gate), mats[0], mats[1]);
+}
