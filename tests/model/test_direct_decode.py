@@ -9,6 +9,7 @@ import k3
 from k3.engine import LLM, SamplingParams
 from k3.layers.kda import KimiDeltaAttention
 from k3.layers.mla import GatedMLA
+from k3.layers.mlp import GLUMLP
 from k3.layers.moe import LatentMoE
 from k3.ops.dispatch import reference_only
 
@@ -23,8 +24,8 @@ def _decode(model, batch: int) -> list[torch.Tensor]:
 
 
 def _count_direct(monkeypatch) -> dict[str, int]:
-    counts = {"KimiDeltaAttention": 0, "GatedMLA": 0, "LatentMoE": 0}
-    for cls in (KimiDeltaAttention, GatedMLA, LatentMoE):
+    counts = {"KimiDeltaAttention": 0, "GatedMLA": 0, "LatentMoE": 0, "GLUMLP": 0}
+    for cls in (KimiDeltaAttention, GatedMLA, LatentMoE, GLUMLP):
         original = cls._direct
 
         def counted(self, *args, _original=original, _name=cls.__name__):
@@ -53,6 +54,7 @@ def test_direct_decode_equals_the_dispatched_forward_bit_for_bit(tiny_checkpoint
     assert counts["KimiDeltaAttention"] == kda * len(STEPS), "every decode step of every KDA layer took the fast path"
     assert counts["GatedMLA"] == mla * len(STEPS)
     assert counts["LatentMoE"] >= moe * len(STEPS)
+    assert counts["GLUMLP"] >= (len(layers) - moe) * len(STEPS), "and every dense MLP's"
     for a, b in zip(general, direct):
         assert torch.equal(a, b)
 
@@ -73,6 +75,6 @@ def test_engine_decode_takes_the_fast_path_and_matches_the_general_one(tiny_chec
     params = SamplingParams(max_tokens=6, temperature=0)
     fast = [o.token_ids for o in llm.generate(prompts, params)]
     assert all(counts.values())
-    for cls in (KimiDeltaAttention, GatedMLA, LatentMoE):
+    for cls in (KimiDeltaAttention, GatedMLA, LatentMoE, GLUMLP):
         monkeypatch.setattr(cls, "_direct", lambda self, *a: None)
     assert [o.token_ids for o in llm.generate(prompts, params)] == fast

@@ -98,3 +98,12 @@ torch::Tensor mla_decode_attend(torch::Tensor q, torch::Tensor w_uk, torch::Tens
   auto o = bf16_head_linear(o_lat, w_uv, false).reshape({N, -1});
   return gemv(o * sigmoid_invariant(gate), mats[0], mats[1]);
 }
+
+// The dense GLU MLP's decode step: mats are the fused gate/up group and down_proj; act as glu_rows takes it.
+torch::Tensor mlp_decode_step(torch::Tensor x, std::vector<torch::Tensor> mats, std::vector<int64_t> sizes, int64_t act,
+                              double beta, double linear_beta) {
+  check_pairs(mats, 2);
+  TORCH_CHECK(sizes.size() == 2, "MLP step: 2 input widths (gate, up)");
+  auto in = split_outputs(gemv(x, mats[0], mats[1]), sizes);
+  return gemv(glu_rows(in[0], in[1], act, beta, linear_beta), mats[2], mats[3]);
+}
