@@ -23,6 +23,13 @@ from k3.ops.sampling import (GREEDY_BELOW, apply_penalties_batched, filter_logit
 from k3.ops.speculative import verify_greedy, verify_sampled
 
 
+def finite_rows(logits: torch.Tensor) -> torch.Tensor:
+    """[N, V] -> [N] bool: whether every entry of a row is finite. Through the row's largest magnitude
+    (amax propagates NaN, and an infinity is its own maximum): one reduction, where isfinite().all()
+    made a [N, V] mask first (12 against 68 us for one 32,000-entry row on 2 cores)."""
+    return torch.isfinite(logits.abs().amax(dim=-1))
+
+
 @dataclass(frozen=True)
 class Sample:
     tokens: tuple[int, ...] = ()      # to emit, in order (accepted drafts, then one more); () when it failed
@@ -68,7 +75,7 @@ class Sampler:
         return out
 
     def _window(self, rows: torch.Tensor, req: Request, drafts: list[int]) -> Sample:
-        if not bool(torch.isfinite(rows).all()):
+        if not all(finite_rows(rows).tolist()):
             return Sample(error=NON_FINITE)
         try:
             return verify_window(rows, req, drafts)
@@ -76,7 +83,7 @@ class Sampler:
             return Sample(error=f"sampling failed: {type(e).__name__}: {e}")
 
     def _rows(self, logits: torch.Tensor, requests: list[Request]) -> list[Sample]:
-        finite = torch.isfinite(logits).all(dim=-1).tolist()
+        finite = finite_rows(logits).tolist()
         ok = [i for i, f in enumerate(finite) if f]
         out = [Sample(error=NON_FINITE)] * len(requests)
         rows = logits if len(ok) == len(requests) else logits[ok]

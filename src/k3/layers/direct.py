@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import is_
 from typing import Any
 
 import torch
@@ -26,23 +27,26 @@ class Taken:
     """The (dict, key, object) triples a binding read: parameters, buffers, submodules, plain attributes."""
 
     def __init__(self) -> None:
-        self._reads: list[tuple[dict, str, Any]] = []
+        self._where: list[dict] = []
+        self._names: list[str] = []
+        self._values: list[Any] = []
+
+    def _remember(self, where: dict, name: str, value: Any) -> Any:
+        self._where.append(where)
+        self._names.append(name)
+        self._values.append(value)
+        return value
 
     def __call__(self, module: nn.Module, name: str) -> Any:
         """module.<name> (None when it has none), remembered so `still_held` can tell if it changes."""
         for where in (module._parameters, module._buffers, module._modules, module.__dict__):
             if name in where:
-                value = where[name]
-                self._reads.append((where, name, value))
-                return value
-        self._reads.append((module.__dict__, name, None))
-        return None
+                return self._remember(where, name, where[name])
+        return self._remember(module.__dict__, name, None)
 
     def still_held(self) -> bool:
-        for where, name, value in self._reads:
-            if where.get(name) is not value:
-                return False
-        return True
+        """Asked before every decode step of every layer (a few dozen reads): the loop runs in C."""
+        return all(map(is_, map(dict.get, self._where, self._names), self._values))
 
 
 def bound(module: nn.Module, bind: Callable[[Taken], Any]) -> Any:
