@@ -73,3 +73,22 @@ def test_mla_decode_falls_back_to_the_ops_when_the_paged_kernel_declines(tiny_ch
     assert asked, "the fast path asked, and was declined"
     for a, b in zip(fast, declined):
         assert torch.equal(a, b)
+
+
+def test_decode_after_module_float_rebinds(tiny_checkpoint):
+    """Module.float() swaps each parameter's storage in place (`param.data = ...`), keeping the objects:
+    the bound steps must notice, and decode then runs the general path on fp32 weights."""
+    model = k3.load(tiny_checkpoint)
+    ids, tokens = torch.tensor([[3, 17, 40, 9]]), (5, 11, 1)
+    with torch.inference_mode():
+        bf16 = _steps(model, ids, tokens)
+    params = {id(p) for p in model.parameters()}
+    model.float()
+    assert params == {id(p) for p in model.parameters()}, "the same Parameter objects, new storage"
+    with torch.inference_mode():
+        widened = _steps(model, ids, tokens)
+    with torch.enable_grad():
+        general = _steps(model, ids, tokens)
+    for a, b, c in zip(bf16, widened, general):
+        assert torch.equal(b, c)
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-3)

@@ -7,16 +7,16 @@ attribute lookups cost about as much again as the dispatch saved: some 600 looku
 checks a token at 8 layers. A layer therefore binds once: `bound(module, bind)` runs `bind(taken)`,
 which takes every tensor and submodule it uses through `taken` and returns a step object (or None
 when the kernels do not fit), and keeps it while the modules still hold those very objects. A loader,
-`.to()`, `set_int8`, a new Parameter or a streamed bank replaces an object, and the next call binds
-afresh; writing into a weight in place (the loader's fused blocks) keeps the binding, as it keeps the
-weight's dtype and layout.
+`set_int8`, a new Parameter or a streamed bank replaces an object, `.to()` / `.float()` give a tensor
+new storage (`param.data = ...`), and the next call binds afresh; writing into a weight in place (the
+loader's fused blocks) keeps the binding, as it keeps the weight's dtype, layout and storage.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from operator import is_
+from operator import eq, is_
 from typing import Any
 
 import torch
@@ -30,11 +30,16 @@ class Taken:
         self._where: list[dict] = []
         self._names: list[str] = []
         self._values: list[Any] = []
+        self._tensors: list[torch.Tensor] = []
+        self._storage: list[int] = []
 
     def _remember(self, where: dict, name: str, value: Any) -> Any:
         self._where.append(where)
         self._names.append(name)
         self._values.append(value)
+        if isinstance(value, torch.Tensor):    # `.data = ...` (as Module.to does) keeps the object, not the storage
+            self._tensors.append(value)
+            self._storage.append(value.data_ptr())
         return value
 
     def __call__(self, module: nn.Module, name: str) -> Any:
@@ -46,7 +51,8 @@ class Taken:
 
     def still_held(self) -> bool:
         """Asked before every decode step of every layer (a few dozen reads): the loop runs in C."""
-        return all(map(is_, map(dict.get, self._where, self._names), self._values))
+        return (all(map(is_, map(dict.get, self._where, self._names), self._values))
+                and all(map(eq, map(torch.Tensor.data_ptr, self._tensors), self._storage)))
 
 
 def bound(module: nn.Module, bind: Callable[[Taken], Any]) -> Any:
