@@ -53,28 +53,31 @@ class DecoderLayer(nn.Module):
     def forward(self, h: torch.Tensor, bank: list[torch.Tensor], batch: ForwardBatch,
                 state: KDAStateView | MLACacheView | None = None) -> torch.Tensor:
         """h [N, hidden] packed -> next layer's input [N, hidden]; may append to `bank`."""
-        norm, mix = self._row_ops(h)
+        norm, mix_norm = self._row_ops(h)
         if not self.attn_res:
             h = h + self.self_attn(norm(self.input_layernorm, h), batch, state)
             return h + self.ffn(norm(self.post_attention_layernorm, h))
         partial = h
-        a_in = mix(bank + [partial], self.self_attention_res_norm, self.self_attention_res_proj) if bank else partial
+        x = (mix_norm(bank + [partial], self.self_attention_res_norm, self.self_attention_res_proj, self.input_layernorm)
+             if bank else norm(self.input_layernorm, partial))
         if self.block_start:
             bank.append(partial)
             partial = None
-        y = self.self_attn(norm(self.input_layernorm, a_in), batch, state)
+        y = self.self_attn(x, batch, state)
         partial = y if partial is None else partial + y
-        m_in = mix(bank + [partial], self.mlp_res_norm, self.mlp_res_proj)
-        return partial + self.ffn(norm(self.post_attention_layernorm, m_in))
+        x = mix_norm(bank + [partial], self.mlp_res_norm, self.mlp_res_proj, self.post_attention_layernorm)
+        return partial + self.ffn(x)
 
     def _row_ops(self, h: torch.Tensor):
-        """(norm(module, x), mix(candidates, norm, proj)): on decode rows outside autograd the native
-        kernels called directly (what the dispatch picks for them, so the same bits), else the modules."""
+        """(norm(module, x), mix_norm(candidates, mix norm, mix proj, norm module)): the sublayers' input
+        norms, after an AttnRes mix for the second. On decode rows outside autograd the native kernels
+        called directly (what the dispatch picks for them, so the same bits), else the modules."""
         kernels = direct_kernels(h)
         if kernels is None or not bound(self, self._bind_rows):
-            return (lambda module, x: module(x)), (lambda cands, n, p: attn_res(cands, n.weight, p.weight, self.eps))
+            return ((lambda module, x: module(x)),
+                    (lambda cands, n, p, ln: ln(attn_res(cands, n.weight, p.weight, self.eps))))
         return ((lambda module, x: kernels.rms_norm_rows(x, module.weight, module.eps)),
-                (lambda cands, n, p: kernels.attn_res_mix_weights(cands, n.weight, p.weight, self.eps)))
+                (lambda cands, n, p, ln: kernels.attn_res_norm_rows(cands, n.weight, p.weight, self.eps, ln.weight, ln.eps)))
 
     def _bind_rows(self, take: Taken) -> bool:
         """Whether the native row kernels read this layer's norm and AttnRes weights as they are."""

@@ -107,3 +107,10 @@ torch::Tensor mlp_decode_step(torch::Tensor x, std::vector<torch::Tensor> mats, 
   auto in = split_outputs(gemv(x, mats[0], mats[1]), sizes);
   return gemv(glu_rows(in[0], in[1], act, beta, linear_beta), mats[2], mats[3]);
 }
+
+// Block AttnRes's mix of a decode step's candidates, then the RMSNorm of the sublayer it feeds (the
+// decoder layer's two row kernels in one call; the same bits).
+torch::Tensor attn_res_norm_rows(std::vector<torch::Tensor> cands, torch::Tensor norm, torch::Tensor proj, double eps,
+                                 torch::Tensor ln, double ln_eps) {
+  return rms_norm_rows(attn_res_mix_weights(cands, norm, proj, eps), ln, ln_eps);
+}
