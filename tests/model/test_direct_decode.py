@@ -10,6 +10,7 @@ from k3.engine import LLM, SamplingParams
 from k3.layers.kda import KimiDeltaAttention
 from k3.layers.mla import GatedMLA
 from k3.layers.mlp import GLUMLP
+from k3.model.block import DecoderLayer
 from k3.layers.moe import LatentMoE
 from k3.ops.dispatch import reference_only
 
@@ -23,17 +24,23 @@ def _decode(model, batch: int) -> list[torch.Tensor]:
     return out + [model(torch.tensor(step[:batch]).view(batch, 1), state) for step in STEPS]
 
 
+# What each fast path answers through: the sublayers' native arguments (asked by their own `_direct`
+# and by the whole-layer step alike), MLA's `_direct`, and the decoder layer's whole-layer `_direct`.
+FAST = ((KimiDeltaAttention, "direct_args"), (GatedMLA, "_direct"), (LatentMoE, "direct_args"),
+        (GLUMLP, "direct_args"), (DecoderLayer, "_direct"))
+
+
 def _count_direct(monkeypatch) -> dict[str, int]:
-    counts = {"KimiDeltaAttention": 0, "GatedMLA": 0, "LatentMoE": 0, "GLUMLP": 0}
-    for cls in (KimiDeltaAttention, GatedMLA, LatentMoE, GLUMLP):
-        original = cls._direct
+    counts = {cls.__name__: 0 for cls, _ in FAST}
+    for cls, name in FAST:
+        original = getattr(cls, name)
 
         def counted(self, *args, _original=original, _name=cls.__name__):
             out = _original(self, *args)
             counts[_name] += out is not None
             return out
 
-        monkeypatch.setattr(cls, "_direct", counted)
+        monkeypatch.setattr(cls, name, counted)
     return counts
 
 
@@ -55,6 +62,7 @@ def test_direct_decode_equals_the_dispatched_forward_bit_for_bit(tiny_checkpoint
     assert counts["GatedMLA"] == mla * len(STEPS)
     assert counts["LatentMoE"] >= moe * len(STEPS)
     assert counts["GLUMLP"] >= (len(layers) - moe) * len(STEPS), "and every dense MLP's"
+    assert counts["DecoderLayer"] == kda * len(STEPS), "a KDA layer's decode step is one native call"
     for a, b in zip(general, direct):
         assert torch.equal(a, b)
 
@@ -75,6 +83,6 @@ def test_engine_decode_takes_the_fast_path_and_matches_the_general_one(tiny_chec
     params = SamplingParams(max_tokens=6, temperature=0)
     fast = [o.token_ids for o in llm.generate(prompts, params)]
     assert all(counts.values())
-    for cls in (KimiDeltaAttention, GatedMLA, LatentMoE, GLUMLP):
+    for cls in (KimiDeltaAttention, GatedMLA, LatentMoE, GLUMLP, DecoderLayer):
         monkeypatch.setattr(cls, "_direct", lambda self, *a: None)
     assert [o.token_ids for o in llm.generate(prompts, params)] == fast

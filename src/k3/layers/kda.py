@@ -111,14 +111,21 @@ class KimiDeltaAttention(nn.Module):
         """Every sequence decoding one token on its state: forward's native kernels called in forward's
         order (so its bits) without the per-op dispatch -> [N, hidden], or None where forward must run."""
         kernels = direct_kernels(x) if state is not None else None
-        step = bound(self, self._bind_direct) if kernels is not None else None
+        args = self.direct_args(x, batch, state) if kernels is not None else None
+        return kernels.kda_decode_step(x, *args) if args is not None else None
+
+    def direct_args(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None) -> tuple | None:
+        """The native KDA step's arguments after x (its weights, then this step's state slots), when every
+        sequence decodes one token on its state and the kernels take it all; else None. Used by `_direct`
+        and by the decoder layer's whole-layer step."""
+        step = bound(self, self._bind_direct) if state is not None and direct_kernels(x) is not None else None
         decode = batch.decode_group() if step is not None else None
         if decode is None or not decode.whole:
             return None
         rec, tails, index = state.slot_tensors(decode.seqs, self._zero_state(x))
         if not all(t.is_contiguous() and t.dtype == torch.float32 for t in (rec, *tails)):
             return None
-        return step(kernels, x, rec, tails, index)
+        return step.args(rec, tails, index)
 
     def _bind_direct(self, take: Taken) -> "KDADecodeStep | None":
         inputs = fused_matrix(take, self, self.input_names)
@@ -170,8 +177,8 @@ class KDADecodeStep:
     lower_bound: float | None
     scale: float
 
-    def __call__(self, kernels, x, rec, tails, index) -> torch.Tensor:
-        """x [N, hidden] fp32; state pools and slot index (KDAStateView.slot_tensors) -> [N, hidden]."""
-        return kernels.kda_decode_step(x, self.matrices, self.sizes, self.a_log, self.dt_bias,
-                                       self.lower_bound is not None, self.lower_bound or 0.0, self.conv, list(tails),
-                                       rec, index, self.o_norm, self.eps, self.scale)
+    def args(self, rec, tails, index) -> tuple:
+        """kda_decode_step's arguments after x, with these state pools and slot index
+        (KDAStateView.slot_tensors)."""
+        return (self.matrices, self.sizes, self.a_log, self.dt_bias, self.lower_bound is not None,
+                self.lower_bound or 0.0, self.conv, list(tails), rec, index, self.o_norm, self.eps, self.scale)

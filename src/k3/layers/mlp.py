@@ -35,8 +35,13 @@ class GLUMLP(nn.Module):
     def _direct(self, x: torch.Tensor) -> torch.Tensor | None:
         """Decode rows: forward's kernels in one native call (so its bits), or None where forward must run."""
         kernels = direct_kernels(x)
-        step = bound(self, self._bind_direct) if kernels is not None else None
-        return kernels.mlp_decode_step(x, step.matrices, step.sizes, *step.act) if step is not None else None
+        args = self.direct_args(x) if kernels is not None else None
+        return kernels.mlp_decode_step(x, *args[1:]) if args is not None else None
+
+    def direct_args(self, x: torch.Tensor) -> tuple | None:
+        """("mlp", the native MLP step's arguments after x) for decode rows x, or None."""
+        step = bound(self, self._bind_direct) if direct_kernels(x) is not None else None
+        return ("mlp", step.matrices, step.sizes, *step.act) if step is not None else None
 
     def _bind_direct(self, take: Taken) -> "MLPDecodeStep | None":
         inputs, down = fused_matrix(take, self, self.input_names), matrix(take, self, "down_proj")

@@ -106,8 +106,14 @@ class LatentMoE(nn.Module):
         """Decode rows: forward's native kernels called in forward's order (so its bits) without the
         per-op dispatch -> [N, hidden], or None where forward must run (see dispatch.direct_kernels)."""
         kernels = direct_kernels(x)
-        step = bound(self, self._bind_direct) if kernels is not None else None
-        return step(kernels, x, self.top_k, self.renormalize, self.scaling) if step is not None else None
+        args = self.direct_args(x) if kernels is not None else None
+        return kernels.moe_decode_step(x, *args[1:]) if args is not None else None
+
+    def direct_args(self, x: torch.Tensor) -> tuple | None:
+        """("moe", the native MoE step's arguments after x) for decode rows x, or None where forward must
+        run. Used by `_direct` and by the decoder layer's whole-layer step."""
+        step = bound(self, self._bind_direct) if direct_kernels(x) is not None else None
+        return step.args(self.top_k, self.renormalize, self.scaling) if step is not None else None
 
     def _bind_direct(self, take: Taken) -> "MoEDecodeStep | None":
         experts, shared, norm = take(self, "experts"), take(self, "shared_experts"), take(self, "routed_expert_norm")
@@ -144,7 +150,7 @@ class MoEDecodeStep:
     norm: torch.Tensor
     eps: float
 
-    def __call__(self, kernels, x: torch.Tensor, top_k: int, renormalize: bool, scaling: float) -> torch.Tensor:
-        """x [N, hidden] fp32 -> [N, hidden]."""
-        return kernels.moe_decode_step(x, self.matrices, self.sizes, self.bias, top_k, renormalize, scaling, self.bank,
-                                       *self.act, self.norm, self.eps)
+    def args(self, top_k: int, renormalize: bool, scaling: float) -> tuple:
+        """("moe", moe_decode_step's arguments after x)."""
+        return ("moe", self.matrices, self.sizes, self.bias, top_k, renormalize, scaling, self.bank, *self.act,
+                self.norm, self.eps)

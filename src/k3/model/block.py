@@ -7,6 +7,8 @@ sum of its block; without it, the usual pre-norm residual stream.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
@@ -53,6 +55,9 @@ class DecoderLayer(nn.Module):
     def forward(self, h: torch.Tensor, bank: list[torch.Tensor], batch: ForwardBatch,
                 state: KDAStateView | MLACacheView | None = None) -> torch.Tensor:
         """h [N, hidden] packed -> next layer's input [N, hidden]; may append to `bank`."""
+        whole = self._direct(h, bank, batch, state)
+        if whole is not None:
+            return whole
         norm, mix_norm = self._row_ops(h)
         if not self.attn_res:
             h = h + self.self_attn(norm(self.input_layernorm, h), batch, state)
@@ -68,6 +73,21 @@ class DecoderLayer(nn.Module):
         x = mix_norm(bank + [partial], self.mlp_res_norm, self.mlp_res_proj, self.post_attention_layernorm)
         return partial + self.ffn(x)
 
+    def _direct(self, h: torch.Tensor, bank: list[torch.Tensor], batch: ForwardBatch, state) -> torch.Tensor | None:
+        """A KDA layer with Block AttnRes decoding every sequence's one token: the whole layer as one native
+        call (kda_layer_decode: forward's kernels in forward's order, so its bits), or None where forward
+        runs. MLA layers take their sublayers' steps: the cache append sits between their two halves."""
+        kernels = direct_kernels(h) if self.attn_res and isinstance(self.self_attn, KimiDeltaAttention) else None
+        rows = bound(self, self._bind_rows) if kernels is not None else None
+        ffn = (self.block_sparse_moe if hasattr(self, "block_sparse_moe") else self.mlp).direct_args(h) if rows else None
+        attn = self.self_attn.direct_args(h, batch, state) if ffn is not None else None
+        if attn is None:
+            return None
+        out = kernels.kda_layer_decode(h, bank, self.block_start, rows.weights, rows.eps, attn, ffn)
+        if self.block_start:
+            bank.append(h)
+        return out
+
     def _row_ops(self, h: torch.Tensor):
         """(norm(module, x), mix_norm(candidates, mix norm, mix proj, norm module)): the sublayers' input
         norms, after an AttnRes mix for the second. On decode rows outside autograd the native kernels
@@ -79,8 +99,19 @@ class DecoderLayer(nn.Module):
         return ((lambda module, x: kernels.rms_norm_rows(x, module.weight, module.eps)),
                 (lambda cands, n, p, ln: kernels.attn_res_norm_rows(cands, n.weight, p.weight, self.eps, ln.weight, ln.eps)))
 
-    def _bind_rows(self, take: Taken) -> bool:
-        """Whether the native row kernels read this layer's norm and AttnRes weights as they are."""
+    def _bind_rows(self, take: Taken) -> "RowWeights | None":
+        """This layer's norm and AttnRes weights, when the native row kernels read them as they are."""
         names = ("input_layernorm", "post_attention_layernorm") + (
             ("self_attention_res_norm", "self_attention_res_proj", "mlp_res_norm", "mlp_res_proj") if self.attn_res else ())
-        return float_weights(take, self, names, _ROW_WEIGHT_DTYPES) is not None
+        weights = float_weights(take, self, names, _ROW_WEIGHT_DTYPES)
+        if weights is None:
+            return None
+        return RowWeights(weights, [self.input_layernorm.eps, self.post_attention_layernorm.eps, self.eps])
+
+
+@dataclass(frozen=True)
+class RowWeights:
+    """A decoder layer's row-kernel weights, bound (layers/direct.py): input and post-attention norms,
+    then (with AttnRes) the attention's and the MLP's mix norm and proj; their epsilons and AttnRes's."""
+    weights: list[torch.Tensor]
+    eps: list[float]

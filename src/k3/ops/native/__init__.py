@@ -35,7 +35,8 @@ FUNCTIONS = ["set_simd", "set_int8_activations", "set_flush_denormal", "bf16_lin
              "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_moe_tokens", "mxfp4_dequantize", "kda_decode_slots", "mla_paged_decode",
              "attn_res_mix", "attn_res_mix_weights", "rms_norm_rows", "gated_rms_norm_rows", "kda_gates_rows", "moe_route_rows", "glu_rows",
              "kda_decode_step", "moe_decode_step", "mla_decode_inputs", "mla_decode_attend",
-             "mlp_decode_step", "attn_res_norm_rows"]
+             "mlp_decode_step", "attn_res_norm_rows",
+             "kda_layer_decode"]
 CFLAGS = ["-O3", "-ffp-contract=off", "-fopenmp"]
 MAX_ROWS = 32  # measured: above ~32-48 rows, dequantise-then-GEMM (compute bound) wins
 SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}

@@ -114,3 +114,59 @@ torch::Tensor attn_res_norm_rows(std::vector<torch::Tensor> cands, torch::Tensor
                                  torch::Tensor ln, double ln_eps) {
   return rms_norm_rows(attn_res_mix_weights(cands, norm, proj, eps), ln, ln_eps);
 }
+
+namespace {
+
+template <typename T>
+T arg(const pybind11::tuple& t, size_t i) {
+  return t[i].cast<T>();
+}
+
+using Tensors = std::vector<torch::Tensor>;
+using Ints = std::vector<int64_t>;
+
+// kda: kda_decode_step's arguments after x, in its order.
+torch::Tensor run_kda(const torch::Tensor& x, const pybind11::tuple& a) {
+  TORCH_CHECK(a.size() == 13, "KDA step: 13 arguments after x, got ", a.size());
+  return kda_decode_step(x, arg<Tensors>(a, 0), arg<Ints>(a, 1), arg<torch::Tensor>(a, 2), arg<torch::Tensor>(a, 3),
+                         arg<bool>(a, 4), arg<double>(a, 5), arg<Tensors>(a, 6), arg<Tensors>(a, 7),
+                         arg<torch::Tensor>(a, 8), arg<torch::Tensor>(a, 9), arg<torch::Tensor>(a, 10),
+                         arg<double>(a, 11), arg<double>(a, 12));
+}
+
+// ffn: ("moe", moe_decode_step's arguments after x) or ("mlp", mlp_decode_step's).
+torch::Tensor run_ffn(const torch::Tensor& x, const pybind11::tuple& f) {
+  const auto kind = arg<std::string>(f, 0);
+  if (kind == "moe") {
+    TORCH_CHECK(f.size() == 13, "MoE step: 12 arguments after x, got ", f.size() - 1);
+    return moe_decode_step(x, arg<Tensors>(f, 1), arg<Ints>(f, 2), arg<torch::Tensor>(f, 3), arg<int64_t>(f, 4),
+                           arg<bool>(f, 5), arg<double>(f, 6), arg<Tensors>(f, 7), arg<int64_t>(f, 8),
+                           arg<double>(f, 9), arg<double>(f, 10), arg<torch::Tensor>(f, 11), arg<double>(f, 12));
+  }
+  TORCH_CHECK(kind == "mlp" && f.size() == 6, "FFN step: (\"moe\", ...) or (\"mlp\", 5 arguments)");
+  return mlp_decode_step(x, arg<Tensors>(f, 1), arg<Ints>(f, 2), arg<int64_t>(f, 3), arg<double>(f, 4), arg<double>(f, 5));
+}
+
+}  // namespace
+
+// A whole Block-AttnRes decoder layer with KDA attention, for its bound step (model/block.py), in the
+// order its Python forward runs (so the same bits): the attention input (the AttnRes mix of bank + [h]
+// when the bank has entries, then input_layernorm), the KDA step, the block's partial sum, the FFN input
+// (mix of the bank, with h appended at a block start, + [partial], then post_attention_layernorm), and
+// partial + FFN. rows: input_layernorm, post_attention_layernorm, then the attention's and the MLP's
+// AttnRes norm and proj weights; eps: the two norms' epsilons and AttnRes's. The caller appends h to its
+// bank at a block start.
+torch::Tensor kda_layer_decode(torch::Tensor h, std::vector<torch::Tensor> bank, bool block_start,
+                               std::vector<torch::Tensor> rows, std::vector<double> eps, pybind11::tuple kda,
+                               pybind11::tuple ffn) {
+  TORCH_CHECK(rows.size() == 6 && eps.size() == 3, "layer step: 6 row weights and 3 epsilons");
+  Tensors cands(bank);
+  cands.push_back(h);
+  auto x = bank.empty() ? rms_norm_rows(h, rows[0], eps[0]) : attn_res_norm_rows(cands, rows[2], rows[3], eps[2], rows[0], eps[0]);
+  auto y = run_kda(x, kda);
+  torch::Tensor partial = block_start ? y : h + y;
+  cands = block_start ? cands : bank;   // the bank after this layer's append, then the partial sum
+  cands.push_back(partial);
+  x = attn_res_norm_rows(cands, rows[4], rows[5], eps[2], rows[1], eps[1]);
+  return partial + run_ffn(x, ffn);
+}
