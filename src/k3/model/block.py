@@ -74,16 +74,25 @@ class DecoderLayer(nn.Module):
         return partial + self.ffn(x)
 
     def _direct(self, h: torch.Tensor, bank: list[torch.Tensor], batch: ForwardBatch, state) -> torch.Tensor | None:
-        """A KDA layer with Block AttnRes decoding every sequence's one token: the whole layer as one native
-        call (kda_layer_decode: forward's kernels in forward's order, so its bits), or None where forward
-        runs. MLA layers take their sublayers' steps: the cache append sits between their two halves."""
-        kernels = direct_kernels(h) if self.attn_res and isinstance(self.self_attn, KimiDeltaAttention) else None
+        """A Block-AttnRes layer decoding every sequence's one token on native calls in forward's order (so
+        its bits), or None where forward runs: a KDA layer is one call (kda_layer_decode); an MLA layer,
+        whose cache append sits inside its attention, is the layer's two ends around the attention's own
+        decode step."""
+        kernels = direct_kernels(h) if self.attn_res else None
         rows = bound(self, self._bind_rows) if kernels is not None else None
         ffn = (self.block_sparse_moe if hasattr(self, "block_sparse_moe") else self.mlp).direct_args(h) if rows else None
-        attn = self.self_attn.direct_args(h, batch, state) if ffn is not None else None
-        if attn is None:
+        if ffn is None:
             return None
-        out = kernels.kda_layer_decode(h, bank, self.block_start, rows.weights, rows.eps, attn, ffn)
+        if isinstance(self.self_attn, KimiDeltaAttention):
+            attn = self.self_attn.direct_args(h, batch, state)
+            if attn is None:
+                return None
+            out = kernels.kda_layer_decode(h, bank, self.block_start, rows.weights, rows.eps, attn, ffn)
+        else:
+            y = self.self_attn._direct(kernels.layer_decode_input(h, bank, rows.weights, rows.eps), batch, state)
+            if y is None:
+                return None
+            out = kernels.layer_decode_output(h, bank, self.block_start, rows.weights, rows.eps, y, ffn)
         if self.block_start:
             bank.append(h)
         return out

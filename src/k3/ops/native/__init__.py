@@ -36,7 +36,7 @@ FUNCTIONS = ["set_simd", "set_int8_activations", "set_flush_denormal", "bf16_lin
              "attn_res_mix", "attn_res_mix_weights", "rms_norm_rows", "gated_rms_norm_rows", "kda_gates_rows", "moe_route_rows", "glu_rows",
              "kda_decode_step", "moe_decode_step", "mla_decode_inputs", "mla_decode_attend",
              "mlp_decode_step", "attn_res_norm_rows",
-             "kda_layer_decode"]
+             "kda_layer_decode", "layer_decode_input", "layer_decode_output"]
 CFLAGS = ["-O3", "-ffp-contract=off", "-fopenmp"]
 MAX_ROWS = 32  # measured: above ~32-48 rows, dequantise-then-GEMM (compute bound) wins
 SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}

@@ -149,6 +149,50 @@ torch::Tensor run_ffn(const torch::Tensor& x, const pybind11::tuple& f) {
 
 }  // namespace
 
+namespace {
+
+// A Block-AttnRes layer's attention input: the mix of bank + [h] (when the bank has entries), normed.
+torch::Tensor attention_input(const torch::Tensor& h, const Tensors& bank, const Tensors& rows, const std::vector<double>& eps) {
+  if (bank.empty()) return rms_norm_rows(h, rows[0], eps[0]);
+  Tensors cands(bank);
+  cands.push_back(h);
+  return attn_res_norm_rows(cands, rows[2], rows[3], eps[2], rows[0], eps[0]);
+}
+
+// The rest of the layer from the attention's output y: the partial sum, the FFN input (mix of the bank,
+// with h appended at a block start, + [partial], normed) and partial + FFN.
+torch::Tensor after_attention(const torch::Tensor& h, const Tensors& bank, bool block_start, const Tensors& rows,
+                              const std::vector<double>& eps, const torch::Tensor& y, const pybind11::tuple& ffn) {
+  torch::Tensor partial = block_start ? y : h + y;
+  Tensors cands(bank);
+  if (block_start) cands.push_back(h);
+  cands.push_back(partial);
+  return partial + run_ffn(attn_res_norm_rows(cands, rows[4], rows[5], eps[2], rows[1], eps[1]), ffn);
+}
+
+void check_rows(const Tensors& rows, const std::vector<double>& eps) {
+  TORCH_CHECK(rows.size() == 6 && eps.size() == 3, "layer step: 6 row weights and 3 epsilons");
+}
+
+}  // namespace
+
+// The two ends of a Block-AttnRes decoder layer whose attention runs elsewhere (MLA, whose cache append
+// sits inside): layer_decode_input -> the attention's normed input; layer_decode_output -> the layer's
+// output from the attention's y. Arguments as kda_layer_decode's; the caller appends h to its bank at a
+// block start, after both.
+torch::Tensor layer_decode_input(torch::Tensor h, std::vector<torch::Tensor> bank, std::vector<torch::Tensor> rows,
+                                 std::vector<double> eps) {
+  check_rows(rows, eps);
+  return attention_input(h, bank, rows, eps);
+}
+
+torch::Tensor layer_decode_output(torch::Tensor h, std::vector<torch::Tensor> bank, bool block_start,
+                                  std::vector<torch::Tensor> rows, std::vector<double> eps, torch::Tensor y,
+                                  pybind11::tuple ffn) {
+  check_rows(rows, eps);
+  return after_attention(h, bank, block_start, rows, eps, y, ffn);
+}
+
 // A whole Block-AttnRes decoder layer with KDA attention, for its bound step (model/block.py), in the
 // order its Python forward runs (so the same bits): the attention input (the AttnRes mix of bank + [h]
 // when the bank has entries, then input_layernorm), the KDA step, the block's partial sum, the FFN input
@@ -159,14 +203,6 @@ torch::Tensor run_ffn(const torch::Tensor& x, const pybind11::tuple& f) {
 torch::Tensor kda_layer_decode(torch::Tensor h, std::vector<torch::Tensor> bank, bool block_start,
                                std::vector<torch::Tensor> rows, std::vector<double> eps, pybind11::tuple kda,
                                pybind11::tuple ffn) {
-  TORCH_CHECK(rows.size() == 6 && eps.size() == 3, "layer step: 6 row weights and 3 epsilons");
-  Tensors cands(bank);
-  cands.push_back(h);
-  auto x = bank.empty() ? rms_norm_rows(h, rows[0], eps[0]) : attn_res_norm_rows(cands, rows[2], rows[3], eps[2], rows[0], eps[0]);
-  auto y = run_kda(x, kda);
-  torch::Tensor partial = block_start ? y : h + y;
-  cands = block_start ? cands : bank;   // the bank after this layer's append, then the partial sum
-  cands.push_back(partial);
-  x = attn_res_norm_rows(cands, rows[4], rows[5], eps[2], rows[1], eps[1]);
-  return partial + run_ffn(x, ffn);
+  check_rows(rows, eps);
+  return after_attention(h, bank, block_start, rows, eps, run_kda(attention_input(h, bank, rows, eps), kda), ffn);
 }
