@@ -182,9 +182,16 @@ def main() -> None:
                     help="rounds that include mlx-lm (default 1: one run takes minutes on 2 cores)")
     ap.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp (no build, no conversion)")
     args = ap.parse_args()
+    # The checkpoint and its GGUF (about 3 GB) live only as long as the run.
+    with tempfile.TemporaryDirectory(prefix="k3-compare-") as work:
+        result = measure(args, Path(work))
+    show(result)
+    print(json.dumps(result))
+
+
+def measure(args, work: Path) -> dict:
     c = config()
-    path = make_checkpoint(Path(tempfile.mkdtemp(prefix="k3-compare-")), c, num_shards=4, with_vision=False,
-                           tokenizer=True)
+    path = make_checkpoint(work, c, num_shards=4, with_vision=False, tokenizer=True)
     trunk, _, experts = weight_bytes(c, None)
     active = trunk + expert_sizes(c, experts)[2]
     engines = {"k3": lambda: run_python("k3", path, args.decode_tokens, args.threads)}
@@ -201,9 +208,7 @@ def main() -> None:
                 runs[name].append(fn())
     result = summarize(runs, active, max(bws))  # the highest bandwidth seen: the strictest floor
     result["bandwidth_samples"] = bws
-    show(result)
-    print(json.dumps(result))
-
+    return result
 
 if __name__ == "__main__":
     main()

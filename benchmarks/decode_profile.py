@@ -19,7 +19,6 @@ import argparse
 import collections
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from k3.testing import make_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compare import bandwidth, config as compare_config  # noqa: E402
+from scratch import scratch_dir  # noqa: E402
 
 FAST_PATHS = ("k3.model.block.DecoderLayer", "k3.layers.kda.KimiDeltaAttention", "k3.layers.mla.GatedMLA",
               "k3.layers.moe.LatentMoE", "k3.layers.mlp.GLUMLP")
@@ -95,8 +95,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    path = args.ckpt or make_checkpoint(Path(tempfile.mkdtemp(prefix="k3-profile-")), compare_config(),
-                                        num_shards=4, with_vision=False)
+    profile(args, args.ckpt or make_checkpoint(scratch_dir("k3-profile-"), compare_config(), num_shards=4,
+                                               with_vision=False))
+
+
+def profile(args, path) -> None:
     timer = TimedKernels(native_module.native())
     install(timer)
     inference = torch.inference_mode()  # held: as k3's engine runs the model (its guard ends with the object)

@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -43,6 +42,7 @@ from k3.testing import make_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compare import config as compare_config  # noqa: E402
+from scratch import scratch_dir  # noqa: E402
 
 K3_SNAPSHOT = state_spec(released()).slot_bytes(2)   # bf16 conv tails, fp32 recurrent state
 
@@ -109,7 +109,7 @@ def main() -> None:
     ap.add_argument("--only", choices=["multi-turn", "shared-prefix"])
     a = ap.parse_args()
     torch.set_num_threads(torch.get_num_threads())
-    path = make_checkpoint(Path(tempfile.mkdtemp(prefix="k3-prefix-")), compare_config(), num_shards=4,
+    path = make_checkpoint(scratch_dir("k3-prefix-"), compare_config(), num_shards=4,
                            with_vision=False)
     model = k3.load(path)
     with torch.inference_mode():   # warm up: weights paged in, kernels built, threads started

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compare import config as compare_config  # noqa: E402
+from scratch import scratch_dir  # noqa: E402
 
 import k3  # noqa: E402
 from k3.engine import LLM, SamplingParams  # noqa: E402
@@ -229,7 +229,7 @@ def main() -> None:
     result: dict = {}
     path = None
     if parts & {"random", "streamed"}:
-        path = make_checkpoint(Path(tempfile.mkdtemp(prefix="k3-spec-")), compare_config(), num_shards=4,
+        path = make_checkpoint(scratch_dir("k3-spec-"), compare_config(), num_shards=4,
                                with_vision=False)
     if "random" in parts:
         result["random"] = random_part(k3.load(str(path)), args)

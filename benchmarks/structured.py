@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compare import config as compare_config  # noqa: E402
+from scratch import scratch_dir  # noqa: E402
 
 import k3  # noqa: E402
 from k3.chat.tokenizer import K3Tokenizer  # noqa: E402
@@ -65,7 +65,7 @@ def decode_rate(llm: LLM, prompt, n: int, so) -> float:
 
 def decode_part(args) -> dict:
     c = compare_config().replace(eos_token_id=32000 - 254)   # <|end_of_msg|> of the test vocabulary
-    path = make_checkpoint(Path(tempfile.mkdtemp(prefix="k3-structured-")), c, num_shards=4, with_vision=False,
+    path = make_checkpoint(scratch_dir("k3-structured-"), c, num_shards=4, with_vision=False,
                            tokenizer=True)
     llm = LLM(k3.load(str(path)), tokenizer=str(path), cache_memory="1GiB", enable_prefix_caching=False)
     prompt = torch.randint(0, 30000, (64,), generator=torch.Generator().manual_seed(0)).tolist()
@@ -78,7 +78,7 @@ def decode_part(args) -> dict:
 
 
 def mask_part(vocab: int) -> dict:
-    d = Path(tempfile.mkdtemp(prefix="k3-vocab-"))
+    d = scratch_dir("k3-vocab-")
     write_tokenizer(d, ranks_for_vocab(vocab))
     tok = K3Tokenizer.load(d)
     t0 = time.perf_counter()
