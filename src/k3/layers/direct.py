@@ -103,13 +103,10 @@ def matrix(take: Taken, module: nn.Module, name: str) -> Matrix | None:
 
 @dataclass(frozen=True)
 class FusedMatrix:
-    """A fused group (layers/fused.py) for the native GEMV: one product, split into its members' outputs."""
+    """A fused group (layers/fused.py) for the native GEMV: one matrix, whose product the native steps
+    split into the members' outputs of widths `sizes`."""
     matrix: Matrix
     sizes: tuple[int, ...]
-
-    def __call__(self, kernels, x: torch.Tensor) -> list[torch.Tensor]:
-        """x fp32 [N, in] -> one contiguous [N, out_i] per member."""
-        return [p if p.is_contiguous() else p.contiguous() for p in self.matrix(kernels, x).split(self.sizes, -1)]
 
 
 def fused_matrix(take: Taken, module: nn.Module, names: tuple[str, ...]) -> FusedMatrix | None:

@@ -121,7 +121,7 @@ class LatentMoE(nn.Module):
             return None
         inputs = fused_matrix(take, self, self.input_names)
         gate, up, down = matrix(take, self, "gate"), matrix(take, self, "routed_expert_up_proj"), matrix(take, shared, "down_proj")
-        bias = float_weights(take, take(self, "gate"), ("e_score_correction_bias",))
+        bias = float_weights(take, self.gate, ("e_score_correction_bias",))   # self.gate: taken by matrix()
         norm_w = float_weights(take, norm, ("weight",), (torch.bfloat16, torch.float32))
         bank = {k: take(experts, k) for k in KEYS}
         act = (experts.act, experts.beta, experts.linear_beta)

@@ -1,9 +1,13 @@
-// kda_decode_step, moe_decode_step: a KDA attention or LatentMoE layer's whole decode step (after the
-// input norm) in one call, for the layers' bound steps (layers/direct.py). Each calls the kernels the
-// layer's Python step called, in its order and on the same tensors, so the bits are the same; what it
-// saves is the interpreter between them (about a dozen calls, splits and views a layer), which ran
-// with its own data evicted by the weight streams. Matrices come as (weight, scale) pairs: bf16 with
-// an empty scale, or int8 codes with their bf16 scales.
+// Decode steps as whole native calls, for the layers' bound steps (layers/direct.py):
+//   kda_decode_step, moe_decode_step, mlp_decode_step, mla_decode_inputs / mla_decode_attend: one
+//   sublayer's step after its input norm (MLA's split around the cache append);
+//   attn_res_norm_rows: Block AttnRes's mix and the norm it feeds;
+//   kda_layer_decode: a whole Block-AttnRes decoder layer with KDA attention; layer_decode_input /
+//   layer_decode_output: the two ends of one whose attention (MLA) runs in between.
+// Each calls the kernels the Python steps called, in their order and on the same tensors, so the bits are
+// the same; what it saves is the interpreter between them (about a dozen calls, splits and views a
+// layer), which ran with its own data evicted by the weight streams. Matrices come as (weight, scale)
+// pairs: bf16 with an empty scale, or int8 codes with their bf16 scales.
 
 namespace {
 
@@ -146,10 +150,6 @@ torch::Tensor run_ffn(const torch::Tensor& x, const pybind11::tuple& f) {
   TORCH_CHECK(kind == "mlp" && f.size() == 6, "FFN step: (\"moe\", ...) or (\"mlp\", 5 arguments)");
   return mlp_decode_step(x, arg<Tensors>(f, 1), arg<Ints>(f, 2), arg<int64_t>(f, 3), arg<double>(f, 4), arg<double>(f, 5));
 }
-
-}  // namespace
-
-namespace {
 
 // A Block-AttnRes layer's attention input: the mix of bank + [h] (when the bank has entries), normed.
 torch::Tensor attention_input(const torch::Tensor& h, const Tensors& bank, const Tensors& rows, const std::vector<double>& eps) {
