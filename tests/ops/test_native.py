@@ -282,7 +282,7 @@ def test_rms_norm_rows_match_the_reference_and_ignore_batchmates(kernels, level,
 
 @pytest.mark.parametrize("rows", [1, 2, 5, 7])
 def test_mxfp4_rows_in_fours_give_the_one_row_bits(kernels, level, rows):
-    """Decode's leftover rows of x multiply four rows of W at once (AVX-512): each output must be the
+    """Decode's leftover rows of x multiply four rows of W at once (AVX2 and AVX-512): each output must be the
     bits the one-row dot gives (a one-row W never takes that path)."""
     g = torch.Generator().manual_seed(rows)
     packed = torch.randint(0, 256, (23, 96 // 2), dtype=torch.uint8, generator=g)

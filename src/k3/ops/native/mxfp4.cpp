@@ -3,197 +3,9 @@
 // mxfp4_glu_expert: one routed expert, h = act(x W1^T, x W3^T), y = h W2^T, all MXFP4.
 // mxfp4_moe_token(s): one token (several tokens) through its routed experts, summed in a fixed order.
 //
-// AVX2: a 16-byte shuffle turns codes into E2M1 x 2 (exact int8), widened to fp32 -- bound by the
-// shuffle port (about ten shuffles per 32 weights). AVX-512: codes are zero-extended into 32-bit
-// lanes and looked up in a 16-entry fp32 table with one permute per 16 weights (the permute reads the
-// low four bits, so the high nibble needs only a shift); the activations are split once per call into
-// even and odd columns of each group to match. Both equal the dequantised product up to fp32
-// summation order: the scale is a power of two, applied exactly to each group's partial sum.
+// The dot products per instruction set are in mxfp4_dots.cpp (joined before this file).
 
 namespace {
-
-const int8_t kE2M1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-const float kE2M1[16] = {0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
-
-struct Pow2Tables {
-  float full[256], half[256];  // 2^(s - 127) and 2^(s - 128); byte 255 is NaN
-  Pow2Tables() {
-    for (int s = 0; s < 256; ++s) {
-      full[s] = s == 255 ? NAN : std::ldexp(1.0f, s - 127);
-      half[s] = s == 255 ? NAN : std::ldexp(1.0f, s - 128);
-    }
-  }
-};
-const Pow2Tables kPow2;
-
-float dot_mxfp4_avx2(const uint8_t* packed, const uint8_t* scale, const float* x, int64_t K) {
-  const int64_t groups = K / 32;
-  float s = 0.f;
-  int64_t g = 0;
-#ifdef __AVX2__
-  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kE2M1x2));
-  const __m128i low4 = _mm_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  for (; g < groups && g_simd >= 1; ++g) {
-    if ((g & 3) == 0) prefetch_ahead<kPrefetchMxfp4>(packed + g * 16);
-    __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + g * 16));
-    __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(bytes, low4));
-    __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
-    __m128i c0 = _mm_unpacklo_epi8(lo, hi);  // columns 0..15 of the group
-    __m128i c1 = _mm_unpackhi_epi8(lo, hi);  // columns 16..31
-    const float* xg = x + g * 32;
-    __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c0));
-    __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c0, 8)));
-    __m256 w2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c1));
-    __m256 w3 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c1, 8)));
-    __m256 part = _mm256_mul_ps(w0, _mm256_loadu_ps(xg));
-    part = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xg + 8), part);
-    part = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xg + 16), part);
-    part = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xg + 24), part);
-    acc = _mm256_fmadd_ps(part, _mm256_set1_ps(kPow2.half[scale[g]]), acc);
-  }
-  s = hsum(acc);
-#endif
-  for (; g < groups; ++g) {
-    float part = 0.f;
-    for (int j = 0; j < 16; ++j) {
-      uint8_t b = packed[g * 16 + j];
-      part += kE2M1x2[b & 0xF] * x[g * 32 + 2 * j] + kE2M1x2[b >> 4] * x[g * 32 + 2 * j + 1];
-    }
-    s += part * kPow2.half[scale[g]];
-  }
-  return s;
-}
-
-// acc + one group of 32 weights times the matching split activations, scaled: [16] partial sums.
-K3_AVX512 inline __m512 group_avx512(const uint8_t* packed, uint8_t scale, const float* x_split, __m512 lut, __m512 acc) {
-  __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed)));
-  __m512 part = _mm512_mul_ps(_mm512_permutexvar_ps(b, lut), _mm512_loadu_ps(x_split));
-  part = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut), _mm512_loadu_ps(x_split + 16), part);
-  return _mm512_fmadd_ps(part, _mm512_set1_ps(kPow2.full[scale]), acc);
-}
-
-// x_split: per group of 32 columns, the 16 even columns then the 16 odd ones.
-K3_AVX512 float dot_mxfp4_avx512(const uint8_t* packed, const uint8_t* scale, const float* x_split, int64_t K) {
-  const __m512 lut = _mm512_loadu_ps(kE2M1);
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  const int64_t groups = K / 32;
-  int64_t g = 0;
-  for (; g + 2 <= groups; g += 2) {
-    if ((g & 3) == 0) prefetch_ahead<kPrefetchMxfp4>(packed + g * 16);  // once per 64-byte line of codes
-    acc0 = group_avx512(packed + g * 16, scale[g], x_split + g * 32, lut, acc0);
-    acc1 = group_avx512(packed + g * 16 + 16, scale[g + 1], x_split + g * 32 + 32, lut, acc1);
-  }
-  if (g < groups) acc0 = group_avx512(packed + g * 16, scale[g], x_split + g * 32, lut, acc0);
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-}
-
-// Activations [N, K] in the layout the selected dot expects.
-struct MxActivations {
-  const float* base;
-  std::vector<float> split;
-  MxActivations(const float* x, int64_t N, int64_t K) : base(x) {
-    if (g_simd < 2) return;
-    split.resize(N * K);
-    for (int64_t i = 0; i < N * K; i += 32)
-      for (int j = 0; j < 16; ++j) {
-        split[i + j] = x[i + 2 * j];
-        split[i + 16 + j] = x[i + 2 * j + 1];
-      }
-    base = split.data();
-  }
-};
-
-// The same sums as dot_mxfp4_avx2 for 4 rows at once (each group's codes decoded once for all four;
-// every row keeps its own accumulator and order, so its result equals the one-row dot bit for bit).
-void dot4_mxfp4_avx2(const uint8_t* packed, const uint8_t* scale, const float* const* x, int64_t K, float* out) {
-  const int64_t groups = K / 32;
-  int64_t g = 0;
-  float s[4] = {0.f, 0.f, 0.f, 0.f};
-#ifdef __AVX2__
-  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kE2M1x2));
-  const __m128i low4 = _mm_set1_epi8(0x0F);
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (; g < groups && g_simd >= 1; ++g) {
-    __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + g * 16));
-    __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(bytes, low4));
-    __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(bytes, 4), low4));
-    __m128i c0 = _mm_unpacklo_epi8(lo, hi), c1 = _mm_unpackhi_epi8(lo, hi);
-    const __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c0));
-    const __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c0, 8)));
-    const __m256 w2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c1));
-    const __m256 w3 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c1, 8)));
-    const __m256 sc = _mm256_set1_ps(kPow2.half[scale[g]]);
-    for (int n = 0; n < 4; ++n) {
-      const float* xg = x[n] + g * 32;
-      __m256 part = _mm256_mul_ps(w0, _mm256_loadu_ps(xg));
-      part = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xg + 8), part);
-      part = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xg + 16), part);
-      part = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xg + 24), part);
-      acc[n] = _mm256_fmadd_ps(part, sc, acc[n]);
-    }
-  }
-  for (int n = 0; n < 4; ++n) s[n] = hsum(acc[n]);
-#endif
-  for (int n = 0; n < 4; ++n) out[n] = g < groups ? dot_mxfp4_avx2(packed, scale, x[n], K) : s[n];
-}
-
-// The same sums as dot_mxfp4_avx512 for 4 rows at once (split activations; decoded once per group).
-K3_AVX512 void dot4_mxfp4_avx512(const uint8_t* packed, const uint8_t* scale, const float* const* x, int64_t K,
-                                 float* out) {
-  const __m512 lut = _mm512_loadu_ps(kE2M1);
-  __m512 a0[4], a1[4];
-  for (int n = 0; n < 4; ++n) a0[n] = _mm512_setzero_ps(), a1[n] = _mm512_setzero_ps();
-  const int64_t groups = K / 32;
-  for (int64_t g = 0; g < groups; ++g) {
-    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + g * 16)));
-    const __m512 lo = _mm512_permutexvar_ps(b, lut), hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
-    const __m512 sc = _mm512_set1_ps(kPow2.full[scale[g]]);
-    for (int n = 0; n < 4; ++n) {
-      const float* xs = x[n] + g * 32;
-      __m512 part = _mm512_mul_ps(lo, _mm512_loadu_ps(xs));
-      part = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xs + 16), part);
-      // even groups into one accumulator, odd into the other, as dot_mxfp4_avx512 does
-      if ((g & 1) == 0)
-        a0[n] = _mm512_fmadd_ps(part, sc, a0[n]);
-      else
-        a1[n] = _mm512_fmadd_ps(part, sc, a1[n]);
-    }
-  }
-  for (int n = 0; n < 4; ++n) out[n] = _mm512_reduce_add_ps(_mm512_add_ps(a0[n], a1[n]));
-}
-
-// The same sums as dot_mxfp4_avx512 for 4 consecutive rows of W and one row of x (split): a lone row's
-// two accumulator chains leave the FMA latency exposed, eight independent ones keep the units busy.
-// Each row's groups go through group_avx512 in the one-row order, so its result is the same bits.
-// Besides the near prefetch, the row kOuts4L2Rows ahead (of the rows_left from this one to the end of
-// W) is prefetched into L2 at the same column: from DRAM an expert layer of compare.py's checkpoint
-// took 8-12 % less (about 840 against 910 us, alternating runs), from cache the same.
-constexpr int64_t kOuts4L2Rows = 16;
-K3_AVX512 void dot_mxfp4_avx512_outs4(const uint8_t* packed, const uint8_t* scale, const float* x_split, int64_t K,
-                                      int64_t rows_left, float* out) {
-  const __m512 lut = _mm512_loadu_ps(kE2M1);
-  const int64_t groups = K / 32, ps = K / 2, ss = K / 32;
-  __m512 a0[4], a1[4];
-  for (int r = 0; r < 4; ++r) a0[r] = _mm512_setzero_ps(), a1[r] = _mm512_setzero_ps();
-  int64_t g = 0;
-  for (; g + 2 <= groups; g += 2)
-    for (int r = 0; r < 4; ++r) {
-      const uint8_t* p = packed + r * ps + g * 16;
-      if ((g & 3) == 0) prefetch_ahead<kPrefetchMxfp4>(p);
-      if ((g & 3) == 0 && r + kOuts4L2Rows < rows_left)
-        _mm_prefetch(reinterpret_cast<const char*>(p + kOuts4L2Rows * ps), _MM_HINT_T1);
-      a0[r] = group_avx512(p, scale[r * ss + g], x_split + g * 32, lut, a0[r]);
-      a1[r] = group_avx512(p + 16, scale[r * ss + g + 1], x_split + g * 32 + 32, lut, a1[r]);
-    }
-  if (g < groups)
-    for (int r = 0; r < 4; ++r) a0[r] = group_avx512(packed + r * ps + g * 16, scale[r * ss + g], x_split + g * 32, lut, a0[r]);
-  for (int r = 0; r < 4; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
-}
-
-inline float dot_mxfp4(const uint8_t* packed, const uint8_t* scale, const float* x, int64_t K) {
-  return g_simd >= 2 ? dot_mxfp4_avx512(packed, scale, x, K) : dot_mxfp4_avx2(packed, scale, x, K);
-}
 
 void mxfp4_rows_int8(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* pp, const uint8_t* sp, float* y) {
   std::vector<int8_t> q(N * K);
@@ -216,13 +28,18 @@ void check_packed(const torch::Tensor& packed, const torch::Tensor& scale) {
               "packed/scale shapes do not match group size 32");
 }
 
-// Rows of x left over after the fours (fewer than four; decode's one), for W rows o..o+3 (AVX-512: all four
-// at once, see dot_mxfp4_avx512_outs4).
+// Rows of x left over after the fours (fewer than four; decode's one), for W rows o..o+3 at once (SIMD:
+// four accumulator chains and four decodes in flight; see dot_mxfp4_avx512_outs4, dot_mxfp4_avx2_rows).
 void mxfp4_rest_outs4(const MxActivations& acts, int64_t n, int64_t N, int64_t K, int64_t O, int64_t o,
                       const uint8_t* pp, const uint8_t* sp, float* y) {
   for (; n < N; ++n) {
     float out[4];
-    dot_mxfp4_avx512_outs4(pp + o * (K / 2), sp + o * (K / 32), acts.base + n * K, K, O - o, out);
+    if (g_simd >= 2)
+      dot_mxfp4_avx512_outs4(pp + o * (K / 2), sp + o * (K / 32), acts.base + n * K, K, O - o, out);
+#ifdef __AVX2__
+    else
+      dot_mxfp4_avx2_rows<4>(pp + o * (K / 2), sp + o * (K / 32), acts.base + n * K, K, O - o, out);
+#endif
     for (int r = 0; r < 4; ++r) y[n * O + o + r] = out[r];
   }
 }
@@ -232,7 +49,7 @@ void mxfp4_rest_outs4(const MxActivations& acts, int64_t n, int64_t N, int64_t K
 void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* pp, const uint8_t* sp, float* y) {
   if (g_int8 && g_simd >= 1) return mxfp4_rows_int8(x, N, K, O, pp, sp, y);
   MxActivations acts(x, N, K);
-  const bool outs4 = g_simd >= 2 && N % 4 != 0;   // W rows in fours for the leftover rows of x
+  const bool outs4 = g_simd >= 1 && N % 4 != 0;   // W rows in fours for the leftover rows of x
   const int64_t N4 = N / 4 * 4, O4 = outs4 ? O / 4 * 4 : 0;
   if (outs4) {
 #pragma omp parallel for schedule(static)
@@ -249,8 +66,10 @@ void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* 
       float out[4];
       if (g_simd >= 2)
         dot4_mxfp4_avx512(p, s, rows, K, out);
+#ifdef __AVX2__
       else
         dot4_mxfp4_avx2(p, s, rows, K, out);
+#endif
       for (int j = 0; j < 4; ++j) y[(n + j) * O + o] = out[j];
     }
     for (n = o < O4 ? N : n; n < N; ++n) y[n * O + o] = dot_mxfp4(p, s, acts.base + n * K, K);
