@@ -149,7 +149,9 @@ def test_int8_at_load_with_streamed_layers_keeps_those_as_stored(ckpt):
         layer = int(name.split(".")[2])
         assert model.get_parameter(name).dtype == (torch.int8 if layer in kept else torch.bfloat16), name
     with torch.inference_mode():
-        assert_close("mixed", model(ids(40)), dequantised_fp32_model(ckpt, kept)(ids(40)), 1e-5)
+        # The streamed bf16 layers' prefill runs the native GEMM on AVX2-only CPUs (one FMA chain per
+        # 256-deep block; 1.5e-5 measured there) where the fp32 model runs MKL's: summation order only.
+        assert_close("mixed", model(ids(40)), dequantised_fp32_model(ckpt, kept)(ids(40)), 3e-5)
 
 
 def test_broken_derived_checkpoints_are_refused(derived, tmp_path):

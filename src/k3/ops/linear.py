@@ -1,7 +1,8 @@
 """y = x W^T for weights stored more compactly than the activations (bf16 weights, fp32 compute on CPU).
 
 Reference: cast the weight and call F.linear / einsum (fp32 GEMM via MKL; the only path autograd
-sees). Native: few rows (decode) widen bf16 weights in registers and read each weight byte once.
+sees). Native: few rows (decode) widen bf16 weights in registers and read each weight byte once;
+many rows (prefill) run the native blocked GEMM or the reference's GEMM on a natively widened weight.
 `k3.ops.dispatch` picks per call.
 """
 
@@ -11,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from k3.ops.dispatch import register
-from k3.ops.native import MAX_ROWS, native
+from k3.ops.native import MAX_ROWS, native, prefill_gemm
 
 
 def _few_bf16_rows(x: torch.Tensor, w: torch.Tensor) -> bool:
@@ -24,12 +25,14 @@ def linear_reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def _linear_native(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Few rows: the bf16 GEMV kernel. Many (prefill): the reference's own fp32 GEMM on the weight
-    widened by the native loop, so the result equals the reference bit for bit."""
-    if not _few_bf16_rows(x, w):
+    """Few rows: the bf16 GEMV kernel. Many (prefill): the native blocked GEMM where `prefill_gemm()`
+    says so, else the reference's own fp32 GEMM on the weight widened by the native loop (so the result
+    equals the reference bit for bit)."""
+    if not _few_bf16_rows(x, w) and prefill_gemm() == "torch":
         return F.linear(x, native().bf16_widen(w))
     flat = x.reshape(-1, x.shape[-1]).contiguous()
-    return native().bf16_linear(flat, w).reshape(*x.shape[:-1], w.shape[0])
+    kernel = native().bf16_linear if _few_bf16_rows(x, w) else native().bf16_gemm
+    return kernel(flat, w).reshape(*x.shape[:-1], w.shape[0])
 
 
 linear = register("bf16_linear", reference=linear_reference, native=_linear_native,

@@ -1,7 +1,8 @@
 """Packed MXFP4 matmul, never unpacking a whole expert at once.
 
-The PyTorch path (`mxfp4_linear_tiled`) decodes rows tile by tile; few fp32 rows on the CPU run the
-native kernel instead (chosen by `k3.ops.dispatch`). The decode tables are cached per (dtype, device).
+The PyTorch path (`mxfp4_linear_tiled`) decodes rows tile by tile; on the CPU (`k3.ops.dispatch`
+chooses) few fp32 rows run the native kernel instead, and many the native blocked GEMM where
+`k3.ops.native.prefill_gemm()` is native. The decode tables are cached per (dtype, device).
 Scales are validated when checkpoints load, so this path does not re-scan them. Both equal
 `mxfp4_linear_reference` up to matmul rounding.
 """
@@ -14,7 +15,7 @@ import torch
 
 from k3.ops.mxfp4.format import e2m1_table, e8m0_table
 from k3.ops.dispatch import register
-from k3.ops.native import MAX_ROWS, native
+from k3.ops.native import MAX_ROWS, native, prefill_gemm
 
 ROW_TILE = 1024
 
@@ -58,12 +59,16 @@ def mxfp4_linear_tiled(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tenso
 
 
 def _mxfp4_linear_native(x, packed, scale, group_size=32, row_tile=ROW_TILE):
-    """Few fp32 rows (decode): codes decoded in registers, each weight byte read once."""
+    """Few fp32 rows (decode): codes decoded in registers, each weight byte read once. More (prefill,
+    where `prefill_gemm()` is native): the blocked GEMM, decoding each panel of codes as it packs it."""
+    if x.shape[0] > MAX_ROWS:
+        return native().mxfp4_gemm(x.contiguous(), packed, scale)
     return native().mxfp4_linear(x.contiguous(), packed, scale)
 
 
 mxfp4_linear = register(
     "mxfp4_linear", reference=mxfp4_linear_tiled, native=_mxfp4_linear_native,
     supports=lambda x, packed, scale, group_size=32, row_tile=ROW_TILE: (
-        group_size == 32 and x.dtype == torch.float32 and x.shape[0] <= MAX_ROWS
+        group_size == 32 and x.dtype == torch.float32 and x.dim() == 2
+        and (x.shape[0] <= MAX_ROWS or prefill_gemm() == "native")
         and packed.is_contiguous() and scale.is_contiguous()))

@@ -11,7 +11,8 @@ and CI do). Features are read from /proc/cpuinfo, never assumed: AVX2+FMA code w
 AVX-512 forms when it lists avx512f/bw/vl. Without a compiler, or with K3_NATIVE=0, `native()` is None
 and every op runs its PyTorch reference (`k3.ops.dispatch` decides per call). K3_NATIVE_SIMD=scalar|avx2|avx512
 caps the instruction set. Results equal the references up to fp32 summation order, except the opt-in
-int8-activation MXFP4 path (bounded error).
+int8-activation MXFP4 path (bounded error). Prefill-sized products run a native blocked GEMM
+(gemm.cpp) where `prefill_gemm()` says so.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ import time
 import warnings
 from pathlib import Path
 
-SOURCES = ("common.cpp", "norm.cpp", "bf16.cpp", "int8_weights.cpp", "int8.cpp", "mxfp4_dots.cpp", "mxfp4.cpp", "kda.cpp", "mla.cpp", "attnres.cpp", "routing.cpp", "decode_steps.cpp")  # joined in order
-FUNCTIONS = ["set_simd", "set_int8_activations", "set_flush_denormal", "bf16_linear", "bf16_widen", "bf16_head_linear", "int8_linear", "int8_dequantize", "int8_quantize_into", "mxfp4_linear",
+SOURCES = ("common.cpp", "norm.cpp", "bf16.cpp", "int8_weights.cpp", "int8.cpp", "mxfp4_dots.cpp", "mxfp4.cpp", "gemm.cpp", "kda.cpp", "mla.cpp", "attnres.cpp", "routing.cpp", "decode_steps.cpp")  # joined in order
+FUNCTIONS = ["set_simd", "set_int8_activations", "set_flush_denormal", "bf16_linear", "bf16_gemm", "mxfp4_gemm", "bf16_widen", "bf16_head_linear", "int8_linear", "int8_dequantize", "int8_quantize_into", "mxfp4_linear",
              "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_moe_tokens", "mxfp4_dequantize", "kda_decode_slots", "mla_paged_decode",
              "attn_res_mix", "attn_res_mix_weights", "rms_norm_rows", "gated_rms_norm_rows", "kda_gates_rows", "moe_route_rows", "glu_rows",
              "kda_decode_step", "moe_decode_step", "mla_decode_inputs", "mla_decode_attend",
@@ -68,6 +69,23 @@ def simd_level() -> int:
             raise ValueError(f"K3_NATIVE_SIMD={cap!r}: expected one of {', '.join(SIMD_LEVELS)}")
         level = min(level, SIMD_LEVELS[cap])
     return level
+
+
+PREFILL_GEMMS = ("native", "torch")
+
+
+@functools.lru_cache(maxsize=1)
+def prefill_gemm() -> str:
+    """Who multiplies prefill-sized products (more than MAX_ROWS rows): "native" (gemm.cpp, widening or
+    decoding the weight as it packs it) or "torch" (the weight widened to fp32, then MKL). K3_PREFILL_GEMM
+    chooses; the default is native on CPUs with AVX2 but not AVX-512, where it measured 1.2-1.6x MKL
+    with the widening MKL needs (Zen 3, 2 threads); torch elsewhere (MKL and oneDNN use AVX-512 there)."""
+    choice = os.environ.get("K3_PREFILL_GEMM")
+    if choice is None:
+        return "native" if simd_level() == 1 else "torch"
+    if choice not in PREFILL_GEMMS:
+        raise ValueError(f"K3_PREFILL_GEMM={choice!r}: expected one of {', '.join(PREFILL_GEMMS)}")
+    return choice
 
 
 def cache_root() -> Path:
