@@ -23,3 +23,20 @@ def level(kernels, request):
     assert kernels.set_simd(request.param) == request.param
     yield request.param
     kernels.set_simd(simd_level())
+
+
+@pytest.fixture
+def prefill_gemm_as(monkeypatch):
+    """Sets K3_PREFILL_GEMM (None: unset) for the rest of the test, re-reading it; restores it after."""
+    from k3.ops.native import prefill_gemm
+
+    def choose(choice):
+        if choice is None:
+            monkeypatch.delenv("K3_PREFILL_GEMM", raising=False)
+        else:
+            monkeypatch.setenv("K3_PREFILL_GEMM", choice)
+        prefill_gemm.cache_clear()
+
+    yield choose
+    monkeypatch.delenv("K3_PREFILL_GEMM", raising=False)
+    prefill_gemm.cache_clear()

@@ -245,22 +245,16 @@ def test_mxfp4_rows_do_not_depend_on_how_many_share_the_call(kernels, level):
         assert torch.equal(kernels.mxfp4_linear(x[:n].contiguous(), packed, scale), alone[:n]), n
 
 
-def test_many_rows_widen_natively_and_equal_the_reference_bit_for_bit(kernels, monkeypatch):
+def test_many_rows_widen_natively_and_equal_the_reference_bit_for_bit(kernels, prefill_gemm_as):
     """With K3_PREFILL_GEMM=torch (the native GEMM's own tests are in test_native_gemm.py)."""
     from k3.ops.linear import linear_reference
-    from k3.ops.native import prefill_gemm
 
-    monkeypatch.setenv("K3_PREFILL_GEMM", "torch")
-    prefill_gemm.cache_clear()
-    try:
-        w = (torch.randn(70, 96) * 3).bfloat16()
-        assert torch.equal(kernels.bf16_widen(w), w.float())
-        for rows in (33, 200):
-            x = torch.randn(rows, 96)
-            assert torch.equal(linear(x, w), linear_reference(x, w))
-    finally:
-        monkeypatch.delenv("K3_PREFILL_GEMM")
-        prefill_gemm.cache_clear()
+    prefill_gemm_as("torch")
+    w = (torch.randn(70, 96) * 3).bfloat16()
+    assert torch.equal(kernels.bf16_widen(w), w.float())
+    for rows in (33, 200):
+        x = torch.randn(rows, 96)
+        assert torch.equal(linear(x, w), linear_reference(x, w))
 
 
 def test_subnormals_flushed_on_every_pool_thread_and_restored():

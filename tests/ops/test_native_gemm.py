@@ -9,7 +9,7 @@ import torch
 from k3.ops.linear import linear, linear_reference
 from k3.ops.mxfp4 import dequantize
 from k3.ops.mxfp4.linear import mxfp4_linear, mxfp4_linear_tiled
-from k3.ops.native import MAX_ROWS, native, prefill_gemm
+from k3.ops.native import MAX_ROWS, native, prefill_gemm, simd_level
 from k3.testing import assert_close
 
 # (rows, depth, outputs): rows past and below the 6-row tile, outputs past and below the 16-wide panel,
@@ -66,32 +66,27 @@ def test_bad_shapes_are_refused_with_the_reason(kernels):
 
 
 @pytest.mark.parametrize("choice", ["native", "torch"])
-def test_prefill_products_take_the_chosen_gemm(monkeypatch, choice):
-    monkeypatch.setenv("K3_PREFILL_GEMM", choice)
-    prefill_gemm.cache_clear()
-    try:
-        g = torch.Generator().manual_seed(5)
-        x, w = torch.randn(MAX_ROWS + 9, 96, generator=g), torch.randn(50, 96, generator=g).bfloat16()
-        packed = torch.randint(0, 256, (33, 48), dtype=torch.uint8, generator=g)
-        scale = torch.randint(110, 135, (33, 3), dtype=torch.uint8, generator=g)
-        with torch.inference_mode():
-            if choice == "native":
-                assert torch.equal(linear(x, w), native().bf16_gemm(x, w))
-                assert torch.equal(mxfp4_linear(x, packed, scale), native().mxfp4_gemm(x, packed, scale))
-            else:   # the reference's own GEMM on a natively widened weight: the reference's bits
-                assert torch.equal(linear(x, w), linear_reference(x, w))
-                assert torch.equal(mxfp4_linear(x, packed, scale), mxfp4_linear_tiled(x, packed, scale))
-    finally:
-        monkeypatch.delenv("K3_PREFILL_GEMM")
-        prefill_gemm.cache_clear()
+def test_prefill_products_take_the_chosen_gemm(prefill_gemm_as, choice):
+    prefill_gemm_as(choice)
+    g = torch.Generator().manual_seed(5)
+    x, w = torch.randn(MAX_ROWS + 9, 96, generator=g), torch.randn(50, 96, generator=g).bfloat16()
+    packed = torch.randint(0, 256, (33, 48), dtype=torch.uint8, generator=g)
+    scale = torch.randint(110, 135, (33, 3), dtype=torch.uint8, generator=g)
+    with torch.inference_mode():
+        if choice == "native":
+            assert torch.equal(linear(x, w), native().bf16_gemm(x, w))
+            assert torch.equal(mxfp4_linear(x, packed, scale), native().mxfp4_gemm(x, packed, scale))
+        else:   # the reference's own GEMM on a natively widened weight: the reference's bits
+            assert torch.equal(linear(x, w), linear_reference(x, w))
+            assert torch.equal(mxfp4_linear(x, packed, scale), mxfp4_linear_tiled(x, packed, scale))
 
 
-def test_an_unknown_prefill_gemm_is_refused(monkeypatch):
-    monkeypatch.setenv("K3_PREFILL_GEMM", "blas")
-    prefill_gemm.cache_clear()
-    try:
-        with pytest.raises(ValueError, match="K3_PREFILL_GEMM='blas'"):
-            prefill_gemm()
-    finally:
-        monkeypatch.delenv("K3_PREFILL_GEMM")
-        prefill_gemm.cache_clear()
+def test_the_default_follows_the_instruction_set(prefill_gemm_as):
+    prefill_gemm_as(None)
+    assert prefill_gemm() == ("native" if simd_level() == 1 else "torch")
+
+
+def test_an_unknown_prefill_gemm_is_refused(prefill_gemm_as):
+    prefill_gemm_as("blas")
+    with pytest.raises(ValueError, match="K3_PREFILL_GEMM='blas'"):
+        prefill_gemm()
