@@ -4,14 +4,14 @@
 // A blocked GEMM in the BLIS shape: for each block of kGemmDepth columns of K, x's rows are packed in
 // sixes ([depth][6]) and each panel of 16 weight rows is widened (bf16) or decoded (MXFP4, exactly) and
 // transposed as it is packed ([depth][16], in L1), so the weight becomes fp32 once per use instead of
-// into a full fp32 copy first (which, as fresh memory, cost this VM about as much as a quarter of the
-// multiply). A 6 x 16
-// micro-kernel keeps its 12 accumulators in registers: one broadcast of x and two FMAs per row and k.
+// into a full fp32 copy first (as fresh memory, a 68 MB copy cost this VM 27 ms). A 6 x 16 micro-kernel
+// keeps its 12 accumulators in registers: one broadcast of x and two FMAs per row and k.
 //
 // Every output is summed the same way whatever M, N or the thread count: within a depth block, one FMA
 // chain over k in order; the blocks' sums added to y in order. So a row's result never depends on its
-// batch. Zen 3, 2 threads, GFLOP/s against torch's MKL sgemm on the pre-widened weight (which also needs
-// the widening): 512 x 2048 x 8336 90-99 against 64-84, 512 x 1024 x 2048 91 against 86-102.
+// batch. Zen 3, 2 threads, GFLOP/s against widening the weight and torch's MKL sgemm: 512 x 2048 x 8336
+// 120-136 against 83-84, 512 x 5632 x 2048 99-114 against 74-87, an expert's 64 x 1024 x 1024 from MXFP4
+// 110 against 70 (dequantise + MKL). Used where k3.ops.native.prefill_gemm() says (AVX2, no AVX-512).
 
 namespace {
 
