@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -14,6 +15,7 @@ from k3.testing import make_checkpoint
 
 # Figures k3 remembers between runs (measured bandwidths) go to a private folder, never the user's cache.
 os.environ["K3_CACHE_DIR"] = tempfile.mkdtemp(prefix="k3-test-cache-")
+atexit.register(shutil.rmtree, os.environ["K3_CACHE_DIR"], ignore_errors=True)   # one was left per run
 
 _empty = torch.empty
 _new_empty = torch.Tensor.new_empty
