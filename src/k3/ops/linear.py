@@ -28,10 +28,11 @@ def _linear_native(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """Few rows: the bf16 GEMV kernel. Many (prefill): the native blocked GEMM where `prefill_gemm()`
     says so, else the reference's own fp32 GEMM on the weight widened by the native loop (so the result
     equals the reference bit for bit)."""
-    if not _few_bf16_rows(x, w) and prefill_gemm() == "torch":
+    few = _few_bf16_rows(x, w)
+    if not few and prefill_gemm() == "torch":
         return F.linear(x, native().bf16_widen(w))
     flat = x.reshape(-1, x.shape[-1]).contiguous()
-    kernel = native().bf16_linear if _few_bf16_rows(x, w) else native().bf16_gemm
+    kernel = native().bf16_linear if few else native().bf16_gemm
     return kernel(flat, w).reshape(*x.shape[:-1], w.shape[0])
 
 

@@ -47,12 +47,10 @@ struct CodePair {
   alignas(32) int8_t odd[32];
 };
 
-const int8_t kE2M1x2Lanes[32] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,
-                                 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 // 32 bytes of codes (groups g, g + 1) into c: one shuffle per nibble half, each lane a group.
 inline void decode_pair_avx2(const uint8_t* packed, CodePair& c) {
-  const __m256i lut = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kE2M1x2Lanes)), low4 = _mm256_set1_epi8(0x0F);
+  const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kE2M1x2)));
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
   const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(packed));
   _mm256_store_si256(reinterpret_cast<__m256i*>(c.even), _mm256_shuffle_epi8(lut, _mm256_and_si256(v, low4)));
   _mm256_store_si256(reinterpret_cast<__m256i*>(c.odd), _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4)));
@@ -60,7 +58,7 @@ inline void decode_pair_avx2(const uint8_t* packed, CodePair& c) {
 
 // A last, unpaired group (16 bytes) into c's first half.
 inline void decode_one_avx2(const uint8_t* packed, CodePair& c) {
-  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kE2M1x2Lanes)), low4 = _mm_set1_epi8(0x0F);
+  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kE2M1x2)), low4 = _mm_set1_epi8(0x0F);
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
   _mm_store_si128(reinterpret_cast<__m128i*>(c.even), _mm_shuffle_epi8(lut, _mm_and_si128(v, low4)));
   _mm_store_si128(reinterpret_cast<__m128i*>(c.odd), _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(v, 4), low4)));
