@@ -56,6 +56,13 @@ def test_a_row_never_depends_on_its_batch_or_the_other_outputs(kernels, level):
     assert torch.equal(kernels.bf16_gemm(x, w[5:22].contiguous()), full[:, 5:22])
 
 
+def test_an_empty_depth_gives_zeros(kernels, level):
+    y = kernels.bf16_gemm(torch.randn(3, 0), torch.randn(4, 0).bfloat16())
+    assert torch.equal(y, torch.zeros(3, 4))
+    empty = torch.zeros(4, 0, dtype=torch.uint8)
+    assert torch.equal(kernels.mxfp4_gemm(torch.randn(3, 0), empty, empty), torch.zeros(3, 4))
+
+
 def test_bad_shapes_are_refused_with_the_reason(kernels):
     with pytest.raises(RuntimeError, match="contiguous bf16"):
         kernels.bf16_gemm(torch.randn(3, 8), torch.randn(4, 8))

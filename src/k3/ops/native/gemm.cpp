@@ -161,6 +161,7 @@ void gemm_panel(const float* packed_rows, int64_t M, int64_t kc, const float* pa
 // y [M, N] = x [M, K] @ w^T, each depth block of x packed once, the panels split over threads.
 template <class Weights>
 void gemm(const float* x, const Weights& w, int64_t M, int64_t K, int64_t N, float* y) {
+  if (K == 0) return std::fill(y, y + M * N, 0.f);   // an empty sum: no depth block would write y
   const int64_t panels = (N + kGemmCols - 1) / kGemmCols;
   std::vector<float> packed_rows(M * std::min(K, kGemmDepth));
 #pragma omp parallel
