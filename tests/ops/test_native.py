@@ -224,15 +224,47 @@ def test_int8_activations_stay_within_the_stated_bound(kernels):
     assert_close("exact path again", kernels.mxfp4_linear(x, packed, scale), x @ dequantize(packed, scale).T, 2e-6)
 
 
-def test_bf16_rows_do_not_depend_on_how_many_share_the_call(kernels, level):
-    """Each output is summed in one fixed order whatever the tile: a row alone equals the same row in
-    a batch of any size, bit for bit (the engine's batch invariance rests on it)."""
+@pytest.mark.parametrize("sequential", [False, True], ids=["tiles", "sequential"])
+def test_bf16_rows_do_not_depend_on_how_many_share_the_call(kernels, level, sequential):
+    """Each output is summed in one fixed order whatever the tile: a row alone (read in tiles of eight
+    W rows, or W's rows one after another) equals the same row in a batch of any size, bit for bit
+    (the engine's batch invariance rests on it)."""
     gen = torch.Generator().manual_seed(11)
     w = torch.randn(37, 301, generator=gen).bfloat16()
     x = torch.randn(9, 301, generator=gen)
-    alone = torch.cat([kernels.bf16_linear(x[i:i + 1].contiguous(), w) for i in range(9)])
+    before = kernels.set_gemv_sequential(sequential)
+    try:
+        alone = torch.cat([kernels.bf16_linear(x[i:i + 1].contiguous(), w) for i in range(9)])
+    finally:
+        kernels.set_gemv_sequential(before)
     for n in (2, 3, 5, 9):
         assert torch.equal(kernels.bf16_linear(x[:n].contiguous(), w), alone[:n]), n
+
+
+def test_the_decode_gemv_form_follows_the_vendor_and_the_environment(monkeypatch):
+    """Sequential on AMD (measured faster on Zen 5), tiles elsewhere; K3_DECODE_GEMV overrides, and a
+    bad value is refused with the allowed ones."""
+    from k3.ops import native as native_module
+
+    def form(vendor, env):
+        monkeypatch.setattr(native_module, "cpu_vendor", lambda: vendor)
+        if env is None:
+            monkeypatch.delenv("K3_DECODE_GEMV", raising=False)
+        else:
+            monkeypatch.setenv("K3_DECODE_GEMV", env)
+        native_module.decode_gemv.cache_clear()
+        return native_module.decode_gemv()
+
+    try:
+        assert form("AuthenticAMD", None) == "sequential"
+        assert form("GenuineIntel", None) == "tiles"
+        assert form("GenuineIntel", "sequential") == "sequential"
+        assert form("AuthenticAMD", "tiles") == "tiles"
+        with pytest.raises(ValueError, match="K3_DECODE_GEMV='rows': expected one of sequential, tiles"):
+            form("AuthenticAMD", "rows")
+    finally:
+        monkeypatch.undo()
+        native_module.decode_gemv.cache_clear()
 
 
 def test_mxfp4_rows_do_not_depend_on_how_many_share_the_call(kernels, level):

@@ -9,12 +9,13 @@ import torch
 from k3.ops.linear import linear, linear_reference
 from k3.ops.mxfp4 import dequantize
 from k3.ops.mxfp4.linear import mxfp4_linear, mxfp4_linear_tiled
-from k3.ops.native import MAX_ROWS, native, prefill_gemm, simd_level
+from k3.ops.native import MAX_ROWS, cpu_vendor, native, prefill_gemm, simd_level
 from k3.testing import assert_close
 
-# (rows, depth, outputs): rows past and below the 6-row tile, outputs past and below the 16-wide panel,
-# depths inside one 256-block, across blocks, and with a tail the vector packing leaves to scalar code.
-SHAPES = [(1, 7, 1), (5, 301, 17), (7, 16, 15), (13, 513, 45), (40, 260, 33)]
+# (rows, depth, outputs): rows past and below the 6-row (AVX2) and 12-row (AVX-512) tiles, outputs past
+# and below the 16- and 32-wide panels, depths inside one 256-block, across blocks, and with a tail the
+# vector packing leaves to scalar code.
+SHAPES = [(1, 7, 1), (5, 301, 17), (7, 16, 15), (13, 513, 45), (40, 260, 33), (25, 96, 70)]
 
 
 def _reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -56,6 +57,25 @@ def test_a_row_never_depends_on_its_batch_or_the_other_outputs(kernels, level):
     assert torch.equal(kernels.bf16_gemm(x, w[5:22].contiguous()), full[:, 5:22])
 
 
+@pytest.mark.skipif(simd_level() < 2, reason="this CPU has no AVX-512: only one vector tile to run")
+@pytest.mark.parametrize("rows,depth,outs", SHAPES)
+def test_the_avx512_tile_gives_the_avx2_tiles_bits(kernels, rows, depth, outs):
+    """One FMA chain per output and depth block in both tiles: the instruction set never changes a bit."""
+    g = torch.Generator().manual_seed(rows + outs)
+    x, w = torch.randn(rows, depth, generator=g), torch.randn(outs, depth, generator=g).bfloat16()
+    packed = torch.randint(0, 256, (outs, depth // 32 * 16), dtype=torch.uint8, generator=g)
+    scale = torch.randint(110, 140, (outs, depth // 32), dtype=torch.uint8, generator=g)
+    xm = x[:, :depth // 32 * 32].contiguous()
+    try:
+        kernels.set_simd(1)
+        avx2 = kernels.bf16_gemm(x, w), kernels.mxfp4_gemm(xm, packed, scale)
+        kernels.set_simd(2)
+        avx512 = kernels.bf16_gemm(x, w), kernels.mxfp4_gemm(xm, packed, scale)
+    finally:
+        kernels.set_simd(simd_level())
+    assert torch.equal(avx2[0], avx512[0]) and torch.equal(avx2[1], avx512[1])
+
+
 def test_an_empty_depth_gives_zeros(kernels, level):
     y = kernels.bf16_gemm(torch.randn(3, 0), torch.randn(4, 0).bfloat16())
     assert torch.equal(y, torch.zeros(3, 4))
@@ -88,9 +108,11 @@ def test_prefill_products_take_the_chosen_gemm(prefill_gemm_as, choice):
             assert torch.equal(mxfp4_linear(x, packed, scale), mxfp4_linear_tiled(x, packed, scale))
 
 
-def test_the_default_follows_the_instruction_set(prefill_gemm_as):
+def test_the_default_is_native_unless_mkl_runs_avx512(prefill_gemm_as):
+    """MKL takes its AVX-512 code only on Intel CPUs: torch there, the native tiles everywhere else."""
     prefill_gemm_as(None)
-    assert prefill_gemm() == ("native" if simd_level() == 1 else "torch")
+    mkl_avx512 = simd_level() == 2 and cpu_vendor() == "GenuineIntel"
+    assert prefill_gemm() == ("native" if simd_level() >= 1 and not mkl_avx512 else "torch")
 
 
 def test_an_unknown_prefill_gemm_is_refused(prefill_gemm_as):

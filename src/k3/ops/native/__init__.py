@@ -32,7 +32,7 @@ import warnings
 from pathlib import Path
 
 SOURCES = ("common.cpp", "norm.cpp", "bf16.cpp", "int8_weights.cpp", "int8.cpp", "mxfp4_dots.cpp", "mxfp4.cpp", "gemm.cpp", "kda.cpp", "mla.cpp", "attnres.cpp", "routing.cpp", "decode_steps.cpp")  # joined in order
-FUNCTIONS = ["set_simd", "set_int8_activations", "set_flush_denormal", "bf16_linear", "bf16_gemm", "mxfp4_gemm", "bf16_widen", "bf16_head_linear", "int8_linear", "int8_dequantize", "int8_quantize_into", "mxfp4_linear",
+FUNCTIONS = ["set_simd", "set_gemv_sequential", "set_int8_activations", "set_flush_denormal", "bf16_linear", "bf16_gemm", "mxfp4_gemm", "bf16_widen", "bf16_head_linear", "int8_linear", "int8_dequantize", "int8_quantize_into", "mxfp4_linear",
              "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_moe_tokens", "mxfp4_dequantize", "kda_decode_slots", "mla_paged_decode",
              "attn_res_mix", "attn_res_mix_weights", "rms_norm_rows", "gated_rms_norm_rows", "kda_gates_rows", "moe_route_rows", "glu_rows",
              "kda_decode_step", "moe_decode_step", "mla_decode_inputs", "mla_decode_attend",
@@ -43,14 +43,24 @@ MAX_ROWS = 32  # measured: above ~32-48 rows, dequantise-then-GEMM (compute boun
 SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}
 
 
-def cpu_flags() -> set[str]:
+def _cpuinfo_field(name: str) -> str:
+    """The first `name : value` line's value in /proc/cpuinfo ("" when there is none or no file)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
+            if line.split(":", 1)[0].strip() == name:
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return set()
+    return ""
+
+
+def cpu_flags() -> set[str]:
+    return set(_cpuinfo_field("flags").split())
+
+
+def cpu_vendor() -> str:
+    """"AuthenticAMD", "GenuineIntel", ... ("" when unknown)."""
+    return _cpuinfo_field("vendor_id")
 
 
 def cpu_simd_level(flags: set[str]) -> int:
@@ -74,18 +84,40 @@ def simd_level() -> int:
 PREFILL_GEMMS = ("native", "torch")
 
 
+def _choice(variable: str, allowed: tuple[str, ...], default: str) -> str:
+    choice = os.environ.get(variable)
+    if choice is None:
+        return default
+    if choice not in allowed:
+        raise ValueError(f"{variable}={choice!r}: expected one of {', '.join(allowed)}")
+    return choice
+
+
 @functools.lru_cache(maxsize=1)
 def prefill_gemm() -> str:
     """Who multiplies prefill-sized products (more than MAX_ROWS rows): "native" (gemm.cpp, widening or
     decoding the weight as it packs it) or "torch" (the weight widened to fp32, then MKL). K3_PREFILL_GEMM
-    chooses; the default is native on CPUs with AVX2 but not AVX-512, where it measured 1.2-1.6x MKL
-    with the widening MKL needs (Zen 3, 2 threads); torch elsewhere (MKL and oneDNN use AVX-512 there)."""
-    choice = os.environ.get("K3_PREFILL_GEMM")
-    if choice is None:
-        return "native" if simd_level() == 1 else "torch"
-    if choice not in PREFILL_GEMMS:
-        raise ValueError(f"K3_PREFILL_GEMM={choice!r}: expected one of {', '.join(PREFILL_GEMMS)}")
-    return choice
+    chooses. The default is native wherever MKL runs without its AVX-512 code: on CPUs with AVX2 but not
+    AVX-512 (Zen 3, 2 threads: 1.2-1.6x MKL with the widening MKL needs) and on AMD CPUs, where MKL takes
+    its AVX2 code (Zen 5, 2 threads: the AVX-512 tile at 340-400 against 146-193 GFLOP/s); torch on Intel
+    CPUs with AVX-512, where MKL uses it (the native AVX-512 tile is unmeasured there)."""
+    level = simd_level()
+    native_default = level == 1 or (level == 2 and cpu_vendor() != "GenuineIntel")
+    return _choice("K3_PREFILL_GEMM", PREFILL_GEMMS, "native" if native_default else "torch")
+
+
+DECODE_GEMVS = ("sequential", "tiles")
+
+
+@functools.lru_cache(maxsize=1)
+def decode_gemv() -> str:
+    """How the AVX-512 bf16 GEMV reads the weight for a lone row of activations (batch-1 decode):
+    "sequential" (each thread reads its rows one after another, one stream prefetched 2 KB ahead) or
+    "tiles" (eight rows at a time, each prefetched, the next eight into L2). Every output's sum is the
+    same either way. K3_DECODE_GEMV chooses; the default is sequential on AMD CPUs (Zen 5: a decode
+    token of compare.py's checkpoint 18.3 against 23.5 ms) and tiles elsewhere (Sapphire Rapids: eight
+    streams read 25-28 against 23-25 GB/s for four). CPUs without AVX-512 always take their tiles."""
+    return _choice("K3_DECODE_GEMV", DECODE_GEMVS, "sequential" if cpu_vendor() == "AuthenticAMD" else "tiles")
 
 
 def cache_root() -> Path:
@@ -156,6 +188,7 @@ def native():
         final = cache_root() / name
         module = _import(name, final) if (final / f"{name}.so").is_file() else _build(name, source, flags, final)
         module.set_simd(level)
+        module.set_gemv_sequential(decode_gemv() == "sequential")
         module.set_int8_activations(os.environ.get("K3_MXFP4_INT8") == "1")
         return module
     except Exception as e:  # no compiler, no ninja, ...: fall back, loudly

@@ -44,7 +44,7 @@ struct SplitRows {
 // 2-core Xeon, cold weights: 2048 x 1024 read in 174 against 203 us, 3072 x 768 in 203 against 246 us,
 // 2048 x 128 in 29 against 35 us; 2048-wide rows unchanged; about 1 ms less a token on compare.py's
 // checkpoint.
-template <int NO, int NN>
+template <int NO, int NN, int64_t Ahead = kPrefetchBf16>
 K3_AVX512 int64_t linear_tile_avx512(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0,
                                      int64_t rows_after, float (&sums)[NO][NN]) {
   __m512 acc[NO][NN];
@@ -59,7 +59,7 @@ K3_AVX512 int64_t linear_tile_avx512(const uint16_t* w, const float* x, int64_t 
       xo[j] = _mm512_loadu_ps(x + (n0 + j) * K + k + 16);
     }
     for (int i = 0; i < NO; ++i) {
-      prefetch_ahead<kPrefetchBf16>(w + (o0 + i) * K + k);  // once per 64-byte line
+      prefetch_ahead<Ahead>(w + (o0 + i) * K + k);  // once per 64-byte line
       if (i < rows_after) _mm_prefetch(reinterpret_cast<const char*>(w + (o0 + NO + i) * K + k), _MM_HINT_T1);
       const __m512i raw = _mm512_loadu_si512(w + (o0 + i) * K + k);
       const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
@@ -140,6 +140,15 @@ void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_
 
 // Outputs [o0, o0 + NO) for every row: rows in fours (AVX-512: 16 accumulators of its 32 registers;
 // AVX2's 16 would spill), then pairs, then a remaining row alone.
+// A lone row of x against W's rows one after another (the sequential decode form, AVX-512): each thread
+// reads its share of W as one stream, prefetched kPrefetchSequential bytes ahead into L1, none into L2
+// (the next row is the next bytes). The same per-output sums as every tile form.
+void linear_row_sequential(const uint16_t* w, const float* x, int64_t K, int64_t o, float* y) {
+  float sums[1][1];
+  const int64_t k = linear_tile_avx512<1, 1, kPrefetchSequential>(w, x, K, o, 0, 0, sums);
+  y[o] = finish_dot(sums[0][0], w + o * K, x, k, K);
+}
+
 template <int NO>
 void linear_outputs(const uint16_t* w, const float* x, int64_t N, int64_t K, int64_t O, int64_t o0, float* y) {
   int64_t n = 0;
@@ -165,6 +174,11 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   // (measured 21-26 GB/s against 20-21 for 4 on a 2-core Xeon). On AVX2 (Zen 3, 2 cores, cold, four
   // alternating runs) 4 read faster: 17.5 against 15.9 GB/s on 8336 x 2048, 17.0 against 14.2 on 4096 x
   // 2048, 13.3 against 12.3 on 2048 x 1024. Each output's sum is the same either way.
+  if (N == 1 && g_simd >= 2 && g_gemv_sequential) {
+#pragma omp parallel for schedule(static)
+    for (int64_t o = 0; o < O; ++o) linear_row_sequential(wp, xp, K, o, yp);
+    return y;
+  }
   const int64_t step = N == 1 && g_simd >= 2 ? 8 : 4, tiles = O / step;
   if (step == 8) {
 #pragma omp parallel for schedule(static)

@@ -16,6 +16,7 @@
 namespace {
 
 int g_simd = 0;  // 0 scalar, 1 AVX2+FMA, 2 AVX-512 (set from Python after checking the CPU's flags)
+bool g_gemv_sequential = false;  // AVX-512 decode GEMV: W's rows one after another (else in tiles of 8)
 
 // Kernels compiled for AVX-512 whatever the build flags; called only when g_simd >= 2.
 #define K3_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
@@ -26,7 +27,7 @@ int g_simd = 0;  // 0 scalar, 1 AVX2+FMA, 2 AVX-512 (set from Python after check
 // 2 KB rows (K = 1024) at 18 against 22 GB/s, and an in-model MXFP4 expert layer took 1.4 against 1.0 ms
 // (2-core Xeon, measured; 512 bytes ahead suited the bf16 rows, 1024 the slower-consumed MXFP4 codes).
 // Past the end of a row it fetches the start of the next one, which the kernels read next.
-constexpr int64_t kPrefetchBf16 = 512, kPrefetchMxfp4 = 1024;
+constexpr int64_t kPrefetchBf16 = 512, kPrefetchMxfp4 = 1024, kPrefetchSequential = 2048;
 
 template <int64_t Bytes>
 inline void prefetch_ahead(const void* p) {
@@ -179,6 +180,14 @@ int64_t set_simd(int64_t level) {
   g_simd = 0;
 #endif
   return g_simd;
+}
+
+// How the AVX-512 GEMV reads W for a lone row of x (decode): sequentially, row after row (true), or
+// eight rows at a time (false). Each output's sum is the same either way. Returns the previous setting.
+bool set_gemv_sequential(bool on) {
+  const bool before = g_gemv_sequential;
+  g_gemv_sequential = on;
+  return before;
 }
 
 // Flush-to-zero and denormals-are-zero (MXCSR bits 15 and 6) on the calling thread (the region's thread

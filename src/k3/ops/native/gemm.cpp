@@ -1,22 +1,34 @@
-// bf16_gemm:  y [M, N] = x [M, K] fp32 @ w [N, K] bf16 ^T, for prefill-sized M (AVX2+FMA).
+// bf16_gemm:  y [M, N] = x [M, K] fp32 @ w [N, K] bf16 ^T, for prefill-sized M.
 // mxfp4_gemm: the same for W packed MXFP4 ([N, K/2] codes, [N, K/32] E8M0 scales).
 //
 // A blocked GEMM in the BLIS shape: for each block of kGemmDepth columns of K, x's rows are packed in
-// sixes ([depth][6]) and each panel of 16 weight rows is widened (bf16) or decoded (MXFP4, exactly) and
-// transposed as it is packed ([depth][16], in L1), so the weight becomes fp32 once per use instead of
-// into a full fp32 copy first (as fresh memory, a 68 MB copy cost this VM 27 ms). A 6 x 16 micro-kernel
-// keeps its 12 accumulators in registers: one broadcast of x and two FMAs per row and k.
+// tiles of R ([depth][R]) and each panel of C weight rows is widened (bf16) or decoded (MXFP4, exactly)
+// and transposed as it is packed ([depth][C], in L1), so the weight becomes fp32 once per use instead of
+// into a full fp32 copy first (as fresh memory, a 68 MB copy cost this VM 27 ms). The micro-kernel keeps
+// R x C accumulators in registers: one broadcast of x and C / lanes FMAs per row and k. AVX2: R = 6,
+// C = 16 (12 of its 16 registers); AVX-512: R = 12, C = 32 (24 of its 32).
 //
-// Every output is summed the same way whatever M, N or the thread count: within a depth block, one FMA
-// chain over k in order; the blocks' sums added to y in order. So a row's result never depends on its
-// batch. Zen 3, 2 threads, GFLOP/s against widening the weight and torch's MKL sgemm: 512 x 2048 x 8336
-// 120-136 against 83-84, 512 x 5632 x 2048 99-114 against 74-87, an expert's 64 x 1024 x 1024 from MXFP4
-// 110 against 70 (dequantise + MKL). Used where k3.ops.native.prefill_gemm() says (AVX2, no AVX-512).
+// Every output is summed the same way whatever M, N, the thread count or the instruction set: within a
+// depth block, one FMA chain over k in order (one vector lane per output); the blocks' sums added to y in
+// order. So a row's result never depends on its batch, and AVX2 and AVX-512 give the same bits.
+// GFLOP/s on 2 threads against widening the weight and torch's MKL sgemm:
+//   Zen 3 (AVX2): 512 x 2048 x 8336 120-136 against 83-84, 512 x 5632 x 2048 99-114 against 74-87, an
+//   expert's 64 x 1024 x 1024 from MXFP4 110 against 70 (dequantise + MKL);
+//   Zen 5 (AVX-512; MKL takes its AVX2 code on AMD), same shapes: 341 / 370 / 400 (MXFP4 376) against
+//   146 / 157 / 164 widen + MKL (171 / 194 / 179 on a weight widened beforehand), the AVX2 tile 215-227.
+// Used where k3.ops.native.prefill_gemm() says.
 
 namespace {
 
-constexpr int kGemmRows = 6, kGemmCols = 16;
 constexpr int64_t kGemmDepth = 256;
+
+// The micro-kernel's tile per instruction set: R rows of x by C weight rows (outputs).
+struct Avx2Tile {
+  static constexpr int R = 6, C = 16;
+};
+struct Avx512Tile {
+  static constexpr int R = 12, C = 32;
+};
 
 #ifdef __AVX2__
 // r[i][j] -> r[j][i] for an 8 x 8 block of floats.
@@ -77,34 +89,36 @@ struct Mxfp4Weights {
 #endif
 };
 
-// Weight rows [n0, n0 + 16) x columns [k0, k0 + kc) as fp32 [kc][16]; rows past N are zeros.
-template <class Weights>
+// Weight rows [n0, n0 + C) x columns [k0, k0 + kc) as fp32 [kc][C]; rows past N are zeros.
+template <int C, class Weights>
 void pack_panel(const Weights& w, int64_t N, int64_t n0, int64_t k0, int64_t kc, float* panel) {
   int64_t k = 0;
 #ifdef __AVX2__
-  if (g_simd >= 1 && n0 + kGemmCols <= N)
-    for (int half = 0; half < 2; ++half)
+  if (g_simd >= 1 && n0 + C <= N)
+    for (int part = 0; part < C / 8; ++part)
       for (k = 0; k + 8 <= kc; k += 8) {
         __m256 r[8];
-        for (int i = 0; i < 8; ++i) r[i] = w.eight(n0 + half * 8 + i, k0 + k);
+        for (int i = 0; i < 8; ++i) r[i] = w.eight(n0 + part * 8 + i, k0 + k);
         transpose8(r);
-        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(panel + (k + j) * kGemmCols + half * 8, r[j]);
+        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(panel + (k + j) * C + part * 8, r[j]);
       }
 #endif
-  for (int c = 0; c < kGemmCols; ++c)
-    for (int64_t j = k; j < kc; ++j) panel[j * kGemmCols + c] = n0 + c < N ? w.at(n0 + c, k0 + j) : 0.f;
+  for (int c = 0; c < C; ++c)
+    for (int64_t j = k; j < kc; ++j) panel[j * C + c] = n0 + c < N ? w.at(n0 + c, k0 + j) : 0.f;
 }
 
-// y rows [0, R) x columns [0, cols) (row stride ldc) = (first ? 0 : y) + packed rows x panel over kc.
+// y rows [0, R) x columns [0, cols) (row stride ldc) = (first ? 0 : y) + packed rows x panel over kc;
+// the AVX2 tile (C = 16), or plain C++ with the same per-output FMA chains.
 template <int R>
 void gemm_micro(const float* rows, const float* panel, int64_t kc, float* y, int64_t ldc, int cols, bool first) {
+  constexpr int C = Avx2Tile::C;
 #ifdef __AVX2__
   if (g_simd >= 1) {
     __m256 acc[R][2];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; ++k) {
-      const __m256 b0 = _mm256_loadu_ps(panel + k * kGemmCols), b1 = _mm256_loadu_ps(panel + k * kGemmCols + 8);
+      const __m256 b0 = _mm256_loadu_ps(panel + k * C), b1 = _mm256_loadu_ps(panel + k * C + 8);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m256 a = _mm256_broadcast_ss(rows + k * R + r);
@@ -118,12 +132,12 @@ void gemm_micro(const float* rows, const float* panel, int64_t kc, float* y, int
     for (int r = 0; r < R; ++r) {
       __m256 lo = acc[r][0], hi = acc[r][1];
       float* row = y + r * ldc;
-      if (cols == kGemmCols) {
+      if (cols == C) {
         if (!first) lo = _mm256_add_ps(_mm256_loadu_ps(row), lo), hi = _mm256_add_ps(_mm256_loadu_ps(row + 8), hi);
         _mm256_storeu_ps(row, lo);
         _mm256_storeu_ps(row + 8, hi);
       } else {
-        alignas(32) float t[kGemmCols];
+        alignas(32) float t[C];
         _mm256_store_ps(t, lo);
         _mm256_store_ps(t + 8, hi);
         for (int j = 0; j < cols; ++j) row[j] = first ? t[j] : row[j] + t[j];
@@ -135,52 +149,105 @@ void gemm_micro(const float* rows, const float* panel, int64_t kc, float* y, int
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < cols; ++j) {
       float s = 0.f;
-      for (int64_t k = 0; k < kc; ++k) s = std::fma(rows[k * R + r], panel[k * kGemmCols + j], s);
+      for (int64_t k = 0; k < kc; ++k) s = std::fma(rows[k * R + r], panel[k * C + j], s);
       y[r * ldc + j] = first ? s : y[r * ldc + j] + s;
     }
 }
 
-// One panel (16 outputs) of one depth block for every row of x.
-void gemm_panel(const float* packed_rows, int64_t M, int64_t kc, const float* panel, float* y, int64_t N, int cols,
-                bool first) {
-  int64_t m = 0;
-  for (; m + kGemmRows <= M; m += kGemmRows)
-    gemm_micro<kGemmRows>(packed_rows + m * kc, panel, kc, y + m * N, N, cols, first);
-  const float* rows = packed_rows + m * kc;
-  float* out = y + m * N;
-  switch (M - m) {
-    case 5: gemm_micro<5>(rows, panel, kc, out, N, cols, first); break;
-    case 4: gemm_micro<4>(rows, panel, kc, out, N, cols, first); break;
-    case 3: gemm_micro<3>(rows, panel, kc, out, N, cols, first); break;
-    case 2: gemm_micro<2>(rows, panel, kc, out, N, cols, first); break;
-    case 1: gemm_micro<1>(rows, panel, kc, out, N, cols, first); break;
-    default: break;
+// The AVX-512 tile (C = 32): the same per-output chains, 16 outputs a vector. Columns past `cols` are
+// masked off in the loads and stores of y.
+template <int R>
+K3_AVX512 void gemm_micro_avx512(const float* rows, const float* panel, int64_t kc, float* y, int64_t ldc, int cols,
+                                 bool first) {
+  constexpr int C = Avx512Tile::C;
+  __m512 acc[R][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(panel + k * C), b1 = _mm512_loadu_ps(panel + k * C + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(rows[k * R + r]);
+      acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+    }
+  }
+  const __mmask16 lo_mask = cols >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << cols) - 1);
+  const __mmask16 hi_mask = cols >= 32 ? 0xFFFF : cols > 16 ? static_cast<__mmask16>((1u << (cols - 16)) - 1) : 0;
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    __m512 lo = acc[r][0], hi = acc[r][1];
+    float* row = y + r * ldc;
+    if (!first) {
+      lo = _mm512_add_ps(_mm512_maskz_loadu_ps(lo_mask, row), lo);
+      hi = _mm512_add_ps(_mm512_maskz_loadu_ps(hi_mask, row + 16), hi);
+    }
+    _mm512_mask_storeu_ps(row, lo_mask, lo);
+    _mm512_mask_storeu_ps(row + 16, hi_mask, hi);
   }
 }
 
+template <class Tile, int R>
+inline void micro(const float* rows, const float* panel, int64_t kc, float* y, int64_t ldc, int cols, bool first) {
+  if constexpr (Tile::C == Avx512Tile::C)
+    gemm_micro_avx512<R>(rows, panel, kc, y, ldc, cols, first);
+  else
+    gemm_micro<R>(rows, panel, kc, y, ldc, cols, first);
+}
+
+// The last `left` (< R) rows: the micro-kernel for exactly that many.
+template <class Tile, int R>
+inline void micro_tail(int left, const float* rows, const float* panel, int64_t kc, float* y, int64_t ldc, int cols,
+                       bool first) {
+  if constexpr (R > 0) {
+    if (left == R) return micro<Tile, R>(rows, panel, kc, y, ldc, cols, first);
+    micro_tail<Tile, R - 1>(left, rows, panel, kc, y, ldc, cols, first);
+  }
+}
+
+// One panel (C outputs) of one depth block for every row of x.
+template <class Tile>
+void gemm_panel(const float* packed_rows, int64_t M, int64_t kc, const float* panel, float* y, int64_t N, int cols,
+                bool first) {
+  int64_t m = 0;
+  for (; m + Tile::R <= M; m += Tile::R)
+    micro<Tile, Tile::R>(packed_rows + m * kc, panel, kc, y + m * N, N, cols, first);
+  if (m < M)
+    micro_tail<Tile, Tile::R - 1>(static_cast<int>(M - m), packed_rows + m * kc, panel, kc, y + m * N, N, cols, first);
+}
+
 // y [M, N] = x [M, K] @ w^T, each depth block of x packed once, the panels split over threads.
-template <class Weights>
-void gemm(const float* x, const Weights& w, int64_t M, int64_t K, int64_t N, float* y) {
+template <class Tile, class Weights>
+void gemm_tiled(const float* x, const Weights& w, int64_t M, int64_t K, int64_t N, float* y) {
+  constexpr int R = Tile::R, C = Tile::C;
   if (K == 0) return std::fill(y, y + M * N, 0.f);   // an empty sum: no depth block would write y
-  const int64_t panels = (N + kGemmCols - 1) / kGemmCols;
+  const int64_t panels = (N + C - 1) / C;
   std::vector<float> packed_rows(M * std::min(K, kGemmDepth));
 #pragma omp parallel
   {
-    std::vector<float> panel(kGemmDepth * kGemmCols);
+    std::vector<float> panel(kGemmDepth * C);
     for (int64_t k0 = 0; k0 < K; k0 += kGemmDepth) {
       const int64_t kc = std::min(kGemmDepth, K - k0);
 #pragma omp for schedule(static)
-      for (int64_t m = 0; m < M; m += kGemmRows)
-        pack_rows(x, K, m, static_cast<int>(std::min<int64_t>(kGemmRows, M - m)), k0, kc, packed_rows.data() + m * kc);
+      for (int64_t m = 0; m < M; m += R)
+        pack_rows(x, K, m, static_cast<int>(std::min<int64_t>(R, M - m)), k0, kc, packed_rows.data() + m * kc);
 #pragma omp for schedule(static)
       for (int64_t p = 0; p < panels; ++p) {
-        const int64_t n0 = p * kGemmCols;
-        pack_panel(w, N, n0, k0, kc, panel.data());
-        gemm_panel(packed_rows.data(), M, kc, panel.data(), y + n0, N,
-                   static_cast<int>(std::min<int64_t>(kGemmCols, N - n0)), k0 == 0);
+        const int64_t n0 = p * C;
+        pack_panel<C>(w, N, n0, k0, kc, panel.data());
+        gemm_panel<Tile>(packed_rows.data(), M, kc, panel.data(), y + n0, N,
+                         static_cast<int>(std::min<int64_t>(C, N - n0)), k0 == 0);
       }
     }
   }
+}
+
+template <class Weights>
+void gemm(const float* x, const Weights& w, int64_t M, int64_t K, int64_t N, float* y) {
+  if (g_simd >= 2)
+    gemm_tiled<Avx512Tile>(x, w, M, K, N, y);
+  else
+    gemm_tiled<Avx2Tile>(x, w, M, K, N, y);
 }
 
 }  // namespace
