@@ -25,6 +25,15 @@ def level(kernels, request):
     kernels.set_simd(simd_level())
 
 
+@pytest.fixture(params=[False, True], ids=["tiles", "sequential"])
+def gemv_form(kernels, request):
+    """Runs the test with the AVX-512 decode GEMVs reading W in tiles of eight rows, then row after row
+    (k3.ops.native.decode_gemv); restores the setting after."""
+    before = kernels.set_gemv_sequential(request.param)
+    yield request.param
+    kernels.set_gemv_sequential(before)
+
+
 @pytest.fixture
 def prefill_gemm_as(monkeypatch):
     """Sets K3_PREFILL_GEMM (None: unset) for the rest of the test, re-reading it; restores it after."""

@@ -59,7 +59,7 @@ def test_int8_gemv_within_its_bound_of_the_dequantised_reference(kernels, level,
     assert torch.equal(kernels.int8_dequantize(q, s), w)
 
 
-def test_int8_gemv_is_batch_invariant_and_propagates_nan(kernels, level):
+def test_int8_gemv_is_batch_invariant_and_propagates_nan(kernels, level, gemv_form):
     q, s = quantize(torch.randn(21, 77))
     x = torch.randn(6, 77)
     alone = torch.cat([kernels.int8_linear(x[i:i + 1], q, s) for i in range(6)])

@@ -224,19 +224,14 @@ def test_int8_activations_stay_within_the_stated_bound(kernels):
     assert_close("exact path again", kernels.mxfp4_linear(x, packed, scale), x @ dequantize(packed, scale).T, 2e-6)
 
 
-@pytest.mark.parametrize("sequential", [False, True], ids=["tiles", "sequential"])
-def test_bf16_rows_do_not_depend_on_how_many_share_the_call(kernels, level, sequential):
+def test_bf16_rows_do_not_depend_on_how_many_share_the_call(kernels, level, gemv_form):
     """Each output is summed in one fixed order whatever the tile: a row alone (read in tiles of eight
     W rows, or W's rows one after another) equals the same row in a batch of any size, bit for bit
     (the engine's batch invariance rests on it)."""
     gen = torch.Generator().manual_seed(11)
     w = torch.randn(37, 301, generator=gen).bfloat16()
     x = torch.randn(9, 301, generator=gen)
-    before = kernels.set_gemv_sequential(sequential)
-    try:
-        alone = torch.cat([kernels.bf16_linear(x[i:i + 1].contiguous(), w) for i in range(9)])
-    finally:
-        kernels.set_gemv_sequential(before)
+    alone = torch.cat([kernels.bf16_linear(x[i:i + 1].contiguous(), w) for i in range(9)])
     for n in (2, 3, 5, 9):
         assert torch.equal(kernels.bf16_linear(x[:n].contiguous(), w), alone[:n]), n
 
