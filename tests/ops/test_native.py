@@ -236,13 +236,14 @@ def test_bf16_rows_do_not_depend_on_how_many_share_the_call(kernels, level, gemv
         assert torch.equal(kernels.bf16_linear(x[:n].contiguous(), w), alone[:n]), n
 
 
-def test_the_decode_gemv_form_follows_the_vendor_and_the_environment(monkeypatch):
-    """Sequential on AMD (measured faster on Zen 5), tiles elsewhere; K3_DECODE_GEMV overrides, and a
-    bad value is refused with the allowed ones."""
+def test_the_decode_gemv_form_follows_the_cpu_and_the_environment(monkeypatch):
+    """Sequential on AMD with AVX-512 (measured faster on Zen 5), tiles elsewhere; K3_DECODE_GEMV
+    overrides, and a bad value is refused with the allowed ones."""
     from k3.ops import native as native_module
 
-    def form(vendor, env):
+    def form(vendor, env, level=2):
         monkeypatch.setattr(native_module, "cpu_vendor", lambda: vendor)
+        monkeypatch.setattr(native_module, "simd_level", lambda: level)
         if env is None:
             monkeypatch.delenv("K3_DECODE_GEMV", raising=False)
         else:
@@ -253,6 +254,8 @@ def test_the_decode_gemv_form_follows_the_vendor_and_the_environment(monkeypatch
     try:
         assert form("AuthenticAMD", None) == "sequential"
         assert form("GenuineIntel", None) == "tiles"
+        assert form("AuthenticAMD", None, level=1) == "tiles"
+        assert form("AuthenticAMD", "sequential", level=1) == "sequential"
         assert form("GenuineIntel", "sequential") == "sequential"
         assert form("AuthenticAMD", "tiles") == "tiles"
         with pytest.raises(ValueError, match="K3_DECODE_GEMV='rows': expected one of sequential, tiles"):

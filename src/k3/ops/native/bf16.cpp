@@ -96,7 +96,7 @@ inline void block_avx2(const uint16_t* w, const float* x, int64_t K, int64_t o0,
 // AVX-512 form. Zen 3, 2 cores, cold weights, against one block per step and the near prefetch alone
 // (three alternating runs, GB/s): 2048 x 1024 12.5-14.0 against 8.0-11.8, 3072 x 768 10.6-11.8 against
 // 7.1-10.4, 2048 x 128 7.5-9.4 against 5.6-8.1; 8336 x 2048 about the same.
-template <int NO, int NN>
+template <int NO, int NN, int64_t Ahead = kPrefetchBf16>
 int64_t linear_tile_avx2(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0, int64_t rows_after,
                          float (&sums)[NO][NN]) {
   __m256 acc[NO][NN];
@@ -105,7 +105,7 @@ int64_t linear_tile_avx2(const uint16_t* w, const float* x, int64_t K, int64_t o
   int64_t k = 0;
   for (; k + 32 <= K; k += 32) {
     for (int i = 0; i < NO; ++i) {
-      prefetch_ahead<kPrefetchBf16>(w + (o0 + i) * K + k);
+      prefetch_ahead<Ahead>(w + (o0 + i) * K + k);
       if (i < rows_after) _mm_prefetch(reinterpret_cast<const char*>(w + (o0 + NO + i) * K + k), _MM_HINT_T1);
     }
     block_avx2<NO, NN>(w, x, K, o0, n0, k, acc);
@@ -140,12 +140,16 @@ void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_
 
 // Outputs [o0, o0 + NO) for every row: rows in fours (AVX-512: 16 accumulators of its 32 registers;
 // AVX2's 16 would spill), then pairs, then a remaining row alone.
-// A lone row of x against W's rows one after another (the sequential decode form, AVX-512): each thread
-// reads its share of W as one stream, prefetched kPrefetchSequential bytes ahead into L1, none into L2
-// (the next row is the next bytes). The same per-output sums as every tile form.
+// A lone row of x against W's rows one after another (the sequential decode form): each thread reads its
+// share of W as one stream, prefetched kPrefetchSequential bytes ahead into L1, none into L2 (the next
+// row is the next bytes). The same per-output sums as every tile form of its instruction set.
 void linear_row_sequential(const uint16_t* w, const float* x, int64_t K, int64_t o, float* y) {
-  float sums[1][1];
-  const int64_t k = linear_tile_avx512<1, 1, kPrefetchSequential>(w, x, K, o, 0, 0, sums);
+  float sums[1][1] = {};
+  int64_t k = 0;
+  if (g_simd >= 2) k = linear_tile_avx512<1, 1, kPrefetchSequential>(w, x, K, o, 0, 0, sums);
+#ifdef __AVX2__
+  else if (g_simd >= 1) k = linear_tile_avx2<1, 1, kPrefetchSequential>(w, x, K, o, 0, 0, sums);
+#endif
   y[o] = finish_dot(sums[0][0], w + o * K, x, k, K);
 }
 
@@ -174,7 +178,7 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   // (measured 21-26 GB/s against 20-21 for 4 on a 2-core Xeon). On AVX2 (Zen 3, 2 cores, cold, four
   // alternating runs) 4 read faster: 17.5 against 15.9 GB/s on 8336 x 2048, 17.0 against 14.2 on 4096 x
   // 2048, 13.3 against 12.3 on 2048 x 1024. Each output's sum is the same either way.
-  if (N == 1 && g_simd >= 2 && g_gemv_sequential) {
+  if (N == 1 && g_simd >= 1 && g_gemv_sequential) {
 #pragma omp parallel for schedule(static)
     for (int64_t o = 0; o < O; ++o) linear_row_sequential(wp, xp, K, o, yp);
     return y;

@@ -16,7 +16,7 @@
 namespace {
 
 int g_simd = 0;  // 0 scalar, 1 AVX2+FMA, 2 AVX-512 (set from Python after checking the CPU's flags)
-bool g_gemv_sequential = false;  // AVX-512 decode GEMVs (bf16, int8): W's rows one after another, else tiles of 8
+bool g_gemv_sequential = false;  // decode GEMVs (bf16, int8): W's rows one after another, else in tiles
 
 // Kernels compiled for AVX-512 whatever the build flags; called only when g_simd >= 2.
 #define K3_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
@@ -182,8 +182,8 @@ int64_t set_simd(int64_t level) {
   return g_simd;
 }
 
-// How the AVX-512 GEMVs (bf16_linear, int8_linear) read W for a lone row of x (decode): sequentially, row
-// after row (true), or eight rows at a time (false). Each output's sum is the same either way. Returns the previous setting.
+// How the SIMD GEMVs (bf16_linear, int8_linear) read W for a lone row of x (decode): sequentially, row
+// after row (true), or in tiles of rows (false; eight with AVX-512, four with AVX2). Each output's sum is the same either way. Returns the previous setting.
 bool set_gemv_sequential(bool on) {
   const bool before = g_gemv_sequential;
   g_gemv_sequential = on;

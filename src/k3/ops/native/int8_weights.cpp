@@ -79,7 +79,7 @@ K3_AVX512 int64_t int8_tile_avx512(const int8_t* q, const uint16_t* s, const int
 }
 
 #ifdef __AVX2__
-template <int NO, int NN>
+template <int NO, int NN, int64_t Ahead = kPrefetchBf16>
 int64_t int8_tile_avx2(const int8_t* q, const uint16_t* s, const int16_t* x, const float* xs, int64_t K, int64_t G,
                        int64_t o0, int64_t n0, float (&sums)[NO][NN]) {
   __m256 acc[NO][NN];
@@ -89,7 +89,7 @@ int64_t int8_tile_avx2(const int8_t* q, const uint16_t* s, const int16_t* x, con
   for (; k + kInt8Group <= K; k += kInt8Group) {
     for (int i = 0; i < NO; ++i) {
       const int8_t* row = q + (o0 + i) * K + k;
-      if ((k & 63) == 0) prefetch_ahead<kPrefetchBf16>(row);
+      if ((k & 63) == 0) prefetch_ahead<Ahead>(row);
       const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row)));
       const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16)));
       const float sw = bf16_to_f32(s[(o0 + i) * G + k / kInt8Group]);
@@ -133,12 +133,16 @@ void int8_outputs(const int8_t* q, const uint16_t* s, const int16_t* x, const fl
   for (; n < N; ++n) int8_tile<NO, 1>(q, s, x, xs, K, G, O, o0, n, y);
 }
 
-// A lone row of x against W's rows one after another (AVX-512, as linear_row_sequential): one stream per
-// thread, prefetched kPrefetchSequential bytes ahead; the same per-output sums as the tiles.
+// A lone row of x against W's rows one after another (as linear_row_sequential): one stream per thread,
+// prefetched kPrefetchSequential bytes ahead; the same per-output sums as the tiles.
 void int8_row_sequential(const int8_t* q, const uint16_t* s, const int16_t* x, const float* xs, int64_t K, int64_t G,
                          int64_t o, float* y) {
-  float sums[1][1];
-  const int64_t k = int8_tile_avx512<1, 1, kPrefetchSequential>(q, s, x, xs, K, G, o, 0, sums);
+  float sums[1][1] = {};
+  int64_t k = 0;
+  if (g_simd >= 2) k = int8_tile_avx512<1, 1, kPrefetchSequential>(q, s, x, xs, K, G, o, 0, sums);
+#ifdef __AVX2__
+  else if (g_simd >= 1) k = int8_tile_avx2<1, 1, kPrefetchSequential>(q, s, x, xs, K, G, o, 0, sums);
+#endif
   y[o] = finish_int8(sums[0][0], q + o * K, s + o * G, x, xs, k, K);
 }
 
@@ -167,7 +171,7 @@ torch::Tensor int8_linear(torch::Tensor x, torch::Tensor q, torch::Tensor s) {
   const int8_t* qp = q.data_ptr<int8_t>();
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(s.data_ptr<at::BFloat16>());
   float* yp = y.data_ptr<float>();
-  if (N == 1 && g_simd >= 2 && g_gemv_sequential) {
+  if (N == 1 && g_simd >= 1 && g_gemv_sequential) {
 #pragma omp parallel for schedule(static)
     for (int64_t o = 0; o < O; ++o) int8_row_sequential(qp, sp, xp, xs.data(), K, G, o, yp);
     return y;
