@@ -112,13 +112,14 @@ DECODE_GEMVS = ("sequential", "tiles")
 @functools.lru_cache(maxsize=1)
 def decode_gemv() -> str:
     """How the decode GEMVs (bf16, and int8 trunks) read the weight for a lone row of activations (batch-1
-    decode): "sequential" (each thread reads its rows one after another, one stream prefetched 2 KB
-    ahead) or "tiles" (eight rows at a time with AVX-512, four with AVX2, each prefetched, the next tile
-    into L2). Every output's sum is the same either way. K3_DECODE_GEMV chooses. The default is
-    sequential on AMD CPUs with AVX-512 (Zen 5: a decode token of compare.py's checkpoint 18.3 against
-    23.5 ms; int8 GEMVs 39 against 29 GB/s) and tiles elsewhere: Sapphire Rapids measured eight streams
-    faster than four (25-28 against 23-25 GB/s), Zen 3 (AVX2) four faster than eight (17.5 against 15.9);
-    sequential is unmeasured on both."""
+    decode): "sequential" (each thread reads its share of the rows in order as two streams, from the
+    start and the middle of its share, each prefetched 2 KB ahead) or "tiles" (eight rows at a time with
+    AVX-512, four with AVX2, each prefetched, the next tile into L2). Every output's sum is the same
+    either way. K3_DECODE_GEMV chooses. The default is sequential on AMD CPUs with AVX-512 (Zen 5: a
+    decode token of compare.py's checkpoint 16.6-18.3 against 23.5 ms; int8 GEMVs 35-41 against 27-32
+    GB/s) and tiles elsewhere: Sapphire Rapids measured eight streams faster than four (25-28 against
+    23-25 GB/s), Zen 3 (AVX2) four faster than eight (17.5 against 15.9); sequential is unmeasured on
+    both (a Zen 5 capped at AVX2 read 36-38 against 35-36 GB/s)."""
     sequential = cpu_vendor() == "AuthenticAMD" and simd_level() == 2
     return _choice("K3_DECODE_GEMV", DECODE_GEMVS, "sequential" if sequential else "tiles")
 

@@ -140,9 +140,9 @@ void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_
 
 // Outputs [o0, o0 + NO) for every row: rows in fours (AVX-512: 16 accumulators of its 32 registers;
 // AVX2's 16 would spill), then pairs, then a remaining row alone.
-// A lone row of x against W's rows one after another (the sequential decode form): each thread reads its
-// share of W as one stream, prefetched kPrefetchSequential bytes ahead into L1, none into L2 (the next
-// row is the next bytes). The same per-output sums as every tile form of its instruction set.
+// One output for a lone row of x in the sequential decode form (rows_in_two_streams walks W): each row
+// prefetched kPrefetchSequential bytes ahead into L1, none into L2 (the next row of the stream is the
+// next bytes). The same per-output sums as every tile form of its instruction set.
 void linear_row_sequential(const uint16_t* w, const float* x, int64_t K, int64_t o, float* y) {
   float sums[1][1] = {};
   int64_t k = 0;
@@ -179,8 +179,7 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   // alternating runs) 4 read faster: 17.5 against 15.9 GB/s on 8336 x 2048, 17.0 against 14.2 on 4096 x
   // 2048, 13.3 against 12.3 on 2048 x 1024. Each output's sum is the same either way.
   if (N == 1 && g_simd >= 1 && g_gemv_sequential) {
-#pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < O; ++o) linear_row_sequential(wp, xp, K, o, yp);
+    rows_in_two_streams(O, [&](int64_t o) { linear_row_sequential(wp, xp, K, o, yp); });
     return y;
   }
   const int64_t step = N == 1 && g_simd >= 2 ? 8 : 4, tiles = O / step;

@@ -133,8 +133,8 @@ void int8_outputs(const int8_t* q, const uint16_t* s, const int16_t* x, const fl
   for (; n < N; ++n) int8_tile<NO, 1>(q, s, x, xs, K, G, O, o0, n, y);
 }
 
-// A lone row of x against W's rows one after another (as linear_row_sequential): one stream per thread,
-// prefetched kPrefetchSequential bytes ahead; the same per-output sums as the tiles.
+// One output for a lone row of x in the sequential decode form (as linear_row_sequential), prefetched
+// kPrefetchSequential bytes ahead; the same per-output sums as the tiles.
 void int8_row_sequential(const int8_t* q, const uint16_t* s, const int16_t* x, const float* xs, int64_t K, int64_t G,
                          int64_t o, float* y) {
   float sums[1][1] = {};
@@ -172,8 +172,7 @@ torch::Tensor int8_linear(torch::Tensor x, torch::Tensor q, torch::Tensor s) {
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(s.data_ptr<at::BFloat16>());
   float* yp = y.data_ptr<float>();
   if (N == 1 && g_simd >= 1 && g_gemv_sequential) {
-#pragma omp parallel for schedule(static)
-    for (int64_t o = 0; o < O; ++o) int8_row_sequential(qp, sp, xp, xs.data(), K, G, o, yp);
+    rows_in_two_streams(O, [&](int64_t o) { int8_row_sequential(qp, sp, xp, xs.data(), K, G, o, yp); });
     return y;
   }
   const int64_t step = N == 1 ? 8 : 4, tiles = O / step;   // as bf16_linear: 8 rows in flight for decode
