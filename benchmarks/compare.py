@@ -6,7 +6,7 @@ top-8, latent 1024, MXFP4 experts), alternating the engines round by round in fr
   and each engine's decode time against the memory-bandwidth floor (active bytes per token /
   bandwidth measured here, in this run).
 
-    .venv/bin/python benchmarks/compare.py [--rounds 5] [--decode-tokens 32] [--threads 2] [--no-mlx] [--mlx-rounds 1]
+    .venv/bin/python benchmarks/compare.py [--rounds 5] [--decode-tokens 128] [--threads 2] [--no-mlx] [--mlx-rounds 1]
 
 Each engine runs in its best CPU configuration with the checkpoint's bf16 trunk and MXFP4 experts:
 k3 computes in fp32 (dtype=None); llama.cpp is built on first use from PyPI's llama-cpp-python
@@ -175,7 +175,9 @@ def show(result: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--decode-tokens", type=int, default=32)
+    # 128 tokens: the VM's memory bandwidth moves between phases (about 45 and 65 GB/s) within seconds;
+    # 32 tokens (0.6 s) left single rounds of either engine 30 % apart, 128 about 15 %.
+    ap.add_argument("--decode-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-mlx", action="store_true", help="skip mlx-lm (k3 and llama.cpp only)")
     ap.add_argument("--mlx-rounds", type=int, default=1,
