@@ -4,7 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from k3.ops.dispatch import REGISTRY, reference_only
 from k3.ops.kda import chunk_kda, kda_gate, recurrent_kda
+from k3.ops.kda.chunk import chunk_kda_reference
 from k3.ops.norm import l2_norm
 from k3.testing import assert_close
 
@@ -52,7 +54,7 @@ def test_chunk_diagonal_blocks_both_forms(gate_scale, factored):
     q32, k32, v32, g32, b32 = (t.float() for t in (q, k, v, g, beta))
     G = g32[:, :64].transpose(1, 2).cumsum(-2)
     assert _diagonal_factors(k32[:, :64].transpose(1, 2), k32[:, :64].transpose(1, 2), G, SUB_CHUNK) is factored
-    o, s = chunk_kda(q32, k32, v32, g32, b32, 8 ** -0.5)
+    o, s = chunk_kda_reference(q32, k32, v32, g32, b32, 8 ** -0.5)
     assert_close("o fp32", o, o_ref, 1e-5)
     assert_close("state fp32", s, s_ref, 1e-5)
 
@@ -110,3 +112,42 @@ def test_chunk_gradients_equal_recurrence_gradients_fp64(T):
 def test_chunk_gradcheck():
     q, k, v, g, beta = (t.requires_grad_() for t in _inputs(9, torch.float64, B=1, H=1, K=3, V=2))
     assert torch.autograd.gradcheck(lambda *a: chunk_kda(*a, 0.7, chunk_size=4)[0], (q, k, v, g, beta))
+
+
+# The native chunked form (ops/native/kda_chunk.cpp) against the recurrence in fp64 and the torch chunked
+# form: odd head sizes (vector tails), lengths inside, at and past chunk and sub-block edges, a state to
+# continue, K3-like and steep gates (the in-chunk decay reaching -300: every exponential stays <= 0).
+@pytest.mark.parametrize("T,K,V,strong,chunk", [(1, 8, 6, False, 64), (17, 37, 19, False, 64), (64, 16, 16, True, 64),
+                                                (130, 8, 6, False, 64), (150, 33, 40, True, 64), (70, 9, 5, True, 16)])
+def test_native_chunk_equals_the_recurrence_and_the_torch_form(kernels, T, K, V, strong, chunk):
+    q, k, v, g, beta = _inputs(T, torch.float64, B=2, H=3, K=K, V=V, strong_decay=strong)
+    s0 = torch.randn(2, 3, K, V, dtype=torch.float64)
+    o_ref, s_ref = recurrent_kda(q, k, v, g, beta, K ** -0.5, s0)
+    f32 = [t.float() for t in (q, k, v, g, beta, s0)]
+    assert REGISTRY["kda_chunk"].use_native(*f32[:5], K ** -0.5, f32[5], chunk)
+    with torch.inference_mode():
+        o, s = chunk_kda(*f32[:5], K ** -0.5, f32[5], chunk_size=chunk)
+        o_t, s_t = chunk_kda_reference(*f32[:5], K ** -0.5, f32[5], chunk_size=chunk)
+    assert_close("o native", o, o_ref, 2e-6)
+    assert_close("state native", s, s_ref, 2e-6)
+    assert_close("o native vs torch", o, o_t, 2e-6)
+    assert_close("state native vs torch", s, s_t, 2e-6)
+
+
+def test_native_chunk_sequences_do_not_depend_on_their_batch(kernels):
+    q, k, v, g, beta = (t.float() for t in _inputs(90, torch.float64, B=3, H=2, K=12, V=7))
+    with torch.inference_mode():
+        o, s = chunk_kda(q, k, v, g, beta, 0.3)
+        for b in range(3):
+            ob, sb = chunk_kda(*(t[b:b + 1] for t in (q, k, v, g, beta)), 0.3)
+            assert torch.equal(ob, o[b:b + 1]) and torch.equal(sb, s[b:b + 1]), b
+
+
+def test_chunk_kda_takes_the_torch_form_for_fp64_autograd_and_reference_only(kernels):
+    q, k, v, g, beta = _inputs(20, torch.float64, B=1, H=1)
+    assert not REGISTRY["kda_chunk"].use_native(q, k, v, g, beta, 0.5)
+    f32 = [t.float() for t in (q, k, v, g, beta)]
+    with reference_only():
+        assert not REGISTRY["kda_chunk"].use_native(*f32, 0.5)
+    f32[0].requires_grad_()
+    assert not REGISTRY["kda_chunk"].use_native(*f32, 0.5)
