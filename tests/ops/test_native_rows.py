@@ -113,3 +113,17 @@ def test_glu_rows_match_the_reference(kernels, level, act, linear_beta):
     assert_close("glu", got, glu_reference(gate, up, act, 2.0, linear_beta), 1e-6)
     assert torch.isfinite(got).all()
     assert torch.equal(glu(gate[2:], up[2:], act, 2.0, linear_beta)[0], got[2])
+
+
+def test_glu_on_prefill_rows_is_split_over_threads_with_the_same_bits(kernels):
+    """Prefill-sized inputs run in spans over threads; every element is computed alone, so a row's
+    result equals the row alone, and the whole equals the reference up to tanh's and exp's last bits."""
+    from k3.ops.activation import glu, glu_reference
+
+    g = torch.Generator().manual_seed(8)
+    gate, up = torch.randn(97, 1031, generator=g) * 4, torch.randn(97, 1031, generator=g) * 4
+    assert glu.use_native(gate, up, "situ", 2.0, 3.0)
+    got = glu(gate, up, "situ", 2.0, 3.0)
+    assert_close("glu", got, glu_reference(gate, up, "situ", 2.0, 3.0), 1e-6)
+    for row in (0, 50, 96):
+        assert torch.equal(glu(gate[row:row + 1], up[row:row + 1], "situ", 2.0, 3.0)[0], got[row]), row

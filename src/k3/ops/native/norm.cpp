@@ -64,14 +64,22 @@ torch::Tensor gated_rms_norm_rows(torch::Tensor x, torch::Tensor gate, torch::Te
   return y;
 }
 
-// glu_rows: the GLU activation of decode rows (see glu_in_place), g and u fp32 of one shape -> a new tensor.
-// One call, vectorised, for the reference's dozen small ATen ops.
+// glu_rows: the GLU activation (see glu_in_place), g and u fp32 of one shape -> a new tensor. One call,
+// vectorised, for the reference's dozen small ATen ops.
 torch::Tensor glu_rows(torch::Tensor g, torch::Tensor u, int64_t act, double beta, double linear_beta) {
   TORCH_CHECK(g.scalar_type() == torch::kFloat32 && g.is_contiguous() && u.sizes() == g.sizes() &&
               u.scalar_type() == torch::kFloat32 && u.is_contiguous(), "gate and up must be contiguous fp32 of one shape");
   TORCH_CHECK(act == 0 || act == 1, "act must be 0 (SiTU) or 1 (SiLU)");
   auto y = g.clone();
-  glu_in_place(y.data_ptr<float>(), u.data_ptr<float>(), y.numel(), act, static_cast<float>(beta),
-               static_cast<float>(linear_beta));
+  // Every element is computed alone (the vector polynomials are lane-wise), so spans of any size give the
+  // same bits: prefill-sized inputs are split over threads in spans of kGluSpan.
+  constexpr int64_t kGluSpan = 8192;
+  const int64_t n = y.numel(), spans = (n + kGluSpan - 1) / kGluSpan;
+  float* yp = y.data_ptr<float>();
+  const float* up = u.data_ptr<float>();
+#pragma omp parallel for schedule(static) if (spans > 1)
+  for (int64_t i = 0; i < spans; ++i)
+    glu_in_place(yp + i * kGluSpan, up + i * kGluSpan, std::min(kGluSpan, n - i * kGluSpan), act,
+                 static_cast<float>(beta), static_cast<float>(linear_beta));
   return y;
 }
