@@ -1,6 +1,6 @@
 """The decode-row kernels that replace chains of small ATen ops: each against its reference, on odd
-sizes, at every instruction set; each row independent of its batchmates; the dispatch choosing them only
-for decode rows outside autograd."""
+sizes, at every instruction set; each row independent of its batchmates; the dispatch choosing them outside
+autograd, for decode rows only (AttnRes and the GLU also take prefill's, split over threads)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from k3.ops.attnres import attn_res, attn_res_reference
+from k3.ops.dispatch import reference_only
 from k3.ops.kda import kda_gates
 from k3.ops.kda.gate import kda_gates_reference
 from k3.ops.native import MAX_ROWS
@@ -65,8 +66,23 @@ def test_row_kernels_stay_off_for_prefill_and_autograd(kernels):
         out = gated_rms_norm(o, torch.randn(2, 3, 8), torch.ones(8), 1e-5)
     out.sum().backward()
     assert o.grad is not None and o.grad.abs().sum() > 0
-    cands = [torch.randn(many, 8)]
-    assert not attn_res.use_native(cands, torch.ones(8), torch.ones(1, 8), 1e-6)
+    cands = [torch.randn(many, 8, requires_grad=True)]
+    with torch.enable_grad():
+        assert not attn_res.use_native(cands, torch.ones(8), torch.ones(1, 8), 1e-6)
+
+
+def test_attn_res_on_prefill_rows_matches_the_reference_and_ignores_batchmates(kernels):
+    """Prefill's AttnRes mixes run natively too, rows over threads; each row is summed alone."""
+    g = torch.Generator().manual_seed(9)
+    cands = [torch.randn(300, 77, generator=g) * (j + 1) for j in range(4)]
+    norm, proj = torch.randn(77, generator=g).bfloat16(), torch.randn(1, 77, generator=g).bfloat16()
+    assert attn_res.use_native(cands, norm, proj, 1e-6)
+    got = attn_res(cands, norm, proj, 1e-6)
+    with reference_only():
+        ref = attn_res_reference(cands, norm, proj, 1e-6)
+    assert_close("attn_res prefill", got, ref, 2e-6)
+    for row in (0, 150, 299):
+        assert torch.equal(attn_res([c[row:row + 1] for c in cands], norm, proj, 1e-6)[0], got[row]), row
 
 
 def test_row_kernels_refuse_bad_shapes_with_a_message(kernels):

@@ -1,4 +1,4 @@
-// attn_res_mix: Block AttnRes for a few rows in one pass per candidate:
+// attn_res_mix: Block AttnRes, one pass per candidate (rows over threads when there are many):
 //   score_j[n] = (V_j[n] . q) / sqrt(mean(V_j[n]^2) + eps);  alpha[n] = softmax_j(score[n]);
 //   out[n] = sum_j alpha_j[n] V_j[n]
 // candidates: J tensors fp32 [N, D] (the depth bank, then the current partial sum); query fp32 [D].
@@ -40,8 +40,10 @@ namespace {
 torch::Tensor mix(const std::vector<torch::Tensor>& cands, const float* q, double eps) {
   const int64_t J = static_cast<int64_t>(cands.size()), N = cands[0].size(0), D = cands[0].size(1);
   auto out = torch::zeros({N, D}, cands[0].options());
-  std::vector<float> alpha(J);
+  // Rows are independent (each summed alone, so the same bits in any batch): prefill's split over threads.
+#pragma omp parallel for schedule(static) if (N > 64)
   for (int64_t n = 0; n < N; ++n) {
+    std::vector<float> alpha(J);
     float top = -INFINITY;
     for (int64_t j = 0; j < J; ++j) {
       auto [ss, dot] = square_and_dot(cands[j].data_ptr<float>() + n * D, q, D);
