@@ -102,3 +102,26 @@ def test_transcendental_ops_give_each_row_the_same_bits_whatever_the_batch():
             for n in (1, 2, 5):
                 assert torch.equal(f(x[:n]), full[:n]), (name, D, n)
         assert torch.equal(sigmoid(x), torch.sigmoid(x)) or (sigmoid(x) - torch.sigmoid(x)).abs().max() < 1e-6
+
+
+def test_native_short_conv_matches_the_reference_and_carries_its_state_exactly(kernels):
+    """The native prefill convolution (ops/native/kda.cpp) against conv1d at odd sizes, and token by
+    token with its state carried it gives the whole sequence's bits (taps summed in one order)."""
+    from k3.ops.conv import short_conv_silu_reference
+    from k3.ops.dispatch import REGISTRY
+
+    g = torch.Generator().manual_seed(4)
+    for T, C, K, with_state in [(1, 5, 4, False), (7, 37, 4, True), (70, 129, 3, True), (33, 8, 2, False)]:
+        x, w = torch.randn(2, T, C, generator=g) * 3, torch.randn(C, K, generator=g)
+        s0 = torch.randn(2, K - 1, C, generator=g) if with_state else None
+        assert REGISTRY["short_conv_silu"].use_native(x, w, s0)
+        with torch.inference_mode():
+            y, tail = short_conv_silu(x, w, s0)
+            y_ref, tail_ref = short_conv_silu_reference(x, w, s0)
+            assert_close("conv", y, y_ref, 1e-6)
+            assert torch.equal(tail, tail_ref)
+            state, outs = s0, []
+            for t in range(T):
+                yt, state = short_conv_silu(x[:, t:t + 1], w, state)
+                outs.append(yt)
+        assert torch.equal(torch.cat(outs, 1), y) and torch.equal(state, tail), (T, C, K)

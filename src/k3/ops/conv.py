@@ -1,15 +1,24 @@
-"""Short causal depthwise convolution (fla ShortConvolution, no bias) with SiLU, carrying its tail state."""
+"""Short causal depthwise convolution (fla ShortConvolution, no bias) with SiLU, carrying its tail state.
+
+Reference: the ATen ops below (conv1d for prefill, tap sums for a few tokens). Native (fp32, outside
+autograd): `short_conv_silu` in ops/native/kda.cpp, the taps added in order and SiLU as the native decode
+step computes them (so a prefill token gets the decode step's bits), rows over threads, no transposed
+copies (the reference's three convolutions cost a 512-token prefill about 40 ms a KDA layer's worth of
+copies and conv calls). `k3.ops.dispatch` picks.
+"""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
+from k3.ops.dispatch import register
 from k3.ops.elementwise import silu
+from k3.ops.native import native
 
 
-def short_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor | None = None
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def short_conv_silu_reference(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor | None = None
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
     """x [B, T, C]; weight [C, K] (tap K-1 multiplies the current token); state [B, K-1, C] or None (zeros).
 
     Returns (silu(conv) [B, T, C] in x.dtype, new state [B, K-1, C] = the last K-1 inputs, in x.dtype).
@@ -29,6 +38,17 @@ def short_conv_silu(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor |
 
 
 SMALL_T = 4
+
+
+def _short_conv_silu_native(x, weight, state=None):
+    y, tail = native().short_conv_silu(x.contiguous(), weight, torch.empty(0) if state is None else state.contiguous())
+    return y, tail
+
+
+short_conv_silu = register(
+    "short_conv_silu", reference=short_conv_silu_reference, native=_short_conv_silu_native,
+    supports=lambda x, weight, state=None: (x.dtype == weight.dtype == torch.float32 and x.dim() == 3 and weight.dim() == 2
+                                            and (state is None or state.dtype == torch.float32)))
 
 
 def conv_taps(full: torch.Tensor, weight: torch.Tensor, T: int) -> torch.Tensor:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from k3.ops.conv import short_conv_silu
+from k3.ops.conv import short_conv_silu_reference
 from k3.ops.dispatch import register
 from k3.ops.kda.reference import recurrent_kda
 from k3.ops.native import native
@@ -22,7 +22,7 @@ def kda_step_reference(q, k, v, g, beta, conv_weights, recurrent, tails, index, 
     conv_weights 3 x [P, Kc]; recurrent [slots, H, K, V]; tails (q, k, v) each [slots, Kc-1, P];
     index [n] long (distinct slots) -> o [n, 1, H, V] fp32 (or wider); the slots are updated."""
     n, _, H, K = g.shape
-    (qc, tq), (kc, tk), (vc, tv) = (short_conv_silu(x, w, t[index]) for x, w, t in zip((q, k, v), conv_weights, tails))
+    (qc, tq), (kc, tk), (vc, tv) = (short_conv_silu_reference(x, w, t[index]) for x, w, t in zip((q, k, v), conv_weights, tails))
     qc, kc = l2_norm(qc.view(n, 1, H, K)), l2_norm(kc.view(n, 1, H, K))
     o, final = recurrent_kda(qc, kc, vc.view(n, 1, H, -1), g, beta, scale, recurrent[index])
     recurrent.index_copy_(0, index, final.to(recurrent.dtype))

@@ -147,3 +147,51 @@ std::vector<torch::Tensor> kda_gates_rows(torch::Tensor raw, torch::Tensor b, to
     }
   return {g, beta};
 }
+
+// short_conv_silu: KDA's causal depthwise convolution with SiLU over many tokens (prefill), x fp32 [B, T, C],
+// w fp32 [C, Kc] (tap Kc - 1 multiplies the current token), state fp32 [B, Kc - 1, C] or empty (zeros).
+// y[b, t] = silu(sum_j [state, x][b, t + j] w[:, j]), taps added in order from 0 and SiLU as
+// conv_silu_step computes them, so a token's result is the decode step's bits. Returns (y, the new state:
+// the last Kc - 1 rows of [state, x]). Rows over threads; each computed alone.
+std::vector<torch::Tensor> short_conv_silu(torch::Tensor x, torch::Tensor w, torch::Tensor state) {
+  TORCH_CHECK(x.dim() == 3 && x.scalar_type() == torch::kFloat32 && x.is_contiguous(), "x must be contiguous fp32 [B, T, C]");
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  TORCH_CHECK(w.dim() == 2 && w.size(0) == C && w.size(1) >= 2 && w.scalar_type() == torch::kFloat32,
+              "conv weight must be fp32 [C, Kc] with Kc >= 2");
+  const int64_t Kc = w.size(1), P = Kc - 1;
+  const bool zero_state = state.numel() == 0;
+  TORCH_CHECK(zero_state || (state.dim() == 3 && state.size(0) == B && state.size(1) == P && state.size(2) == C &&
+                             state.scalar_type() == torch::kFloat32 && state.is_contiguous()),
+              "conv state must be contiguous fp32 [B, Kc - 1, C]");
+  std::vector<float> wt(Kc * C);   // [Kc][C]: each tap's weights across channels
+  const auto wc = w.contiguous();
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < Kc; ++j) wt[j * C + c] = wc.data_ptr<float>()[c * Kc + j];
+  const std::vector<float> zeros(zero_state ? C : 0, 0.f);
+  const float* xp = x.data_ptr<float>();
+  const float* sp = zero_state ? nullptr : state.data_ptr<float>();
+  // row r of [state, x] for sequence b (r < P: the state)
+  auto row = [&](int64_t b, int64_t r) -> const float* {
+    if (r >= P) return xp + (b * T + r - P) * C;
+    return zero_state ? zeros.data() : sp + (b * P + r) * C;
+  };
+  auto y = torch::empty({B, T, C}, x.options());
+  float* yp = y.data_ptr<float>();
+#pragma omp parallel for schedule(static) if (B * T > 16)
+  for (int64_t bt = 0; bt < B * T; ++bt) {
+    const int64_t b = bt / T, t = bt % T;
+    float* out = yp + bt * C;
+    const float* r0 = row(b, t);
+    for (int64_t c = 0; c < C; ++c) out[c] = r0[c] * wt[c];
+    for (int64_t j = 1; j < Kc; ++j) {
+      const float* rj = row(b, t + j);
+      const float* wj = wt.data() + j * C;
+      for (int64_t c = 0; c < C; ++c) out[c] += rj[c] * wj[c];
+    }
+    map8(out, out, C, [](v8f v) { return v * vsigmoid(v); });
+  }
+  auto next = torch::empty({B, P, C}, x.options());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t r = 0; r < P; ++r) std::copy(row(b, T + r), row(b, T + r) + C, next.data_ptr<float>() + (b * P + r) * C);
+  return {y, next};
+}
