@@ -41,8 +41,7 @@ SMALL_T = 4
 
 
 def _short_conv_silu_native(x, weight, state=None):
-    y, tail = native().short_conv_silu(x.contiguous(), weight, torch.empty(0) if state is None else state.contiguous())
-    return y, tail
+    return tuple(native().short_conv_silu(x.contiguous(), weight, torch.empty(0) if state is None else state.contiguous()))
 
 
 short_conv_silu = register(

@@ -121,16 +121,19 @@ int64_t linear_tile_avx2(const uint16_t* w, const float* x, int64_t K, int64_t o
 }
 #endif
 
-template <int NO, int NN>
+// Outputs [o0, o0 + NO) of rows [n0, n0 + NN), each row of W prefetched Ahead bytes ahead and, with
+// NextTile, the next tile's rows into L2 (the sequential form reads the next row next, and takes none).
+template <int NO, int NN, int64_t Ahead = kPrefetchBf16, bool NextTile = true>
 void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_t o0, int64_t n0, float* y) {
   int64_t k = 0;
   float sums[NO][NN] = {};
+  const int64_t rows_after = NextTile ? O - o0 - NO : 0;
   if (g_simd >= 2) {
-    k = linear_tile_avx512<NO, NN>(w, x, K, o0, n0, O - o0 - NO, sums);
+    k = linear_tile_avx512<NO, NN, Ahead>(w, x, K, o0, n0, rows_after, sums);
   }
 #ifdef __AVX2__
   else if (g_simd >= 1) {
-    k = linear_tile_avx2<NO, NN>(w, x, K, o0, n0, O - o0 - NO, sums);
+    k = linear_tile_avx2<NO, NN, Ahead>(w, x, K, o0, n0, rows_after, sums);
   }
 #endif
   for (int i = 0; i < NO; ++i)
@@ -140,19 +143,6 @@ void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_
 
 // Outputs [o0, o0 + NO) for every row: rows in fours (AVX-512: 16 accumulators of its 32 registers;
 // AVX2's 16 would spill), then pairs, then a remaining row alone.
-// One output for a lone row of x in the sequential decode form (rows_in_two_streams walks W): each row
-// prefetched kPrefetchSequential bytes ahead into L1, none into L2 (the next row of the stream is the
-// next bytes). The same per-output sums as every tile form of its instruction set.
-void linear_row_sequential(const uint16_t* w, const float* x, int64_t K, int64_t o, float* y) {
-  float sums[1][1] = {};
-  int64_t k = 0;
-  if (g_simd >= 2) k = linear_tile_avx512<1, 1, kPrefetchSequential>(w, x, K, o, 0, 0, sums);
-#ifdef __AVX2__
-  else if (g_simd >= 1) k = linear_tile_avx2<1, 1, kPrefetchSequential>(w, x, K, o, 0, 0, sums);
-#endif
-  y[o] = finish_dot(sums[0][0], w + o * K, x, k, K);
-}
-
 template <int NO>
 void linear_outputs(const uint16_t* w, const float* x, int64_t N, int64_t K, int64_t O, int64_t o0, float* y) {
   int64_t n = 0;
@@ -178,8 +168,10 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   // (measured 21-26 GB/s against 20-21 for 4 on a 2-core Xeon). On AVX2 (Zen 3, 2 cores, cold, four
   // alternating runs) 4 read faster: 17.5 against 15.9 GB/s on 8336 x 2048, 17.0 against 14.2 on 4096 x
   // 2048, 13.3 against 12.3 on 2048 x 1024. Each output's sum is the same either way.
+  // The sequential decode form (k3.ops.native.decode_gemv): W's rows one at a time in two streams per
+  // thread, each row prefetched kPrefetchSequential bytes ahead; the same per-output sums as the tiles.
   if (N == 1 && g_simd >= 1 && g_gemv_sequential) {
-    rows_in_two_streams(O, [&](int64_t o) { linear_row_sequential(wp, xp, K, o, yp); });
+    rows_in_two_streams(O, [&](int64_t o) { linear_tile<1, 1, kPrefetchSequential, false>(wp, xp, K, O, o, 0, yp); });
     return y;
   }
   const int64_t step = N == 1 && g_simd >= 2 ? 8 : 4, tiles = O / step;

@@ -108,14 +108,14 @@ int64_t int8_tile_avx2(const int8_t* q, const uint16_t* s, const int16_t* x, con
 }
 #endif
 
-template <int NO, int NN>
+template <int NO, int NN, int64_t Ahead = kPrefetchBf16>
 void int8_tile(const int8_t* q, const uint16_t* s, const int16_t* x, const float* xs, int64_t K, int64_t G,
                int64_t O, int64_t o0, int64_t n0, float* y) {
   int64_t k = 0;
   float sums[NO][NN] = {};
-  if (g_simd >= 2) k = int8_tile_avx512<NO, NN>(q, s, x, xs, K, G, o0, n0, sums);
+  if (g_simd >= 2) k = int8_tile_avx512<NO, NN, Ahead>(q, s, x, xs, K, G, o0, n0, sums);
 #ifdef __AVX2__
-  else if (g_simd >= 1) k = int8_tile_avx2<NO, NN>(q, s, x, xs, K, G, o0, n0, sums);
+  else if (g_simd >= 1) k = int8_tile_avx2<NO, NN, Ahead>(q, s, x, xs, K, G, o0, n0, sums);
 #endif
   for (int i = 0; i < NO; ++i)
     for (int j = 0; j < NN; ++j)
@@ -131,19 +131,6 @@ void int8_outputs(const int8_t* q, const uint16_t* s, const int16_t* x, const fl
     for (; n + 4 <= N; n += 4) int8_tile<NO, 4>(q, s, x, xs, K, G, O, o0, n, y);
   for (; n + 2 <= N; n += 2) int8_tile<NO, 2>(q, s, x, xs, K, G, O, o0, n, y);
   for (; n < N; ++n) int8_tile<NO, 1>(q, s, x, xs, K, G, O, o0, n, y);
-}
-
-// One output for a lone row of x in the sequential decode form (as linear_row_sequential), prefetched
-// kPrefetchSequential bytes ahead; the same per-output sums as the tiles.
-void int8_row_sequential(const int8_t* q, const uint16_t* s, const int16_t* x, const float* xs, int64_t K, int64_t G,
-                         int64_t o, float* y) {
-  float sums[1][1] = {};
-  int64_t k = 0;
-  if (g_simd >= 2) k = int8_tile_avx512<1, 1, kPrefetchSequential>(q, s, x, xs, K, G, o, 0, sums);
-#ifdef __AVX2__
-  else if (g_simd >= 1) k = int8_tile_avx2<1, 1, kPrefetchSequential>(q, s, x, xs, K, G, o, 0, sums);
-#endif
-  y[o] = finish_int8(sums[0][0], q + o * K, s + o * G, x, xs, k, K);
 }
 
 inline float int8_weight(const int8_t* q, const uint16_t* s, int64_t k) {
@@ -172,7 +159,8 @@ torch::Tensor int8_linear(torch::Tensor x, torch::Tensor q, torch::Tensor s) {
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(s.data_ptr<at::BFloat16>());
   float* yp = y.data_ptr<float>();
   if (N == 1 && g_simd >= 1 && g_gemv_sequential) {
-    rows_in_two_streams(O, [&](int64_t o) { int8_row_sequential(qp, sp, xp, xs.data(), K, G, o, yp); });
+    // the sequential decode form, as bf16_linear's: one row at a time, prefetched further ahead
+    rows_in_two_streams(O, [&](int64_t o) { int8_tile<1, 1, kPrefetchSequential>(qp, sp, xp, xs.data(), K, G, O, o, 0, yp); });
     return y;
   }
   const int64_t step = N == 1 ? 8 : 4, tiles = O / step;   // as bf16_linear: 8 rows in flight for decode

@@ -6,12 +6,11 @@
 // q, k, g [B, T, H, K], v [B, T, H, V], beta [B, T, H] fp32 contiguous; S0 [B, H, K, V] or empty (zeros).
 // Returns o [B, T, H, V] and the final state [B, H, K, V].
 //
-// Every exponential is of a non-positive difference (G never increases: g <= 0), taken pairwise per key
-// channel, so nothing overflows; an argument below -87.3 gives 0, as fp32 would flush its result. The
-// torch form factors the decay through reference rows to turn it into matmuls; here the pairwise form
-// costs C (C + 1) / 2 x K vector exponentials a chunk, about 35 M a layer of K3's 16 heads at 512 tokens,
-// and no more than the products around it. Each (sequence, head) is computed alone, so a sequence's
-// result never depends on its batch.
+// Every exponential is of a non-positive difference (G never increases: g <= 0), so nothing overflows; an
+// argument below -87.3 gives 0, as fp32 would flush its result. The decayed products go in blocks of kSub
+// rows, factored through each block's first row for the columns before it and pairwise inside it (see
+// decayed_products). Each (sequence, head) is computed alone, so a sequence's result never depends on its
+// batch.
 
 namespace {
 
@@ -131,8 +130,8 @@ struct ChunkShape {
 void kda_chunk_head(const float* q, const float* k, const float* v, const float* g, const float* beta, float scale,
                     const ChunkShape& s, float* S, float* o) {
   const int64_t K = s.K, V = s.V, C = s.C, qs = s.H * K, vs = s.H * V;
-  std::vector<float> G(C * K), Q(C * K), Kr(C * K), L(C * C), A(C * C), W(C * K), U(C * V), e(K), kj(K), row(V);
-  std::vector<float> coef(std::max(C, K)), KK(K * C);   // KK [K][C]: exp(G_last - G_i) k_i, transposed
+  std::vector<float> G(C * K), EG(C * K), Q(C * K), Kr(C * K), L(C * C), A(C * C), W(C * K), U(C * V), e(K);
+  std::vector<float> coef(std::max(C, K)), KK(K * C);   // EG: exp(G); KK [K][C]: exp(G_last - G_i) k_i, transposed
   DecayBuffers buf(C, K);
   for (int64_t t0 = 0; t0 < s.T; t0 += C) {
     const int64_t c = std::min(C, s.T - t0);
@@ -141,6 +140,7 @@ void kda_chunk_head(const float* q, const float* k, const float* v, const float*
       std::copy(q + t * qs, q + t * qs + K, Q.data() + i * K);
       std::copy(k + t * qs, k + t * qs + K, Kr.data() + i * K);
       for (int64_t d = 0; d < K; ++d) G[i * K + d] = (i ? G[(i - 1) * K + d] : 0.f) + g[t * qs + d];
+      exp_diff(G.data() + i * K, nullptr, EG.data() + i * K, K);
     }
     decayed_products(Q.data(), Kr.data(), G.data(), beta + t0 * s.H, s.H, scale, c, K, C, L.data(), A.data(), buf);
     // w, u by forward substitution through I + L: row i is diag(beta) times its input, less L[i, :i] times
@@ -149,8 +149,7 @@ void kda_chunk_head(const float* q, const float* k, const float* v, const float*
       const float bi = beta[(t0 + i) * s.H];
       float* w = W.data() + i * K;
       float* u = U.data() + i * V;
-      exp_diff(G.data() + i * K, nullptr, w, K);                   // exp(G_i)
-      for (int64_t d = 0; d < K; ++d) w[d] *= bi * Kr[i * K + d];
+      for (int64_t d = 0; d < K; ++d) w[d] = EG[i * K + d] * (bi * Kr[i * K + d]);
       for (int64_t x = 0; x < V; ++x) u[x] = bi * v[(t0 + i) * vs + x];
       for (int64_t j = 0; j < i; ++j) coef[j] = -L[i * C + j];
       row_times(coef.data(), i, W.data(), K, w, K, true);
@@ -162,21 +161,20 @@ void kda_chunk_head(const float* q, const float* k, const float* v, const float*
       row_times(coef.data(), K, S, V, U.data() + i * V, V, true);
     }
     for (int64_t i = 0; i < c; ++i) {
-      exp_diff(G.data() + i * K, nullptr, e.data(), K);            // exp(G_i)
-      for (int64_t d = 0; d < K; ++d) coef[d] = scale * Q[i * K + d] * e[d];
-      row_times(coef.data(), K, S, V, row.data(), V, false);
-      row_times(A.data() + i * C, i + 1, U.data(), V, row.data(), V, true);
-      std::copy(row.begin(), row.end(), o + (t0 + i) * vs);
+      for (int64_t d = 0; d < K; ++d) coef[d] = scale * Q[i * K + d] * EG[i * K + d];
+      float* out = o + (t0 + i) * vs;
+      row_times(coef.data(), K, S, V, out, V, false);
+      row_times(A.data() + i * C, i + 1, U.data(), V, out, V, true);
     }
     // S <- Diag(exp(G_last)) S + (exp(G_last - G) k)^T v': row d of S takes sum_i kk[i, d] v'_i.
     const float* last = G.data() + (c - 1) * K;
     for (int64_t i = 0; i < c; ++i) {
-      exp_diff(last, G.data() + i * K, kj.data(), K);                // exp(G_last - G_i)
-      for (int64_t d = 0; d < K; ++d) KK[d * C + i] = kj[d] * Kr[i * K + d];
+      exp_diff(last, G.data() + i * K, e.data(), K);                 // exp(G_last - G_i)
+      for (int64_t d = 0; d < K; ++d) KK[d * C + i] = e[d] * Kr[i * K + d];
     }
-    exp_diff(last, nullptr, e.data(), K);                            // exp(G_last)
+    const float* exp_last = EG.data() + (c - 1) * K;
     for (int64_t d = 0; d < K; ++d) {
-      for (int64_t x = 0; x < V; ++x) S[d * V + x] *= e[d];
+      for (int64_t x = 0; x < V; ++x) S[d * V + x] *= exp_last[d];
       row_times(KK.data() + d * C, c, U.data(), V, S + d * V, V, true);
     }
   }
