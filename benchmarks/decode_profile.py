@@ -82,6 +82,7 @@ def decode(model, tokens: int, timer: TimedKernels) -> float:
         tok = int(model(torch.tensor([[tok]]), state)[0, -1].argmax())
     timer.seconds.clear()
     timer.calls.clear()
+    native_module.native().set_part_timing(native_module.native().set_part_timing(False))  # zero the totals
     t = time.perf_counter()
     for _ in range(tokens):
         tok = int(model(torch.tensor([[tok]]), state)[0, -1].argmax())
@@ -108,25 +109,36 @@ def profile(args, path) -> None:
     trunk, _, experts = weight_bytes(model.config, None)
     floor = (trunk + expert_sizes(model.config, experts)[2]) / bandwidth()
     n = args.tokens
+    real = native_module.native()
+    real.set_part_timing(True)   # turned on (and zeroed) here; decode() zeroes it again after warm-up
     token = decode(model, n, timer)
     whole = {k: v / n for k, v in timer.seconds.items()}
+    inside = {k: v / n for k, v in real.part_seconds().items()}
+    real.set_part_timing(False)
     fast_paths_off()
     decode(model, n, timer)
     parts = {k: (v / n, timer.calls[k] / n) for k, v in sorted(timer.seconds.items(), key=lambda kv: -kv[1])}
-    report(token, whole, parts, floor)
+    report(token, whole, inside, parts, floor)
 
 
-def report(token: float, whole: dict, parts: dict, floor: float) -> None:
+def report(token: float, whole: dict, inside_call: dict, parts: dict, floor: float) -> None:
     inside = sum(whole.values())
     print(f"whole path: {token * 1e3:.2f} ms a token = native {inside * 1e3:.2f} + other {(token - inside) * 1e3:.2f}; "
           f"floor {floor * 1e3:.2f} ms ({token / floor:.2f}x)")
     for name, s in sorted(whole.items(), key=lambda kv: -kv[1]):
         print(f"  {name:<24}{s * 1e3:8.3f} ms")
+    call = inside_call.pop("layer_decode", 0.0)
+    if call:
+        print(f"inside layer_decode ({call * 1e3:.3f} ms, wall time on the calling thread):")
+        for name, s in sorted(inside_call.items(), key=lambda kv: -kv[1]):
+            print(f"  {name:<24}{s * 1e3:8.3f} ms")
+        print(f"  {'rest (glue, copies)':<24}{(call - sum(inside_call.values())) * 1e3:8.3f} ms")
     print("per kernel (fast paths off):")
     for name, (s, calls) in parts.items():
         print(f"  {name:<24}{s * 1e3:8.3f} ms  {calls:5.1f} calls")
     print(json.dumps({"token_s": token, "native_s": inside, "other_s": token - inside, "floor_s": floor,
                       "over_floor": token / floor, "whole_path_s": whole,
+                      "inside_layer_decode_s": {"layer_decode": call, **inside_call},
                       "per_kernel_s": {k: v[0] for k, v in parts.items()},
                       "per_kernel_calls": {k: v[1] for k, v in parts.items()}}))
 

@@ -25,9 +25,9 @@ def _decode(model, batch: int) -> list[torch.Tensor]:
 
 
 # What each fast path answers through: the sublayers' native arguments (asked by their own `_direct`
-# and by the whole-layer step alike), MLA's `_direct`, and the decoder layer's whole-layer `_direct`.
-FAST = ((KimiDeltaAttention, "direct_args"), (GatedMLA, "_direct"), (LatentMoE, "direct_args"),
-        (GLUMLP, "direct_args"), (DecoderLayer, "_direct"))
+# and by the whole-layer step alike) and the decoder layer's whole-layer arguments.
+FAST = ((KimiDeltaAttention, "direct_args"), (GatedMLA, "direct_args"), (LatentMoE, "direct_args"),
+        (GLUMLP, "direct_args"), (DecoderLayer, "decode_args"))
 
 
 def _count_direct(monkeypatch) -> dict[str, int]:
@@ -86,3 +86,28 @@ def test_engine_decode_takes_the_fast_path_and_matches_the_general_one(tiny_chec
     for cls in (KimiDeltaAttention, GatedMLA, LatentMoE, GLUMLP, DecoderLayer):
         monkeypatch.setattr(cls, "_direct", lambda self, *a: None)
     assert [o.token_ids for o in llm.generate(prompts, params)] == fast
+
+
+def test_part_timing_splits_the_layer_steps_wall_time(tiny_checkpoint):
+    """benchmarks/decode_profile.py's in-step profile: each part is timed inside the layer steps."""
+    from k3.ops.native import native
+
+    kernels = native()
+    if kernels is None:
+        pytest.skip("the native kernels are not built here (K3_NATIVE=0 or no compiler)")
+    model = k3.load(tiny_checkpoint)
+    with torch.inference_mode():
+        state = model.new_state(1)
+        model(IDS[:1], state)  # a short prompt's rows take some of the sublayer steps too: untimed
+        kernels.set_part_timing(True)
+        try:
+            for step in STEPS:
+                model(torch.tensor(step[:1]).view(1, 1), state)
+            parts = kernels.part_seconds()
+        finally:
+            kernels.set_part_timing(False)
+    assert set(parts) == {"layer_decode", "gemv", "experts", "kda_recurrence", "mla_attention", "row_ops"}
+    inner = sum(v for k, v in parts.items() if k != "layer_decode")
+    assert all(v > 0 for v in parts.values())
+    assert inner <= parts["layer_decode"]
+    assert kernels.set_part_timing(False) is False and kernels.part_seconds()["gemv"] == 0.0, "off zeroes the totals"

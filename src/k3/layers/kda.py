@@ -112,12 +112,12 @@ class KimiDeltaAttention(nn.Module):
         order (so its bits) without the per-op dispatch -> [N, hidden], or None where forward must run."""
         kernels = direct_kernels(x) if state is not None else None
         args = self.direct_args(x, batch, state) if kernels is not None else None
-        return kernels.kda_decode_step(x, *args) if args is not None else None
+        return kernels.kda_decode_step(x, *args[1:]) if args is not None else None
 
     def direct_args(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None) -> tuple | None:
-        """The native KDA step's arguments after x (its weights, then this step's state slots), when every
-        sequence decodes one token on its state and the kernels take it all; else None. Used by `_direct`
-        and by the decoder layer's whole-layer step."""
+        """("kda", the native KDA step's arguments after x: its weights, then this step's state slots) when
+        every sequence decodes one token on its state and the kernels take it all; else None. Used by
+        `_direct` and by the decoder layer's whole-layer step."""
         step = bound(self, self._bind_direct) if state is not None and direct_kernels(x) is not None else None
         decode = batch.decode_group() if step is not None else None
         if decode is None or not decode.whole:
@@ -126,6 +126,9 @@ class KimiDeltaAttention(nn.Module):
         if not all(t.is_contiguous() and t.dtype == torch.float32 for t in (rec, *tails)):
             return None
         return step.args(rec, tails, index)
+
+    def commit_direct(self, batch: ForwardBatch, state: KDAStateView) -> None:
+        """Nothing after the native step: it updated the state slots in place."""
 
     def _bind_direct(self, take: Taken) -> "KDADecodeStep | None":
         inputs = fused_matrix(take, self, self.input_names)
@@ -178,7 +181,7 @@ class KDADecodeStep:
     scale: float
 
     def args(self, rec, tails, index) -> tuple:
-        """kda_decode_step's arguments after x, with these state pools and slot index
+        """("kda", kda_decode_step's arguments after x), with these state pools and slot index
         (KDAStateView.slot_tensors)."""
-        return (self.matrices, self.sizes, self.a_log, self.dt_bias, self.lower_bound is not None,
+        return ("kda", self.matrices, self.sizes, self.a_log, self.dt_bias, self.lower_bound is not None,
                 self.lower_bound or 0.0, self.conv, list(tails), rec, index, self.o_norm, self.eps, self.scale)

@@ -15,7 +15,7 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm
-from k3.layers.direct import Matrix, Taken, bound, float_weights, fused_matrix, matrix
+from k3.layers.direct import Taken, bound, float_weights, fused_matrix, matrix
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import project
 from k3.layers.state import MLACacheView
@@ -68,20 +68,32 @@ class GatedMLA(nn.Module):
         """Every sequence decoding one token on its cache: forward's native kernels called in forward's
         order (so its bits) without the per-op dispatch -> [N, hidden], or None where forward must run."""
         kernels = direct_kernels(x) if cache is not None else None
-        step = bound(self, self._bind_direct) if kernels is not None else None
+        args = self.direct_args(x, batch, cache) if kernels is not None else None
+        if args is None:
+            return None
+        y = kernels.mla_decode_step(x, *args[1:])
+        self.commit_direct(batch, cache)
+        return y
+
+    def direct_args(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None) -> tuple | None:
+        """("mla", the native MLA step's arguments after x: its weights, then where this step's latents
+        go in the cache) when every sequence decodes one token on a cache the kernel reads in place; else
+        None, the cache as it was. The caller runs the step, then `commit_direct`. Used by `_direct` and
+        by the decoder layer's whole-layer step."""
+        step = bound(self, self._bind_direct) if cache is not None and direct_kernels(x) is not None else None
         decode = batch.decode_group() if step is not None else None
         if decode is None or not decode.whole:
             return None
-        N, H = x.shape[0], self.num_heads
-        q, c_kv, k_x, gate = kernels.mla_decode_inputs(x, step.matrices, step.sizes, step.q_a_norm, step.q_a_eps,
-                                                       step.kv_a_norm, step.kv_a_eps, self.kv_rank)
-        q = q.view(N, H, self.nope + self.extra)
-        p = cache.append_decode(decode.seqs, c_kv, k_x)
-        if mla_paged_decode.supports(q, p.pool, p.tables, p.lens, p.block_size, p.rank, self.scale):
-            return kernels.mla_decode_attend(q, step.w_uk, step.w_uv, p.pool, p.tables, p.lens, p.block_size, p.rank,
-                                             self.scale, gate, step.o_proj.pair)
-        o = self._paged(q, p, step.w_uk, step.w_uv).reshape(N, H * self.v_dim)   # the cache's own pool format
-        return step.o_proj(kernels, o * sigmoid(gate))
+        p, new_rows = cache.decode_rows(decode.seqs, self.kv_rank, self.extra, x)
+        # The paged kernel's own test, x standing in for q (both fp32 here); forward's dispatch takes the rest.
+        if not mla_paged_decode.supports(x, p.pool, p.tables, p.lens, p.block_size, p.rank, self.scale):
+            return None
+        return ("mla", step.matrices, step.sizes, step.q_a_norm, step.q_a_eps, step.kv_a_norm, step.kv_a_eps,
+                step.w_uk, step.w_uv, self.scale, p.pool, p.tables, p.lens, p.block_size, new_rows)
+
+    def commit_direct(self, batch: ForwardBatch, cache: MLACacheView) -> None:
+        """After the native step wrote this step's latents where direct_args said."""
+        cache.commit_decode(batch.decode_group().seqs)
 
     def _bind_direct(self, take: Taken) -> "MLADecodeStep | None":
         inputs = fused_matrix(take, self, self.input_names)
@@ -93,7 +105,7 @@ class GatedMLA(nn.Module):
                 or w_kv.dtype != torch.bfloat16 or not w_kv.is_contiguous() or "g_proj" not in self._modules):
             return None
         w_kv = w_kv.view(self.num_heads, self.nope + self.v_dim, self.kv_rank)
-        return MLADecodeStep([*inputs.matrix.pair, *q_b.pair], list(inputs.sizes), o_proj, norms[0],
+        return MLADecodeStep([*inputs.matrix.pair, *q_b.pair, *o_proj.pair], list(inputs.sizes), norms[0],
                              self.q_a_layernorm.eps, norms[1], self.kv_a_layernorm.eps, w_kv[:, :self.nope],
                              w_kv[:, self.nope:])
 
@@ -136,11 +148,10 @@ class GatedMLA(nn.Module):
 
 @dataclass(frozen=True)
 class MLADecodeStep:
-    """GatedMLA's decode step as two native calls around the cache append (ops/native/decode_steps.cpp),
-    its weights bound (layers/direct.py)."""
-    matrices: list[torch.Tensor]   # (weight, scale) of the input group (q_a, kv_a, gate) and q_b_proj
+    """GatedMLA's decode step as one native call (ops/native/decode_steps.cpp), its weights bound
+    (layers/direct.py)."""
+    matrices: list[torch.Tensor]   # (weight, scale) of the input group (q_a, kv_a, gate), q_b_proj, o_proj
     sizes: list[int]
-    o_proj: Matrix
     q_a_norm: torch.Tensor
     q_a_eps: float
     kv_a_norm: torch.Tensor

@@ -51,6 +51,16 @@ class MLACacheView(Protocol):
         """Append one token per sequence ([b, R], [b, Dr]; cached lengths may differ) -> the paged
         latents decode attends over, in place."""
 
+    def decode_rows(self, seqs: list[int], rank: int, extra: int, like: torch.Tensor
+                    ) -> tuple[PagedLatents, torch.Tensor]:
+        """Where append_decode would put one token per sequence, for a caller that writes the rows itself:
+        (the paged latents decode attends over once they are written, their pool rows [b] long). Changes
+        nothing a later call sees (a pool may grow), so a caller may still fall back to append_decode;
+        `commit_decode` then counts the written token. `like`: a compute tensor (dtype, device)."""
+
+    def commit_decode(self, seqs: list[int]) -> None:
+        """The rows from decode_rows are written: they are part of the cache from now on."""
+
     def append_window(self, seqs: list[int], c_kv: torch.Tensor, k_x: torch.Tensor) -> PagedLatents:
         """Append verify windows ([b, T, R], [b, T, Dr]; cached lengths may differ) -> paged latents with
         one query row per window position (row i*T + t attends its sequence up to position t), in place."""
@@ -103,6 +113,7 @@ class DenseMLACache:
         self.rank = 0
 
     def _reserve(self, b: int, extra: int, like: torch.Tensor, width: int) -> None:
+        """Room for `extra` more tokens of b sequences, rows `width` wide, in like's dtype and device."""
         if self.buffer is not None and b != self.buffer.shape[0]:
             raise ValueError("DenseMLACache holds sequences that advance together; use the engine for ragged batches")
         need = self.length + extra
@@ -123,12 +134,24 @@ class DenseMLACache:
         return self.buffer[:, :self.length, :R], self.buffer[:, :self.length, R:], offset
 
     def append_decode(self, seqs, c_kv, k_x):
-        self.extend(seqs, c_kv.unsqueeze(1), k_x.unsqueeze(1))
-        b, capacity, width = self.buffer.shape
+        paged, rows = self.decode_rows(seqs, c_kv.shape[-1], k_x.shape[-1], c_kv)
+        paged.pool.index_copy_(0, rows, torch.cat((c_kv, k_x), dim=-1).to(paged.pool.dtype))
+        self.commit_decode(seqs)
+        return paged
+
+    def decode_rows(self, seqs, rank, extra, like):
+        b = len(seqs)
+        self.rank = rank
+        self._reserve(b, 1, like, rank + extra)
+        _, capacity, width = self.buffer.shape
         device = self.buffer.device
-        return PagedLatents(self.buffer.view(b * capacity, width),
-                            torch.arange(b, dtype=torch.int32, device=device).unsqueeze(1),
-                            torch.full((b,), self.length, dtype=torch.int32, device=device), capacity, self.rank)
+        paged = PagedLatents(self.buffer.view(b * capacity, width),
+                             torch.arange(b, dtype=torch.int32, device=device).unsqueeze(1),
+                             torch.full((b,), self.length + 1, dtype=torch.int32, device=device), capacity, rank)
+        return paged, torch.arange(b, device=device) * capacity + self.length
+
+    def commit_decode(self, seqs):
+        self.length += 1
 
 
 def new_layer_states(config: K3Config) -> list[DenseKDAState | DenseMLACache]:

@@ -74,28 +74,26 @@ class DecoderLayer(nn.Module):
         return partial + self.ffn(x)
 
     def _direct(self, h: torch.Tensor, bank: list[torch.Tensor], batch: ForwardBatch, state) -> torch.Tensor | None:
-        """A Block-AttnRes layer decoding every sequence's one token on native calls in forward's order (so
-        its bits), or None where forward runs: a KDA layer is one call (kda_layer_decode); an MLA layer,
-        whose cache append sits inside its attention, is the layer's two ends around the attention's own
-        decode step."""
-        kernels = direct_kernels(h) if self.attn_res else None
-        rows = bound(self, self._bind_rows) if kernels is not None else None
-        ffn = (self.block_sparse_moe if hasattr(self, "block_sparse_moe") else self.mlp).direct_args(h) if rows else None
-        if ffn is None:
+        """A Block-AttnRes layer decoding every sequence's one token in one native call (layer_decode), in
+        forward's order (so its bits), or None where forward runs."""
+        args = self.decode_args(h, batch, state)
+        if args is None:
             return None
-        if isinstance(self.self_attn, KimiDeltaAttention):
-            attn = self.self_attn.direct_args(h, batch, state)
-            if attn is None:
-                return None
-            out = kernels.kda_layer_decode(h, bank, self.block_start, rows.weights, rows.eps, attn, ffn)
-        else:
-            y = self.self_attn._direct(kernels.layer_decode_input(h, bank, rows.weights, rows.eps), batch, state)
-            if y is None:
-                return None
-            out = kernels.layer_decode_output(h, bank, self.block_start, rows.weights, rows.eps, y, ffn)
+        out = direct_kernels(h).layer_decode(h, bank, args)
+        self.self_attn.commit_direct(batch, state)
         if self.block_start:
             bank.append(h)
         return out
+
+    def decode_args(self, h: torch.Tensor, batch: ForwardBatch, state) -> tuple | None:
+        """This layer's whole decode step as the native layer_decode / model_decode take it: (block start,
+        row weights, epsilons, the attention's step, the FFN's step), or None where forward must run. After
+        the native call, `self.self_attn.commit_direct(batch, state)`."""
+        kernels = direct_kernels(h) if self.attn_res else None
+        rows = bound(self, self._bind_rows) if kernels is not None else None
+        ffn = (self.block_sparse_moe if hasattr(self, "block_sparse_moe") else self.mlp).direct_args(h) if rows else None
+        attn = self.self_attn.direct_args(h, batch, state) if ffn is not None else None
+        return (self.block_start, rows.weights, rows.eps, attn, ffn) if attn is not None else None
 
     def _row_ops(self, h: torch.Tensor):
         """(norm(module, x), mix_norm(candidates, mix norm, mix proj, norm module)): the sublayers' input

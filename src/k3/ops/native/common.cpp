@@ -7,6 +7,9 @@
 // target attribute and run only when `set_simd(2)` says the CPU has AVX-512F/BW/VL.
 #include <torch/extension.h>
 #include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
 #include <cstdint>
 #include <cstring>
 #include <cmath>

@@ -1,9 +1,8 @@
-// Decode steps as whole native calls, for the layers' bound steps (layers/direct.py):
-//   kda_decode_step, moe_decode_step, mlp_decode_step, mla_decode_inputs / mla_decode_attend: one
-//   sublayer's step after its input norm (MLA's split around the cache append);
+// Decode steps as whole native calls, for the bound steps of the layers and the model (layers/direct.py):
+//   kda_decode_step, mla_decode_step, moe_decode_step, mlp_decode_step: one sublayer's step after its
+//   input norm (MLA's writes its latents into the paged cache first);
 //   attn_res_norm_rows: Block AttnRes's mix and the norm it feeds;
-//   kda_layer_decode: a whole Block-AttnRes decoder layer with KDA attention; layer_decode_input /
-//   layer_decode_output: the two ends of one whose attention (MLA) runs in between.
+//   layer_decode: a whole Block-AttnRes decoder layer.
 // Each calls the kernels the Python steps called, in their order and on the same tensors, so the bits are
 // the same; what it saves is the interpreter between them (about a dozen calls, splits and views a
 // layer), which ran with its own data evicted by the weight streams. Matrices come as (weight, scale)
@@ -11,7 +10,11 @@
 
 namespace {
 
+using Tensors = std::vector<torch::Tensor>;
+using Ints = std::vector<int64_t>;
+
 torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& scale) {
+  PartTimer timer(kGemv);
   return scale.numel() == 0 ? bf16_linear(x, w) : int8_linear(x, w, scale);
 }
 
@@ -40,10 +43,13 @@ torch::Tensor kda_decode_step(torch::Tensor x, std::vector<torch::Tensor> mats, 
   TORCH_CHECK(S.dim() == 4, "state pool must be [slots, H, K, V]");
   const int64_t N = x.size(0), H = S.size(1), D = S.size(3);
   auto in = split_outputs(gemv(x, mats[0], mats[1]), sizes);
-  auto gates = kda_gates_rows(gemv(in[4], mats[2], mats[3]), in[5], a_log, dt_bias, bounded, lower_bound);
-  auto o = kda_decode_slots(in[0], in[1], in[2], conv[0], conv[1], conv[2], tails[0], tails[1], tails[2], S, index,
+  const auto f = gemv(in[4], mats[2], mats[3]);
+  auto gates = timed(kRowOps, [&] { return kda_gates_rows(f, in[5], a_log, dt_bias, bounded, lower_bound); });
+  auto o = timed(kKdaRecurrence, [&] {
+    return kda_decode_slots(in[0], in[1], in[2], conv[0], conv[1], conv[2], tails[0], tails[1], tails[2], S, index,
                             gates[0], gates[1], scale);
-  o = gated_rms_norm_rows(o.view({N * H, D}), in[3].view({N * H, D}), o_norm, eps);
+  });
+  o = timed(kRowOps, [&] { return gated_rms_norm_rows(o.view({N * H, D}), in[3].view({N * H, D}), o_norm, eps); });
   return gemv(o.view({N, H * D}), mats[4], mats[5]);
 }
 
@@ -55,11 +61,12 @@ torch::Tensor moe_decode_step(torch::Tensor x, std::vector<torch::Tensor> mats, 
                               torch::Tensor norm, double eps) {
   check_pairs(mats, 4);
   TORCH_CHECK(sizes.size() == 3, "MoE step: 3 input widths (latent, shared gate, shared up)");
-  auto route = moe_route_rows(gemv(x, mats[0], mats[1]), bias, top_k, renormalise, scaling);
+  const auto logits = gemv(x, mats[0], mats[1]);
+  auto route = timed(kRowOps, [&] { return moe_route_rows(logits, bias, top_k, renormalise, scaling); });
   auto in = split_outputs(gemv(x, mats[2], mats[3]), sizes);
-  auto y = mxfp4_moe_tokens(in[0], bank, route[1], route[0], act, beta, linear_beta);
-  y = gemv(rms_norm_rows(y, norm, eps), mats[4], mats[5]);
-  return y + gemv(glu_rows(in[1], in[2], act, beta, linear_beta), mats[6], mats[7]);
+  auto y = timed(kExperts, [&] { return mxfp4_moe_tokens(in[0], bank, route[1], route[0], act, beta, linear_beta); });
+  y = gemv(timed(kRowOps, [&] { return rms_norm_rows(y, norm, eps); }), mats[4], mats[5]);
+  return y + gemv(timed(kRowOps, [&] { return glu_rows(in[1], in[2], act, beta, linear_beta); }), mats[6], mats[7]);
 }
 
 namespace {
@@ -72,15 +79,11 @@ torch::Tensor sigmoid_invariant(const torch::Tensor& x) {
   return torch::sigmoid(torch::constant_pad_nd(x.reshape({-1}), {0, pad})).narrow(0, 0, n).view(x.sizes());
 }
 
-}  // namespace
-
 // Gated MLA's decode step up to the cache append: mats are the input group (q_a, kv_a, gate) and q_b_proj.
 // Returns q [N, H * (Dn + Dr)], c_kv [N, R] (normalised), k_x [N, Dr] (a view) and the output gate's
 // projection [N, H * v].
-std::vector<torch::Tensor> mla_decode_inputs(torch::Tensor x, std::vector<torch::Tensor> mats, std::vector<int64_t> sizes,
-                                             torch::Tensor q_a_norm, double q_a_eps, torch::Tensor kv_a_norm,
-                                             double kv_a_eps, int64_t R) {
-  check_pairs(mats, 2);
+Tensors mla_inputs(const torch::Tensor& x, const Tensors& mats, const Ints& sizes, const torch::Tensor& q_a_norm,
+                   double q_a_eps, const torch::Tensor& kv_a_norm, double kv_a_eps, int64_t R) {
   TORCH_CHECK(sizes.size() == 3 && R < sizes[1], "MLA step: 3 input widths (q_a, kv_a, gate), rank below kv_a's");
   auto in = split_outputs(gemv(x, mats[0], mats[1]), sizes);
   auto q = gemv(rms_norm_rows(in[0], q_a_norm, q_a_eps), mats[2], mats[3]);
@@ -89,18 +92,38 @@ std::vector<torch::Tensor> mla_decode_inputs(torch::Tensor x, std::vector<torch:
 }
 
 // The rest, after the append: absorbed attention over the paged latents (as mla_paged_decode takes
-// them), W_UV, the sigmoid output gate and o_proj (mats: its (weight, scale)). q [N, H, Dn + Dr];
-// w_uk [H, Dn, R] and w_uv [H, v, R]: kv_b_proj's halves (bf16, contiguous rows).
-torch::Tensor mla_decode_attend(torch::Tensor q, torch::Tensor w_uk, torch::Tensor w_uv, torch::Tensor pool,
-                                torch::Tensor tables, torch::Tensor lens, int64_t block_size, int64_t rank,
-                                double scale, torch::Tensor gate, std::vector<torch::Tensor> mats) {
-  check_pairs(mats, 1);
-  TORCH_CHECK(q.dim() == 3, "q must be [N, H, Dn + Dr]");
-  const int64_t N = q.size(0), H = q.size(1), Dn = w_uk.size(1);
-  auto q_lat = torch::cat({bf16_head_linear(q.narrow(2, 0, Dn).contiguous(), w_uk, true), q.narrow(2, Dn, q.size(2) - Dn)}, -1);
-  auto o_lat = mla_paged_decode(q_lat.contiguous(), pool, tables, lens, block_size, rank, scale);
-  auto o = bf16_head_linear(o_lat, w_uv, false).reshape({N, -1});
-  return gemv(o * sigmoid_invariant(gate), mats[0], mats[1]);
+// them), W_UV, the sigmoid output gate and o_proj ((weight, scale) o_w, o_s). q [N, H, Dn + Dr].
+torch::Tensor mla_attend(const torch::Tensor& q, const torch::Tensor& w_uk, const torch::Tensor& w_uv,
+                         const torch::Tensor& pool, const torch::Tensor& tables, const torch::Tensor& lens,
+                         int64_t block_size, int64_t rank, double scale, const torch::Tensor& gate,
+                         const torch::Tensor& o_w, const torch::Tensor& o_s) {
+  const int64_t N = q.size(0), Dn = w_uk.size(1);
+  const auto o = timed(kMlaAttention, [&] {
+    auto q_lat = torch::cat({bf16_head_linear(q.narrow(2, 0, Dn).contiguous(), w_uk, true), q.narrow(2, Dn, q.size(2) - Dn)}, -1);
+    auto o_lat = mla_paged_decode(q_lat.contiguous(), pool, tables, lens, block_size, rank, scale);
+    return bf16_head_linear(o_lat, w_uv, false).reshape({N, -1}) * sigmoid_invariant(gate);
+  });
+  return gemv(o, o_w, o_s);
+}
+
+}  // namespace
+
+// Gated MLA's whole decode step on its paged cache: the projections, this step's latents written to
+// pool rows new_rows [N] (in the pool's dtype, as the cache views write them), then attention over the
+// paged latents (lens count the new token) and o_proj. mats: the input group (q_a, kv_a, gate), q_b_proj,
+// o_proj; w_uk [H, Dn, R] and w_uv [H, v, R]: kv_b_proj's halves (bf16, contiguous rows).
+torch::Tensor mla_decode_step(torch::Tensor x, std::vector<torch::Tensor> mats, std::vector<int64_t> sizes,
+                              torch::Tensor q_a_norm, double q_a_eps, torch::Tensor kv_a_norm, double kv_a_eps,
+                              torch::Tensor w_uk, torch::Tensor w_uv, double scale, torch::Tensor pool,
+                              torch::Tensor tables, torch::Tensor lens, int64_t block_size, torch::Tensor new_rows) {
+  check_pairs(mats, 3);
+  TORCH_CHECK(w_uk.dim() == 3 && w_uv.dim() == 3, "MLA step: w_uk [H, Dn, R] and w_uv [H, v, R]");
+  const int64_t N = x.size(0), H = w_uk.size(0), R = w_uk.size(2);
+  TORCH_CHECK(new_rows.dim() == 1 && new_rows.size(0) == N && new_rows.scalar_type() == torch::kLong,
+              "MLA step: one new pool row (int64) per sequence");
+  auto in = mla_inputs(x, mats, sizes, q_a_norm, q_a_eps, kv_a_norm, kv_a_eps, R);
+  pool.index_copy_(0, new_rows, torch::cat({in[1], in[2]}, 1).to(pool.scalar_type()));
+  return mla_attend(in[0].view({N, H, -1}), w_uk, w_uv, pool, tables, lens, block_size, R, scale, in[3], mats[4], mats[5]);
 }
 
 // The dense GLU MLP's decode step: mats are the fused gate/up group and down_proj; act as glu_rows takes it.
@@ -109,7 +132,7 @@ torch::Tensor mlp_decode_step(torch::Tensor x, std::vector<torch::Tensor> mats, 
   check_pairs(mats, 2);
   TORCH_CHECK(sizes.size() == 2, "MLP step: 2 input widths (gate, up)");
   auto in = split_outputs(gemv(x, mats[0], mats[1]), sizes);
-  return gemv(glu_rows(in[0], in[1], act, beta, linear_beta), mats[2], mats[3]);
+  return gemv(timed(kRowOps, [&] { return glu_rows(in[0], in[1], act, beta, linear_beta); }), mats[2], mats[3]);
 }
 
 // Block AttnRes's mix of a decode step's candidates, then the RMSNorm of the sublayer it feeds (the
@@ -126,16 +149,21 @@ T arg(const pybind11::tuple& t, size_t i) {
   return t[i].cast<T>();
 }
 
-using Tensors = std::vector<torch::Tensor>;
-using Ints = std::vector<int64_t>;
-
-// kda: kda_decode_step's arguments after x, in its order.
-torch::Tensor run_kda(const torch::Tensor& x, const pybind11::tuple& a) {
-  TORCH_CHECK(a.size() == 13, "KDA step: 13 arguments after x, got ", a.size());
-  return kda_decode_step(x, arg<Tensors>(a, 0), arg<Ints>(a, 1), arg<torch::Tensor>(a, 2), arg<torch::Tensor>(a, 3),
-                         arg<bool>(a, 4), arg<double>(a, 5), arg<Tensors>(a, 6), arg<Tensors>(a, 7),
-                         arg<torch::Tensor>(a, 8), arg<torch::Tensor>(a, 9), arg<torch::Tensor>(a, 10),
-                         arg<double>(a, 11), arg<double>(a, 12));
+// ("kda", kda_decode_step's arguments after x) or ("mla", mla_decode_step's).
+torch::Tensor run_attention(const torch::Tensor& x, const pybind11::tuple& a) {
+  const auto kind = arg<std::string>(a, 0);
+  if (kind == "kda") {
+    TORCH_CHECK(a.size() == 14, "KDA step: 13 arguments after x, got ", a.size() - 1);
+    return kda_decode_step(x, arg<Tensors>(a, 1), arg<Ints>(a, 2), arg<torch::Tensor>(a, 3), arg<torch::Tensor>(a, 4),
+                           arg<bool>(a, 5), arg<double>(a, 6), arg<Tensors>(a, 7), arg<Tensors>(a, 8),
+                           arg<torch::Tensor>(a, 9), arg<torch::Tensor>(a, 10), arg<torch::Tensor>(a, 11),
+                           arg<double>(a, 12), arg<double>(a, 13));
+  }
+  TORCH_CHECK(kind == "mla" && a.size() == 15, "attention step: (\"kda\", 13 arguments) or (\"mla\", 14 arguments)");
+  return mla_decode_step(x, arg<Tensors>(a, 1), arg<Ints>(a, 2), arg<torch::Tensor>(a, 3), arg<double>(a, 4),
+                         arg<torch::Tensor>(a, 5), arg<double>(a, 6), arg<torch::Tensor>(a, 7), arg<torch::Tensor>(a, 8),
+                         arg<double>(a, 9), arg<torch::Tensor>(a, 10), arg<torch::Tensor>(a, 11),
+                         arg<torch::Tensor>(a, 12), arg<int64_t>(a, 13), arg<torch::Tensor>(a, 14));
 }
 
 // ffn: ("moe", moe_decode_step's arguments after x) or ("mlp", mlp_decode_step's).
@@ -153,56 +181,39 @@ torch::Tensor run_ffn(const torch::Tensor& x, const pybind11::tuple& f) {
 
 // A Block-AttnRes layer's attention input: the mix of bank + [h] (when the bank has entries), normed.
 torch::Tensor attention_input(const torch::Tensor& h, const Tensors& bank, const Tensors& rows, const std::vector<double>& eps) {
+  PartTimer timer(kRowOps);
   if (bank.empty()) return rms_norm_rows(h, rows[0], eps[0]);
   Tensors cands(bank);
   cands.push_back(h);
   return attn_res_norm_rows(cands, rows[2], rows[3], eps[2], rows[0], eps[0]);
 }
 
-// The rest of the layer from the attention's output y: the partial sum, the FFN input (mix of the bank,
-// with h appended at a block start, + [partial], normed) and partial + FFN.
-torch::Tensor after_attention(const torch::Tensor& h, const Tensors& bank, bool block_start, const Tensors& rows,
-                              const std::vector<double>& eps, const torch::Tensor& y, const pybind11::tuple& ffn) {
-  torch::Tensor partial = block_start ? y : h + y;
-  Tensors cands(bank);
-  if (block_start) cands.push_back(h);
-  cands.push_back(partial);
-  return partial + run_ffn(attn_res_norm_rows(cands, rows[4], rows[5], eps[2], rows[1], eps[1]), ffn);
-}
-
-void check_rows(const Tensors& rows, const std::vector<double>& eps) {
+// A whole Block-AttnRes decoder layer, in the order its Python forward runs (so the same bits): the
+// attention input (the AttnRes mix of bank + [h] when the bank has entries, then input_layernorm), the
+// attention step, the block's partial sum, the FFN input (mix of the bank, with h appended at a block
+// start, + [partial], then post_attention_layernorm), and partial + FFN. Appends h to bank at a block start.
+// layer: (block_start, rows, eps, attention, ffn); rows: input_layernorm, post_attention_layernorm, then
+// the attention's and the MLP's AttnRes norm and proj weights; eps: the two norms' and AttnRes's.
+torch::Tensor run_layer(const torch::Tensor& h, Tensors& bank, const pybind11::tuple& layer) {
+  TORCH_CHECK(layer.size() == 5, "layer step: (block_start, rows, eps, attention, ffn)");
+  const bool block_start = arg<bool>(layer, 0);
+  const auto rows = arg<Tensors>(layer, 1);
+  const auto eps = arg<std::vector<double>>(layer, 2);
   TORCH_CHECK(rows.size() == 6 && eps.size() == 3, "layer step: 6 row weights and 3 epsilons");
+  const auto y = run_attention(attention_input(h, bank, rows, eps), arg<pybind11::tuple>(layer, 3));
+  const torch::Tensor partial = block_start ? y : h + y;
+  if (block_start) bank.push_back(h);
+  Tensors cands(bank);
+  cands.push_back(partial);
+  const auto x = timed(kRowOps, [&] { return attn_res_norm_rows(cands, rows[4], rows[5], eps[2], rows[1], eps[1]); });
+  return partial + run_ffn(x, arg<pybind11::tuple>(layer, 4));
 }
 
 }  // namespace
 
-// The two ends of a Block-AttnRes decoder layer whose attention runs elsewhere (MLA, whose cache append
-// sits inside): layer_decode_input -> the attention's normed input; layer_decode_output -> the layer's
-// output from the attention's y. Arguments as kda_layer_decode's; the caller appends h to its bank at a
-// block start, after both.
-torch::Tensor layer_decode_input(torch::Tensor h, std::vector<torch::Tensor> bank, std::vector<torch::Tensor> rows,
-                                 std::vector<double> eps) {
-  check_rows(rows, eps);
-  return attention_input(h, bank, rows, eps);
-}
-
-torch::Tensor layer_decode_output(torch::Tensor h, std::vector<torch::Tensor> bank, bool block_start,
-                                  std::vector<torch::Tensor> rows, std::vector<double> eps, torch::Tensor y,
-                                  pybind11::tuple ffn) {
-  check_rows(rows, eps);
-  return after_attention(h, bank, block_start, rows, eps, y, ffn);
-}
-
-// A whole Block-AttnRes decoder layer with KDA attention, for its bound step (model/block.py), in the
-// order its Python forward runs (so the same bits): the attention input (the AttnRes mix of bank + [h]
-// when the bank has entries, then input_layernorm), the KDA step, the block's partial sum, the FFN input
-// (mix of the bank, with h appended at a block start, + [partial], then post_attention_layernorm), and
-// partial + FFN. rows: input_layernorm, post_attention_layernorm, then the attention's and the MLP's
-// AttnRes norm and proj weights; eps: the two norms' epsilons and AttnRes's. The caller appends h to its
-// bank at a block start.
-torch::Tensor kda_layer_decode(torch::Tensor h, std::vector<torch::Tensor> bank, bool block_start,
-                               std::vector<torch::Tensor> rows, std::vector<double> eps, pybind11::tuple kda,
-                               pybind11::tuple ffn) {
-  check_rows(rows, eps);
-  return after_attention(h, bank, block_start, rows, eps, run_kda(attention_input(h, bank, rows, eps), kda), ffn);
+// One decoder layer's decode step (run_layer) on a copy of bank; the caller appends h to its own bank at
+// a block start.
+torch::Tensor layer_decode(torch::Tensor h, std::vector<torch::Tensor> bank, pybind11::tuple layer) {
+  PartTimer timer(kLayerCall);
+  return run_layer(h, bank, layer);
 }
