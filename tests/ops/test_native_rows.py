@@ -143,3 +143,24 @@ def test_glu_on_prefill_rows_is_split_over_threads_with_the_same_bits(kernels):
     assert_close("glu", got, glu_reference(gate, up, "situ", 2.0, 3.0), 1e-6)
     for row in (0, 50, 96):
         assert torch.equal(glu(gate[row:row + 1], up[row:row + 1], "situ", 2.0, 3.0)[0], got[row]), row
+
+
+@pytest.mark.parametrize("act,linear_beta", [("situ", 3.0), ("silu", 0.0)])
+def test_glu_gives_the_same_bits_at_every_vector_width(kernels, act, linear_beta):
+    """The activations are lane-wise: AVX-512's 16 lanes give AVX2's 8-lane bits (tails included)."""
+    from k3.ops.native import simd_level
+
+    if simd_level() < 2:
+        pytest.skip("this CPU has no AVX-512: one vector width to compare")
+    g = torch.Generator().manual_seed(9)
+    gate, up = torch.randn(2, 1037, generator=g) * 6, torch.randn(2, 1037, generator=g) * 6
+    gate[0, :4] = torch.tensor([0.0, 1e-6, -90.0, 90.0])
+    code = 0 if act == "situ" else 1
+    try:
+        got = {}
+        for level in (1, 2):
+            kernels.set_simd(level)
+            got[level] = kernels.glu_rows(gate, up, code, 2.0, linear_beta)
+    finally:
+        kernels.set_simd(simd_level())
+    assert torch.equal(got[1], got[2])

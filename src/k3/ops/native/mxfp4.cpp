@@ -44,18 +44,21 @@ void mxfp4_rest_outs4(const MxActivations& acts, int64_t n, int64_t N, int64_t K
   }
 }
 
-// y [N, O] = x [N, K] W^T, rows of W split over threads; rows of x in fours (codes decoded once per
-// four rows), each output summed exactly as the one-row dot sums it.
+// y [N, O] = x [N, K] W^T, rows of W split over threads (inside a parallel region, as the experts run,
+// all on the calling thread: no nested team); rows of x in fours (codes decoded once per four rows),
+// each output summed exactly as the one-row dot sums it.
 void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* pp, const uint8_t* sp, float* y) {
   if (g_int8 && g_simd >= 1) return mxfp4_rows_int8(x, N, K, O, pp, sp, y);
   MxActivations acts(x, N, K);
   const bool outs4 = g_simd >= 1 && N % 4 != 0;   // W rows in fours for the leftover rows of x
   const int64_t N4 = N / 4 * 4, O4 = outs4 ? O / 4 * 4 : 0;
+  const bool team = !omp_in_parallel();
   if (outs4) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (team)
     for (int64_t o = 0; o < O4; o += 4) mxfp4_rest_outs4(acts, N4, N, K, O, o, pp, sp, y);
   }
-#pragma omp parallel for schedule(static)
+  if (N4 == 0 && O4 == O) return;  // decode's lone row: every output is done
+#pragma omp parallel for schedule(static) if (team)
   for (int64_t o = 0; o < O; ++o) {
     const uint8_t* p = pp + o * (K / 2);
     const uint8_t* s = sp + o * (K / 32);
