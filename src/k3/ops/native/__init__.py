@@ -32,7 +32,7 @@ import warnings
 from pathlib import Path
 
 SOURCES = ("common.cpp", "part_timing.cpp", "norm.cpp", "bf16.cpp", "int8_weights.cpp", "int8.cpp", "mxfp4_dots.cpp", "mxfp4.cpp", "gemm.cpp", "kda.cpp", "kda_chunk.cpp", "mla.cpp", "attnres.cpp", "routing.cpp", "decode_steps.cpp")  # joined in order
-FUNCTIONS = ["set_simd", "set_gemv_sequential", "set_int8_activations", "set_flush_denormal", "bf16_linear", "bf16_gemm", "mxfp4_gemm", "bf16_widen", "bf16_head_linear", "int8_linear", "int8_dequantize", "int8_quantize_into", "mxfp4_linear",
+FUNCTIONS = ["set_simd", "set_gemv_sequential", "set_prefetch_nta", "set_int8_activations", "set_flush_denormal", "bf16_linear", "bf16_gemm", "mxfp4_gemm", "bf16_widen", "bf16_head_linear", "int8_linear", "int8_dequantize", "int8_quantize_into", "mxfp4_linear",
              "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_moe_tokens", "mxfp4_dequantize", "kda_decode_slots", "kda_chunk", "short_conv_silu", "mla_paged_decode",
              "attn_res_mix", "attn_res_mix_weights", "rms_norm_rows", "gated_rms_norm_rows", "kda_gates_rows", "moe_route_rows", "glu_rows",
              "kda_decode_step", "moe_decode_step", "mla_decode_step",
@@ -124,6 +124,19 @@ def decode_gemv() -> str:
     return _choice("K3_DECODE_GEMV", DECODE_GEMVS, "sequential" if sequential else "tiles")
 
 
+WEIGHT_PREFETCHES = ("nta", "t0")
+
+
+@functools.lru_cache(maxsize=1)
+def weight_prefetch() -> str:
+    """The cache hint of the decode products' software prefetches of their weights: "nta" (non-temporal:
+    the weights, read once a token, displace less of what is read again) or "t0" (into every level).
+    Results do not depend on it. K3_WEIGHT_PREFETCH chooses. The default is nta on AMD CPUs (Zen 5: a
+    decode token of compare.py's checkpoint 0.96x the time, in all 20 alternating pairs) and t0 elsewhere,
+    where nta is unmeasured."""
+    return _choice("K3_WEIGHT_PREFETCH", WEIGHT_PREFETCHES, "nta" if cpu_vendor() == "AuthenticAMD" else "t0")
+
+
 def cache_root() -> Path:
     if os.environ.get("K3_NATIVE_CACHE"):
         return Path(os.environ["K3_NATIVE_CACHE"])
@@ -193,6 +206,7 @@ def native():
         module = _import(name, final) if (final / f"{name}.so").is_file() else _build(name, source, flags, final)
         module.set_simd(level)
         module.set_gemv_sequential(decode_gemv() == "sequential")
+        module.set_prefetch_nta(weight_prefetch() == "nta")
         module.set_int8_activations(os.environ.get("K3_MXFP4_INT8") == "1")
         return module
     except Exception as e:  # no compiler, no ninja, ...: fall back, loudly
