@@ -24,9 +24,10 @@ def _decode(model, batch: int) -> list[torch.Tensor]:
     return out + [model(torch.tensor(step[:batch]).view(batch, 1), state) for step in STEPS]
 
 
-# What each fast path answers through: the sublayers' native arguments (asked by their own `_direct`
-# and by the whole-layer step alike) and the decoder layer's whole-layer arguments.
-FAST = ((KimiDeltaAttention, "direct_args"), (GatedMLA, "direct_args"), (LatentMoE, "direct_args"),
+# What each fast path answers through: the attentions' per-step arguments (their state added to a bound
+# step; asked by their own `_direct` and by the whole-layer step alike), the FFNs' own fast paths, and the
+# decoder layer's whole-layer arguments (whose bound step holds the FFN's arguments).
+FAST = ((KimiDeltaAttention, "step_args"), (GatedMLA, "step_args"), (LatentMoE, "direct_args"),
         (GLUMLP, "direct_args"), (DecoderLayer, "decode_args"))
 
 
@@ -60,8 +61,7 @@ def test_direct_decode_equals_the_dispatched_forward_bit_for_bit(tiny_checkpoint
     assert kda and mla and moe
     assert counts["KimiDeltaAttention"] == kda * len(STEPS), "every decode step of every KDA layer took the fast path"
     assert counts["GatedMLA"] == mla * len(STEPS)
-    assert counts["LatentMoE"] >= moe * len(STEPS)
-    assert counts["GLUMLP"] >= (len(layers) - moe) * len(STEPS), "and every dense MLP's"
+    assert counts["LatentMoE"] >= moe, "the prompt's few rows take the MoE's own fast path"
     assert counts["DecoderLayer"] == (kda + mla) * len(STEPS), "and every decoder layer's whole step"
     for a, b in zip(general, direct):
         assert torch.equal(a, b)

@@ -56,13 +56,15 @@ class Taken:
 
 
 def bound(module: nn.Module, bind: Callable[[Taken], Any]) -> Any:
-    """`module`'s decode step: the cached result of bind(taken) while everything it took is still held."""
-    cached = module.__dict__.get("_direct_binding")
+    """`module`'s decode step: the cached result of bind(taken) while everything it took is still held
+    (one cache per bind method, by name)."""
+    cache = module.__dict__.setdefault("_direct_bindings", {})
+    cached = cache.get(bind.__name__)
     if cached is not None and cached[0].still_held():
         return cached[1]
     taken = Taken()
     step = bind(taken)
-    module.__dict__["_direct_binding"] = (taken, step)
+    cache[bind.__name__] = (taken, step)
     return step
 
 

@@ -119,7 +119,12 @@ class KimiDeltaAttention(nn.Module):
         every sequence decodes one token on its state and the kernels take it all; else None. Used by
         `_direct` and by the decoder layer's whole-layer step."""
         step = bound(self, self._bind_direct) if state is not None and direct_kernels(x) is not None else None
-        decode = batch.decode_group() if step is not None else None
+        return self.step_args(step, x, batch, state) if step is not None else None
+
+    def step_args(self, step: "KDADecodeStep", x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None
+                  ) -> tuple | None:
+        """direct_args for a step bound already (the decoder layer binds its sublayers' steps with its own)."""
+        decode = batch.decode_group() if state is not None else None
         if decode is None or not decode.whole:
             return None
         rec, tails, index = state.slot_tensors(decode.seqs, self._zero_state(x))

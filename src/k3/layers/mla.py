@@ -81,7 +81,12 @@ class GatedMLA(nn.Module):
         None, the cache as it was. The caller runs the step, then `commit_direct`. Used by `_direct` and
         by the decoder layer's whole-layer step."""
         step = bound(self, self._bind_direct) if cache is not None and direct_kernels(x) is not None else None
-        decode = batch.decode_group() if step is not None else None
+        return self.step_args(step, x, batch, cache) if step is not None else None
+
+    def step_args(self, step: "MLADecodeStep", x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None
+                  ) -> tuple | None:
+        """direct_args for a step bound already (the decoder layer binds its sublayers' steps with its own)."""
+        decode = batch.decode_group() if cache is not None else None
         if decode is None or not decode.whole:
             return None
         p, new_rows = cache.decode_rows(decode.seqs, self.kv_rank, self.extra, x)

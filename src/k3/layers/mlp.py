@@ -40,7 +40,11 @@ class GLUMLP(nn.Module):
 
     def direct_args(self, x: torch.Tensor) -> tuple | None:
         """("mlp", the native MLP step's arguments after x) for decode rows x, or None."""
-        step = bound(self, self._bind_direct) if direct_kernels(x) is not None else None
+        return bound(self, self.bind_args) if direct_kernels(x) is not None else None
+
+    def bind_args(self, take: Taken) -> tuple | None:
+        """direct_args' tuple, from the weights `take` records (so a decoder layer can bind it with its own)."""
+        step = self._bind_direct(take)
         return ("mlp", step.matrices, step.sizes, *step.act) if step is not None else None
 
     def _bind_direct(self, take: Taken) -> "MLPDecodeStep | None":

@@ -112,8 +112,15 @@ class LatentMoE(nn.Module):
     def direct_args(self, x: torch.Tensor) -> tuple | None:
         """("moe", the native MoE step's arguments after x) for decode rows x, or None where forward must
         run. Used by `_direct` and by the decoder layer's whole-layer step."""
-        step = bound(self, self._bind_direct) if direct_kernels(x) is not None else None
-        return step.args(self.top_k, self.renormalize, self.scaling) if step is not None else None
+        return bound(self, self.bind_args) if direct_kernels(x) is not None else None
+
+    def bind_args(self, take: Taken) -> tuple | None:
+        """direct_args' tuple, from the weights and settings `take` records (so a decoder layer can bind
+        it with its own)."""
+        step = self._bind_direct(take)
+        if step is None:
+            return None
+        return step.args(take(self, "top_k"), take(self, "renormalize"), take(self, "scaling"))
 
     def _bind_direct(self, take: Taken) -> "MoEDecodeStep | None":
         experts, shared, norm = take(self, "experts"), take(self, "shared_experts"), take(self, "routed_expert_norm")

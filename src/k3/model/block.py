@@ -90,10 +90,19 @@ class DecoderLayer(nn.Module):
         row weights, epsilons, the attention's step, the FFN's step), or None where forward must run. After
         the native call, `self.self_attn.commit_direct(batch, state)`."""
         kernels = direct_kernels(h) if self.attn_res else None
-        rows = bound(self, self._bind_rows) if kernels is not None else None
-        ffn = (self.block_sparse_moe if hasattr(self, "block_sparse_moe") else self.mlp).direct_args(h) if rows else None
-        attn = self.self_attn.direct_args(h, batch, state) if ffn is not None else None
-        return (self.block_start, rows.weights, rows.eps, attn, ffn) if attn is not None else None
+        step = bound(self, self._bind_layer) if kernels is not None else None
+        attn = self.self_attn.step_args(step.attn, h, batch, state) if step is not None else None
+        return (self.block_start, step.rows.weights, step.rows.eps, attn, step.ffn) if attn is not None else None
+
+    def _bind_layer(self, take: Taken) -> "LayerDecodeStep | None":
+        """The row weights, the attention's step and the FFN's arguments, all bound at once: one check a
+        decode step for the layer instead of one per part (each reads its objects with its data evicted)."""
+        rows = self._bind_rows(take)
+        ffn_module = take(self, "block_sparse_moe")
+        ffn_module = take(self, "mlp") if ffn_module is None else ffn_module
+        ffn = ffn_module.bind_args(take) if rows is not None and ffn_module is not None else None
+        attn = take(self, "self_attn")._bind_direct(take) if ffn is not None else None
+        return LayerDecodeStep(rows, attn, ffn) if attn is not None else None
 
     def _row_ops(self, h: torch.Tensor):
         """(norm(module, x), mix_norm(candidates, mix norm, mix proj, norm module)): the sublayers' input
@@ -114,6 +123,15 @@ class DecoderLayer(nn.Module):
         if weights is None:
             return None
         return RowWeights(weights, [self.input_layernorm.eps, self.post_attention_layernorm.eps, self.eps])
+
+
+@dataclass(frozen=True)
+class LayerDecodeStep:
+    """A decoder layer's bound decode step: its row weights, its attention's step (state added per call,
+    by the attention's step_args) and its FFN's arguments."""
+    rows: "RowWeights"
+    attn: object
+    ffn: tuple
 
 
 @dataclass(frozen=True)
