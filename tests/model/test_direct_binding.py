@@ -1,5 +1,6 @@
 """Decode fast paths bind their weights once (layers/direct.py) and must notice any replacement."""
 
+import pytest
 import torch
 from torch import nn
 
@@ -9,7 +10,15 @@ from k3.layers.direct import Taken, bound, matrix
 from k3.layers.kda import KimiDeltaAttention
 
 
-def test_a_binding_holds_until_something_it_took_is_replaced():
+@pytest.mark.parametrize("checker", ["native", "interpreter"])
+def test_a_binding_holds_until_something_it_took_is_replaced(monkeypatch, checker):
+    """Both forms of the check (ops/native/held.cpp, and the interpreter's where the kernels are off)."""
+    import k3.layers.direct as direct
+
+    if checker == "interpreter":
+        monkeypatch.setattr(direct, "native", lambda: None)
+    elif direct.native() is None:
+        pytest.skip("the native kernels are not built here")
     outer = nn.Module()
     outer.lin = Linear(4, 3)
     outer.lin.weight = nn.Parameter(torch.zeros(3, 4, dtype=torch.bfloat16), requires_grad=False)
@@ -31,6 +40,10 @@ def test_a_binding_holds_until_something_it_took_is_replaced():
     outer.lin = Linear(4, 3)                             # a new submodule
     outer.lin.weight = nn.Parameter(torch.ones(3, 4, dtype=torch.bfloat16), requires_grad=False)
     assert bound(outer, bind) is not None and len(binds) == 4
+    outer.lin.weight.data = torch.zeros(3, 4, dtype=torch.bfloat16)   # the same object, new storage
+    assert bound(outer, bind) is not None and len(binds) == 5
+    outer.lin.weight_scale = torch.ones(3, 1, dtype=torch.bfloat16)   # a name it found missing appears
+    assert bound(outer, bind) is None and len(binds) == 6, "a bf16 weight with int8 scales: not the GEMV's"
 
 
 def _steps(model, ids, tokens):

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from k3.ops.native import native
+
 
 class Taken:
     """The (dict, key, object) triples a binding read: parameters, buffers, submodules, plain attributes."""
@@ -49,8 +51,18 @@ class Taken:
                 return self._remember(where, name, where[name])
         return self._remember(module.__dict__, name, None)
 
+    def freeze(self) -> None:
+        """Done taking: the record becomes tuples, as the native check reads them."""
+        self._where, self._names, self._values = tuple(self._where), tuple(self._names), tuple(self._values)
+        self._tensors, self._storage = tuple(self._tensors), tuple(self._storage)
+
     def still_held(self) -> bool:
-        """Asked before every decode step of every layer (a few dozen reads): the loop runs in C."""
+        """Asked before every decode step of every layer (a few dozen reads, their objects evicted by the
+        weight streams since the last step): natively, where the misses overlap (ops/native/held.cpp),
+        else the same test in the interpreter."""
+        kernels = native()
+        if kernels is not None and isinstance(self._where, tuple):
+            return kernels.objects_held(self._where, self._names, self._values, self._tensors, self._storage)
         return (all(map(is_, map(dict.get, self._where, self._names), self._values))
                 and all(map(eq, map(torch.Tensor.data_ptr, self._tensors), self._storage)))
 
@@ -64,6 +76,7 @@ def bound(module: nn.Module, bind: Callable[[Taken], Any]) -> Any:
         return cached[1]
     taken = Taken()
     step = bind(taken)
+    taken.freeze()
     cache[bind.__name__] = (taken, step)
     return step
 

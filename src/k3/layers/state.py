@@ -72,6 +72,7 @@ class DenseKDAState:
     def __init__(self):
         self.recurrent: torch.Tensor | None = None
         self.tails: tuple[torch.Tensor, ...] | None = None
+        self._index: tuple[tuple[int, ...], torch.Tensor] | None = None   # the last slot_tensors index
 
     def _covers_all(self, seqs) -> bool:
         return list(seqs) == list(range(self.recurrent.shape[0]))
@@ -96,7 +97,10 @@ class DenseKDAState:
     def slot_tensors(self, seqs, zeros):
         if self.recurrent is None:
             self.recurrent, self.tails = zeros(len(seqs))
-        return self.recurrent, self.tails, torch.tensor(list(seqs), dtype=torch.long, device=self.recurrent.device)
+        seqs = tuple(seqs)
+        if self._index is None or self._index[0] != seqs:   # decode asks for the same one every step
+            self._index = seqs, torch.tensor(seqs, dtype=torch.long, device=self.recurrent.device)
+        return self.recurrent, self.tails, self._index[1]
 
     def run_window(self, seqs, T, step, zeros):
         pools = self.slot_tensors(seqs, zeros)
@@ -111,6 +115,7 @@ class DenseMLACache:
         self.buffer: torch.Tensor | None = None
         self.length = 0
         self.rank = 0
+        self._tables: torch.Tensor | None = None   # decode_rows' block tables: row i is sequence i's buffer
 
     def _reserve(self, b: int, extra: int, like: torch.Tensor, width: int) -> None:
         """Room for `extra` more tokens of b sequences, rows `width` wide, in like's dtype and device."""
@@ -145,10 +150,11 @@ class DenseMLACache:
         self._reserve(b, 1, like, rank + extra)
         _, capacity, width = self.buffer.shape
         device = self.buffer.device
-        paged = PagedLatents(self.buffer.view(b * capacity, width),
-                             torch.arange(b, dtype=torch.int32, device=device).unsqueeze(1),
-                             torch.full((b,), self.length + 1, dtype=torch.int32, device=device), capacity, rank)
-        return paged, torch.arange(b, device=device) * capacity + self.length
+        if self._tables is None or self._tables.shape[0] != b or self._tables.device != device:
+            self._tables = torch.arange(b, dtype=torch.int32, device=device).unsqueeze(1)
+        lens = torch.tensor([self.length + 1] * b, dtype=torch.int32, device=device)
+        rows = torch.tensor([i * capacity + self.length for i in range(b)], dtype=torch.long, device=device)
+        return PagedLatents(self.buffer.view(b * capacity, width), self._tables, lens, capacity, rank), rows
 
     def commit_decode(self, seqs):
         self.length += 1
