@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from k3.ops.native import native
+from k3.ops.dispatch import native_helpers
 
 
 class Taken:
@@ -60,7 +60,7 @@ class Taken:
         """Asked before every decode step of every layer (a few dozen reads, their objects evicted by the
         weight streams since the last step): natively, where the misses overlap (ops/native/held.cpp),
         else the same test in the interpreter."""
-        kernels = native()
+        kernels = native_helpers()
         if kernels is not None and isinstance(self._where, tuple):
             return kernels.objects_held(self._where, self._names, self._values, self._tensors, self._storage)
         return (all(map(is_, map(dict.get, self._where, self._names), self._values))

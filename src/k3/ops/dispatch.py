@@ -63,6 +63,12 @@ def eligible(args: tuple, kwargs: dict) -> bool:
             and native() is not None)
 
 
+def native_helpers():
+    """The native module, or None, for the helpers that are no model op and so no dispatch choice: the
+    check behind the layers' bound decode steps (layers/direct.py, ops/native/held.cpp)."""
+    return native()
+
+
 def direct_kernels(x: torch.Tensor):
     """The native module when decode rows x [N <= MAX_ROWS, D] (fp32, CPU) may go straight to the kernels:
     not forced to the references, outside autograd, kernels built. Else None.
