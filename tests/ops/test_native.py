@@ -266,12 +266,13 @@ def test_the_decode_gemv_form_follows_the_cpu_and_the_environment(monkeypatch):
 
 
 def test_the_weight_prefetch_hint_follows_the_cpu_and_the_environment(monkeypatch):
-    """Non-temporal on AMD (measured faster on Zen 5), t0 elsewhere; K3_WEIGHT_PREFETCH overrides, and a
+    """Non-temporal on AMD with AVX-512 (measured faster on Zen 5), t0 elsewhere; K3_WEIGHT_PREFETCH overrides, and a
     bad value is refused with the allowed ones."""
     from k3.ops import native as native_module
 
-    def hint(vendor, env):
+    def hint(vendor, env, level=2):
         monkeypatch.setattr(native_module, "cpu_vendor", lambda: vendor)
+        monkeypatch.setattr(native_module, "simd_level", lambda: level)
         if env is None:
             monkeypatch.delenv("K3_WEIGHT_PREFETCH", raising=False)
         else:
@@ -281,6 +282,7 @@ def test_the_weight_prefetch_hint_follows_the_cpu_and_the_environment(monkeypatc
 
     try:
         assert hint("AuthenticAMD", None) == "nta"
+        assert hint("AuthenticAMD", None, level=1) == "t0", "Zen 3 (AVX2): unmeasured"
         assert hint("GenuineIntel", None) == "t0"
         assert hint("GenuineIntel", "nta") == "nta"
         assert hint("AuthenticAMD", "t0") == "t0"

@@ -131,10 +131,11 @@ WEIGHT_PREFETCHES = ("nta", "t0")
 def weight_prefetch() -> str:
     """The cache hint of the decode products' software prefetches of their weights: "nta" (non-temporal:
     the weights, read once a token, displace less of what is read again) or "t0" (into every level).
-    Results do not depend on it. K3_WEIGHT_PREFETCH chooses. The default is nta on AMD CPUs (Zen 5: a
-    decode token of compare.py's checkpoint 0.96x the time, in all 20 alternating pairs) and t0 elsewhere,
-    where nta is unmeasured."""
-    return _choice("K3_WEIGHT_PREFETCH", WEIGHT_PREFETCHES, "nta" if cpu_vendor() == "AuthenticAMD" else "t0")
+    Results do not depend on it. K3_WEIGHT_PREFETCH chooses. The default is nta on AMD CPUs with AVX-512
+    (Zen 5: a decode token of compare.py's checkpoint 0.96x the time, in all 20 alternating pairs) and t0
+    elsewhere, where nta is unmeasured (Zen 3 and Intel)."""
+    nta = cpu_vendor() == "AuthenticAMD" and simd_level() == 2
+    return _choice("K3_WEIGHT_PREFETCH", WEIGHT_PREFETCHES, "nta" if nta else "t0")
 
 
 def cache_root() -> Path:
