@@ -73,3 +73,27 @@ def test_bad_tables_are_refused(kernels):
         mla_paged_decode(q, pool, tables + 1000, lens, 4, R, 0.3)
     with pytest.raises(RuntimeError, match="outside 1.."):
         mla_paged_decode(q, pool, tables, lens + 100, 4, R, 0.3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_k3_width_rows_packed_or_scattered_give_the_same_bits(kernels, level, dtype):
+    """K3's 576-wide latent rows (512 + 64) take a form of their own when a tile's 16 rows lie one after
+    another (blocks of 64): the same sums as tiles whose rows are scattered (blocks of 4), and the
+    reference's values."""
+    gen = torch.Generator().manual_seed(5)
+    rank, extra, heads, length = 512, 64, 16, 1100      # two parts, a tail tile
+    rows = torch.randn(length, rank + extra, generator=gen).to(dtype)
+    q = torch.randn(1, heads, rank + extra, generator=gen)
+    out = {}
+    for block_size in (64, 4):
+        blocks = -(-length // block_size)
+        order = torch.randperm(blocks, generator=gen)
+        pool = torch.zeros(blocks * block_size, rank + extra, dtype=dtype)
+        for b in range(blocks):
+            part = rows[b * block_size:(b + 1) * block_size]
+            pool[order[b] * block_size:order[b] * block_size + part.shape[0]] = part
+        tables, lens = order.to(torch.int32).view(1, -1), torch.tensor([length], dtype=torch.int32)
+        out[block_size] = mla_paged_decode(q, pool, tables, lens, block_size, rank, 0.04)
+        ref = mla_paged_decode_reference(q, pool, tables, lens, block_size, rank, 0.04)
+        assert_close(f"blocks of {block_size}", out[block_size], ref, 2e-6)
+    assert torch.equal(out[64], out[4])
