@@ -86,7 +86,7 @@ class DecoderLayer(nn.Module):
         return out
 
     def decode_args(self, h: torch.Tensor, batch: ForwardBatch, state) -> tuple | None:
-        """This layer's whole decode step as the native layer_decode / model_decode take it: (block start,
+        """This layer's whole decode step as the native layer_decode takes it: (block start,
         row weights, epsilons, the attention's step, the FFN's step), or None where forward must run. After
         the native call, `self.self_attn.commit_direct(batch, state)`."""
         kernels = direct_kernels(h) if self.attn_res else None
