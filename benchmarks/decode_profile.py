@@ -3,13 +3,15 @@ the interpreter's, and the bandwidth floor, measured in one process.
 
   whole path   the model as it decodes (whole-layer native steps): token time, time inside native
                calls, and what is left (Python and ATen between them)
+  inside       the same tokens' layer steps split by the kernels' own part timers (set_part_timing):
+               GEMVs, routed experts, KDA recurrence, MLA attention, row kernels, and the glue left
   per kernel   the same tokens with the fast paths off, so the general forward calls each kernel
                through the dispatch one at a time: each kernel's ms per token (the kernels are the
                ones the whole path runs, in the same order; their glue is slower here and not shown)
 
     .venv/bin/python benchmarks/decode_profile.py [CKPT] [--tokens 30] [--threads 2]
 
-Native calls are timed by wrapping the kernel module (about a microsecond a call). Prints two tables,
+Native calls are timed by wrapping the kernel module (about a microsecond a call). Prints three tables,
 then one JSON line.
 """
 
