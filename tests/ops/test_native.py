@@ -236,21 +236,30 @@ def test_bf16_rows_do_not_depend_on_how_many_share_the_call(kernels, level, gemv
         assert torch.equal(kernels.bf16_linear(x[:n].contiguous(), w), alone[:n]), n
 
 
-def test_the_decode_gemv_form_follows_the_cpu_and_the_environment(monkeypatch):
-    """Sequential on AMD with AVX-512 (measured faster on Zen 5), tiles elsewhere; K3_DECODE_GEMV
-    overrides, and a bad value is refused with the allowed ones."""
+def _default_choice(monkeypatch, choice, variable):
+    """choice(vendor, env, level=2): what the cached default `choice` (k3.ops.native) answers on that CPU
+    with `variable` set to env (None: unset). The cache is cleared around each question."""
     from k3.ops import native as native_module
 
-    def form(vendor, env, level=2):
+    def ask(vendor, env, level=2):
         monkeypatch.setattr(native_module, "cpu_vendor", lambda: vendor)
         monkeypatch.setattr(native_module, "simd_level", lambda: level)
         if env is None:
-            monkeypatch.delenv("K3_DECODE_GEMV", raising=False)
+            monkeypatch.delenv(variable, raising=False)
         else:
-            monkeypatch.setenv("K3_DECODE_GEMV", env)
-        native_module.decode_gemv.cache_clear()
-        return native_module.decode_gemv()
+            monkeypatch.setenv(variable, env)
+        choice.cache_clear()
+        return choice()
 
+    return ask
+
+
+def test_the_decode_gemv_form_follows_the_cpu_and_the_environment(monkeypatch):
+    """Sequential on AMD with AVX-512 (measured faster on Zen 5), tiles elsewhere; K3_DECODE_GEMV
+    overrides, and a bad value is refused with the allowed ones."""
+    from k3.ops.native import decode_gemv
+
+    form = _default_choice(monkeypatch, decode_gemv, "K3_DECODE_GEMV")
     try:
         assert form("AuthenticAMD", None) == "sequential"
         assert form("GenuineIntel", None) == "tiles"
@@ -262,24 +271,15 @@ def test_the_decode_gemv_form_follows_the_cpu_and_the_environment(monkeypatch):
             form("AuthenticAMD", "rows")
     finally:
         monkeypatch.undo()
-        native_module.decode_gemv.cache_clear()
+        decode_gemv.cache_clear()
 
 
 def test_the_weight_prefetch_hint_follows_the_cpu_and_the_environment(monkeypatch):
     """Non-temporal on AMD with AVX-512 (measured faster on Zen 5), t0 elsewhere; K3_WEIGHT_PREFETCH overrides, and a
     bad value is refused with the allowed ones."""
-    from k3.ops import native as native_module
+    from k3.ops.native import weight_prefetch
 
-    def hint(vendor, env, level=2):
-        monkeypatch.setattr(native_module, "cpu_vendor", lambda: vendor)
-        monkeypatch.setattr(native_module, "simd_level", lambda: level)
-        if env is None:
-            monkeypatch.delenv("K3_WEIGHT_PREFETCH", raising=False)
-        else:
-            monkeypatch.setenv("K3_WEIGHT_PREFETCH", env)
-        native_module.weight_prefetch.cache_clear()
-        return native_module.weight_prefetch()
-
+    hint = _default_choice(monkeypatch, weight_prefetch, "K3_WEIGHT_PREFETCH")
     try:
         assert hint("AuthenticAMD", None) == "nta"
         assert hint("AuthenticAMD", None, level=1) == "t0", "Zen 3 (AVX2): unmeasured"
@@ -290,7 +290,7 @@ def test_the_weight_prefetch_hint_follows_the_cpu_and_the_environment(monkeypatc
             hint("AuthenticAMD", "l2")
     finally:
         monkeypatch.undo()
-        native_module.weight_prefetch.cache_clear()
+        weight_prefetch.cache_clear()
 
 
 def test_the_prefetch_hint_leaves_the_results_alone(kernels, level):

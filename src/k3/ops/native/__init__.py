@@ -106,6 +106,11 @@ def prefill_gemm() -> str:
     return _choice("K3_PREFILL_GEMM", PREFILL_GEMMS, "native" if native_default else "torch")
 
 
+def _amd_avx512() -> bool:
+    """Where the decode memory-access choices below were measured to pay (a Zen 5): AMD with AVX-512."""
+    return cpu_vendor() == "AuthenticAMD" and simd_level() == 2
+
+
 DECODE_GEMVS = ("sequential", "tiles")
 
 
@@ -120,8 +125,7 @@ def decode_gemv() -> str:
     GB/s) and tiles elsewhere: Sapphire Rapids measured eight streams faster than four (25-28 against
     23-25 GB/s), Zen 3 (AVX2) four faster than eight (17.5 against 15.9); sequential is unmeasured on
     both (a Zen 5 capped at AVX2 read 36-38 against 35-36 GB/s)."""
-    sequential = cpu_vendor() == "AuthenticAMD" and simd_level() == 2
-    return _choice("K3_DECODE_GEMV", DECODE_GEMVS, "sequential" if sequential else "tiles")
+    return _choice("K3_DECODE_GEMV", DECODE_GEMVS, "sequential" if _amd_avx512() else "tiles")
 
 
 WEIGHT_PREFETCHES = ("nta", "t0")
@@ -134,8 +138,7 @@ def weight_prefetch() -> str:
     Results do not depend on it. K3_WEIGHT_PREFETCH chooses. The default is nta on AMD CPUs with AVX-512
     (Zen 5: a decode token of compare.py's checkpoint 0.96x the time, in all 20 alternating pairs) and t0
     elsewhere, where nta is unmeasured (Zen 3 and Intel)."""
-    nta = cpu_vendor() == "AuthenticAMD" and simd_level() == 2
-    return _choice("K3_WEIGHT_PREFETCH", WEIGHT_PREFETCHES, "nta" if nta else "t0")
+    return _choice("K3_WEIGHT_PREFETCH", WEIGHT_PREFETCHES, "nta" if _amd_avx512() else "t0")
 
 
 def cache_root() -> Path:

@@ -1,4 +1,4 @@
-// Decode steps as whole native calls, for the bound steps of the layers and the model (layers/direct.py):
+// Decode steps as whole native calls, for the layers' bound steps (layers/direct.py):
 //   kda_decode_step, mla_decode_step, moe_decode_step, mlp_decode_step: one sublayer's step after its
 //   input norm (MLA's writes its latents into the paged cache first);
 //   attn_res_norm_rows: Block AttnRes's mix and the norm it feeds;

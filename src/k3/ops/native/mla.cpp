@@ -49,34 +49,18 @@ void exp_minus(float* x, const float* m, int64_t n) {
 // score_tile / accumulate_tile on 16-lane vectors: Hp a multiple of 16, 16 or 8 rows (scores) or 4 or 2
 // heads x 64 values (accumulation) per block; the callers handle what is left with the 8-lane or scalar
 // forms. Each score and each sum is the same FMA chain whatever the block.
-template <int Rows>
-K3_AVX512 void score_rows_avx512(const float* const* r, const float* qT, int64_t W, int64_t Hp, float* S) {
+// S[j][h] for Rows rows, all Hp heads: value(j, k) reads row j's k-th value; ahead (or nullptr), the
+// next rows' bytes to prefetch, a line per step of the first head group.
+template <int Rows, class Value>
+K3_AVX512 inline void score_rows_avx512(Value value, const char* ahead, const float* qT, int64_t W, int64_t Hp,
+                                        float* S) {
   for (int64_t g = 0; g < Hp; g += 16) {
     __m512 a[Rows];
     for (int j = 0; j < Rows; ++j) a[j] = _mm512_setzero_ps();
     for (int64_t k = 0; k < W; ++k) {
+      if (ahead != nullptr && g == 0 && k * 16 < Rows * W) _mm_prefetch(ahead + k * 64, _MM_HINT_T1);
       const __m512 qv = _mm512_loadu_ps(qT + k * Hp + g);
-      for (int j = 0; j < Rows; ++j) a[j] = _mm512_fmadd_ps(_mm512_set1_ps(r[j][k]), qv, a[j]);
-    }
-    for (int j = 0; j < Rows; ++j) _mm512_storeu_ps(S + j * Hp + g, a[j]);
-  }
-}
-
-// The same sums for 16 rows laid out one after another, W known when compiled: one base pointer and
-// constant offsets (16 row pointers do not fit the general registers, and their spills cost a move per
-// FMA). K3's latent rows are 576 wide (512 + 64). With the next tile prefetched: a 16K-token fp32
-// history in 2.18 against 2.66 ms a layer, in one process alternating with the 8-row form (Zen 5).
-template <int Rows, int64_t W>
-K3_AVX512 void score_rows_packed_avx512(const float* r, const float* qT, int64_t Hp, float* S) {
-  for (int64_t g = 0; g < Hp; g += 16) {
-    __m512 a[Rows];
-    for (int j = 0; j < Rows; ++j) a[j] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < W; ++k) {
-      // The rows after these (the next tile, when its positions follow in the same block), a line per
-      // step: read a column at a time across 16 rows, they were not fetched ahead otherwise.
-      if (g == 0 && k * 16 < Rows * W) _mm_prefetch(reinterpret_cast<const char*>(r + Rows * W + k * 16), _MM_HINT_T1);
-      const __m512 qv = _mm512_loadu_ps(qT + k * Hp + g);
-      for (int j = 0; j < Rows; ++j) a[j] = _mm512_fmadd_ps(_mm512_set1_ps(r[j * W + k]), qv, a[j]);
+      for (int j = 0; j < Rows; ++j) a[j] = _mm512_fmadd_ps(_mm512_set1_ps(value(j, k)), qv, a[j]);
     }
     for (int j = 0; j < Rows; ++j) _mm512_storeu_ps(S + j * Hp + g, a[j]);
   }
@@ -91,11 +75,23 @@ inline bool packed_rows(const float* const* rows, int64_t n, int64_t W) {
 K3_AVX512 int64_t score_tile_avx512(const float* const* rows, int64_t nt, const float* qT, int64_t W, int64_t Hp,
                                     float* S) {
   int64_t j0 = 0;
-  if (W == 576 && nt == 16 && packed_rows(rows, 16, W)) {
-    score_rows_packed_avx512<16, 576>(rows[0], qT, Hp, S);
+  // 16 rows laid out one after another, W known when compiled: one base pointer and constant offsets (16
+  // row pointers do not fit the general registers, and their spills cost a move per FMA). K3's latent
+  // rows are 576 wide (512 + 64). The next tile (when its positions follow in the same block) is
+  // prefetched as this one is scored: read a column at a time across 16 rows, the rows were not fetched
+  // ahead otherwise. A 16K-token fp32 history: 2.18 against 2.66 ms a layer, alternating in one process
+  // with the 8-row form (Zen 5).
+  constexpr int64_t kK3Width = 576;
+  if (W == kK3Width && nt == 16 && packed_rows(rows, 16, W)) {
+    const float* r = rows[0];
+    score_rows_avx512<16>([r](int j, int64_t k) { return r[j * kK3Width + k]; },
+                          reinterpret_cast<const char*>(r + 16 * kK3Width), qT, kK3Width, Hp, S);
     return 16;
   }
-  for (; j0 + 8 <= nt; j0 += 8) score_rows_avx512<8>(rows + j0, qT, W, Hp, S + j0 * Hp);
+  for (; j0 + 8 <= nt; j0 += 8) {
+    const float* const* r = rows + j0;
+    score_rows_avx512<8>([r](int j, int64_t k) { return r[j][k]; }, nullptr, qT, W, Hp, S + j0 * Hp);
+  }
   return j0;
 }
 
@@ -119,9 +115,9 @@ K3_AVX512 void accumulate_block_avx512(const float* const* rows, int64_t nt, con
     for (int i = 0; i < 4; ++i) _mm512_storeu_ps(acc + (h + e) * R + r + 16 * i, b[e][i]);
 }
 
-// Columns outer, head pairs inner: the tile's 64 columns of its rows (4 KB at 16 rows) stay in L1 while
-// every head pair reads them (rows outer had all 16 rows' columns and all heads' sums, 64 KB, cycling
-// through L1 for each pair). Each sum's FMA chain over the rows is the same either way.
+// Columns outer, heads inner (4 at a time, then pairs): the tile's 64 columns of its rows (4 KB at 16
+// rows) stay in L1 while every head block reads them (rows outer had all 16 rows' columns and all heads'
+// sums, 64 KB, cycling through L1 for each block). Each sum's FMA chain over the rows is the same either way.
 K3_AVX512 int64_t accumulate_tile_avx512(const float* const* rows, int64_t nt, const float* P, int64_t Hp, int64_t H,
                                          int64_t R, float* acc) {
   const int64_t H2 = H / 2 * 2, H4 = H / 4 * 4;

@@ -12,11 +12,11 @@ double g_part_seconds[kPartCount] = {};
 
 class PartTimer {
  public:
-  explicit PartTimer(DecodePart part) : part_(part) {
-    if (g_part_timing) start_ = std::chrono::steady_clock::now();
+  explicit PartTimer(DecodePart part) : part_(part), on_(g_part_timing) {
+    if (on_) start_ = std::chrono::steady_clock::now();
   }
   ~PartTimer() {
-    if (g_part_timing)
+    if (on_)
       g_part_seconds[part_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
   PartTimer(const PartTimer&) = delete;
@@ -24,6 +24,7 @@ class PartTimer {
 
  private:
   DecodePart part_;
+  bool on_;   // as set when the scope began (its start time is read only then)
   std::chrono::steady_clock::time_point start_;
 };
 
