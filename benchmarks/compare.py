@@ -4,9 +4,10 @@ top-8, latent 1024, MXFP4 experts), alternating the engines round by round in fr
 
   decode tokens/s at batch 1 (after a 64-token prompt), prefill tokens/s at 512 tokens, peak RSS,
   and each engine's decode time against the memory-bandwidth floor (active bytes per token /
-  bandwidth measured here, in this run).
+  read bandwidth measured here: sampled before and after every run, each run set against the higher
+  of its two samples; also the median run against the fastest sample of the whole run).
 
-    .venv/bin/python benchmarks/compare.py [--rounds 5] [--decode-tokens 128] [--threads 2] [--no-mlx] [--mlx-rounds 1]
+    .venv/bin/python benchmarks/compare.py [--rounds 7] [--decode-tokens 128] [--threads 2] [--no-mlx] [--mlx-rounds 1]
 
 Each engine runs in its best CPU configuration with the checkpoint's bf16 trunk and MXFP4 experts:
 k3 computes in fp32 (dtype=None); llama.cpp is built on first use from PyPI's llama-cpp-python
@@ -93,23 +94,36 @@ def config():
                routed_expert_hidden_size=1024, bos_token_id=v - 256, eos_token_id=v - 254, pad_token_id=v - 1)
 
 
+class Bandwidth:
+    """Read-bandwidth probe over one 1 GiB matrix, built once so a sample takes a fraction of a second:
+    each sample is the best of a numpy fp32 GEMV and k3's native bf16 GEMV over it (best of `repeat`
+    each). Taking the faster makes the floor stricter, never flattering."""
+
+    def __init__(self, nbytes: int = 1024 * 2 ** 20):
+        import torch
+
+        from k3.ops.native import native
+
+        rng = np.random.default_rng(0)
+        self.w = rng.random((nbytes // 4 // 4096, 4096), dtype=np.float32)
+        self.x = rng.random(4096, dtype=np.float32)
+        self.kernels = native()
+        if self.kernels is not None:
+            self.wb = torch.from_numpy(self.w).reshape(-1, 8192).bfloat16()
+            self.xb = torch.ones(1, 8192)
+
+    def sample(self, repeat: int = 3) -> float:
+        """bytes/s."""
+        rates = [self.w.nbytes / min(_timed(lambda: self.w @ self.x) for _ in range(repeat))]
+        if self.kernels is not None:
+            rates.append(self.wb.numel() * 2 / min(_timed(lambda: self.kernels.bf16_linear(self.xb, self.wb))
+                                                   for _ in range(repeat)))
+        return max(rates)
+
+
 def bandwidth(nbytes: int = 1024 * 2 ** 20) -> float:
-    """Read bandwidth, bytes/s: the best of a numpy fp32 GEMV and k3's native bf16 GEMV over a 1 GiB
-    matrix (best of 5 each). Taking the faster makes the floor stricter, never flattering."""
-    import torch
-
-    from k3.ops.native import native
-
-    rng = np.random.default_rng(0)
-    w = rng.random((nbytes // 4 // 4096, 4096), dtype=np.float32)
-    x = rng.random(4096, dtype=np.float32)
-    rates = [w.nbytes / min(_timed(lambda: w @ x) for _ in range(5))]
-    kernels = native()
-    if kernels is not None:
-        wb = torch.from_numpy(w).reshape(-1, 8192).bfloat16()
-        xb = torch.ones(1, 8192)
-        rates.append(wb.numel() * 2 / min(_timed(lambda: kernels.bf16_linear(xb, wb)) for _ in range(5)))
-    return max(rates)
+    """Read bandwidth, bytes/s: one probe (see Bandwidth), best of 5."""
+    return Bandwidth(nbytes).sample(repeat=5)
 
 
 def _timed(fn) -> float:
@@ -127,11 +141,12 @@ def run_python(engine: str, path: Path, decode_tokens: int, threads: int) -> dic
 
 
 def run_llama_cpp(gguf: Path, decode_tokens: int, threads: int) -> dict:
-    """Two llama-bench processes: tg after 64 tokens of context, then pp512 (as the Python children)."""
+    """Two llama-bench processes: pp512, then tg after 64 tokens of context (as the Python children: decode
+    last, next to the bandwidth sample taken after the run)."""
     from k3.testing.llama_cpp import bench
 
-    tg = bench(gguf, threads=threads, generate=decode_tokens, depth=64)
     pp = bench(gguf, threads=threads, prompt=512)
+    tg = bench(gguf, threads=threads, generate=decode_tokens, depth=64)
     return {"decode_tok_s": tg["avg_ts"], "prefill_tok_s": pp["avg_ts"], "peak_rss": None,
             "build": tg.get("build_commit"), "cpu": tg.get("cpu_info")}
 
@@ -143,38 +158,57 @@ def prepare_llama_cpp(path: Path) -> Path:
     return convert(path, path / "llama-cpp-bf16-mxfp4.gguf", "bf16")
 
 
-def summarize(runs: dict, active: int, bw: float) -> dict:
+def summarize(runs: dict, active: int, samples: list[float]) -> dict:
+    """Medians per engine, the ratios of medians, and two floor ratios: each run against the floor of the
+    bandwidth sampled next to it (the higher of the samples just before and just after it; the median
+    over runs is the headline), and the median run against the floor of the fastest sample of the whole
+    run (the strictest: memory bandwidth here moves between phases of seconds, and no run sees only the
+    fastest one)."""
     med = {k: {m: statistics.median(r[m] for r in v) for m in ("decode_tok_s", "prefill_tok_s")}
            for k, v in runs.items()}
     for k, v in runs.items():
         rss = [r["peak_rss"] for r in v if r["peak_rss"]]
         med[k]["peak_rss"] = max(rss) if rss else None
-    floor_s = active / bw
-    result = {"active_bytes_per_token": active, "bandwidth_bytes_s": bw, "floor_s": floor_s, "median": med,
-              "runs": runs, "decode_over_floor": {k: 1 / m["decode_tok_s"] / floor_s for k, m in med.items()}}
+    fastest = max(samples)
+    floor_s = active / fastest
+
+    def over_paired(r: dict) -> float:
+        return r["bandwidth_bytes_s"] / active / r["decode_tok_s"]
+
+    result = {"active_bytes_per_token": active, "bandwidth_bytes_s": fastest, "floor_s": floor_s, "median": med,
+              "runs": runs, "bandwidth_samples": samples,
+              "decode_over_floor": {k: statistics.median(over_paired(r) for r in v) for k, v in runs.items()},
+              "decode_over_fastest_floor": {k: 1 / m["decode_tok_s"] / floor_s for k, m in med.items()}}
     for other in (k for k in med if k != "k3"):
         result[f"decode_ratio_k3_over_{other}"] = med["k3"]["decode_tok_s"] / med[other]["decode_tok_s"]
         result[f"prefill_ratio_k3_over_{other}"] = med["k3"]["prefill_tok_s"] / med[other]["prefill_tok_s"]
+        rounds = zip(runs["k3"], runs[other])   # the same rounds, in order
+        result[f"decode_ratio_k3_over_{other}_per_round"] = [a["decode_tok_s"] / b["decode_tok_s"] for a, b in rounds]
     return result
 
 
 def show(result: dict) -> None:
-    print(f"active bytes/token {result['active_bytes_per_token'] / 1e6:,.1f} MB; measured bandwidth "
-          f"{result['bandwidth_bytes_s'] / 1e9:.1f} GB/s; floor {result['floor_s'] * 1e3:.1f} ms "
-          f"({1 / result['floor_s']:.1f} tok/s)")
-    print(f"{'engine':<11}{'decode tok/s':>14}{'prefill tok/s':>15}{'decode/floor':>14}{'peak RSS MB':>13}")
+    samples = result["bandwidth_samples"]
+    print(f"active bytes/token {result['active_bytes_per_token'] / 1e6:,.1f} MB; bandwidth samples "
+          f"{min(samples) / 1e9:.1f}-{max(samples) / 1e9:.1f} GB/s (median {statistics.median(samples) / 1e9:.1f}); "
+          f"floor at the fastest {result['floor_s'] * 1e3:.1f} ms ({1 / result['floor_s']:.1f} tok/s)")
+    print(f"{'engine':<11}{'decode tok/s':>14}{'prefill tok/s':>15}{'decode/floor':>14}{'vs fastest':>12}"
+          f"{'peak RSS MB':>13}")
     for name, m in result["median"].items():
         rss = f"{m['peak_rss'] / 1e6:>13.0f}" if m["peak_rss"] else f"{'-':>13}"
         print(f"{name:<11}{m['decode_tok_s']:>14.1f}{m['prefill_tok_s']:>15.1f}"
-              f"{result['decode_over_floor'][name]:>13.2f}x{rss}")
+              f"{result['decode_over_floor'][name]:>13.2f}x{result['decode_over_fastest_floor'][name]:>11.2f}x{rss}")
+    print("decode/floor: each run against the bandwidth sampled next to it (median over runs); vs fastest: the "
+          "median decode against the fastest sample of the whole run")
     for other in (k for k in result["median"] if k != "k3"):
-        print(f"k3/{other}: decode {result[f'decode_ratio_k3_over_{other}']:.2f}x, "
+        per_round = " ".join(f"{r:.2f}" for r in result[f"decode_ratio_k3_over_{other}_per_round"])
+        print(f"k3/{other}: decode {result[f'decode_ratio_k3_over_{other}']:.2f}x (rounds: {per_round}), "
               f"prefill {result[f'prefill_ratio_k3_over_{other}']:.2f}x")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=7)
     # 128 tokens: the VM's memory bandwidth moves between phases (about 45 and 65 GB/s) within seconds;
     # 32 tokens (0.6 s) left single rounds of either engine 30 % apart, 128 about 15 %.
     ap.add_argument("--decode-tokens", type=int, default=128)
@@ -202,15 +236,22 @@ def measure(args, work: Path) -> dict:
         engines["llama.cpp"] = lambda: run_llama_cpp(gguf, args.decode_tokens, args.threads)
     if not args.no_mlx:
         engines["mlx-lm"] = lambda: run_python("mlx", path, args.decode_tokens, args.threads)
-    bws, runs = [], {k: [] for k in engines}
-    for r in range(args.rounds):  # alternate, so drift in the machine hits every engine; bandwidth each round
-        bws.append(bandwidth())
-        for name, fn in engines.items():
-            if name != "mlx-lm" or r < args.mlx_rounds:
-                runs[name].append(fn())
-    result = summarize(runs, active, max(bws))  # the highest bandwidth seen: the strictest floor
-    result["bandwidth_samples"] = bws
-    return result
+    probe, samples, runs = Bandwidth(), [], {k: [] for k in engines}
+    for r in range(args.rounds):
+        # Alternate who goes first, so neither engine always follows the other; sample the bandwidth
+        # before and after every run, so each run has a floor from its own moment.
+        order = list(engines) if r % 2 == 0 else list(reversed(engines))
+        for name in order:
+            if name == "mlx-lm" and r >= args.mlx_rounds:
+                continue
+            if not samples:
+                samples.append(probe.sample())
+            before = samples[-1]
+            run = engines[name]()
+            samples.append(probe.sample())
+            run["bandwidth_bytes_s"] = max(before, samples[-1])
+            runs[name].append(run)
+    return summarize(runs, active, samples)
 
 if __name__ == "__main__":
     main()
