@@ -196,22 +196,24 @@ def test_native_dequantize_is_exact(kernels):
     assert torch.equal(decode_rows(packed, scale, 32, torch.float32), dequantize(packed, scale))
 
 
-def test_int8_activations_stay_within_the_stated_bound(kernels):
+@pytest.mark.parametrize("K", [96, 416])  # 416: whole 128-column blocks (the VNNI form's) and a group past them
+def test_int8_activations_stay_within_the_stated_bound(kernels, K):
     """Opt-in int8 activations: every output within sum_g 2^(s_g-127) * sum_j |E2M1_j| * max|x_g| / 254
     (+ fp32 rounding) of the exact product; off again, the exact path returns."""
     from k3.ops.native import set_int8_activations
 
     if simd_level() < 1:
         pytest.skip("the int8 path needs AVX2; this CPU runs the exact path only")
+    G = K // 32
     g = torch.Generator().manual_seed(9)
-    packed = torch.randint(0, 256, (65, 96 // 2), dtype=torch.uint8, generator=g)
-    scale = torch.randint(110, 135, (65, 96 // 32), dtype=torch.uint8, generator=g)
-    x = torch.randn(3, 96, generator=g) * torch.logspace(-2, 2, 96)  # groups of very different scales
+    packed = torch.randint(0, 256, (65, K // 2), dtype=torch.uint8, generator=g)
+    scale = torch.randint(110, 135, (65, G), dtype=torch.uint8, generator=g)
+    x = torch.randn(3, K, generator=g) * torch.logspace(-2, 2, K)  # groups of very different scales
     x[1, :32] = 0  # an all-zero group
     w = dequantize(packed, scale).double()
     exact = x.double() @ w.T
-    xg = x.double().abs().view(3, 3, 32).amax(-1)                        # [N, groups]
-    wg = w.abs().view(65, 3, 32).sum(-1)                                  # [O, groups]
+    xg = x.double().abs().view(3, G, 32).amax(-1)                        # [N, groups]
+    wg = w.abs().view(65, G, 32).sum(-1)                                  # [O, groups]
     bound = (xg / 254) @ wg.T + 1e-5 * (x.double().abs() @ w.abs().T)    # [N, O]
     assert not set_int8_activations(True)
     try:

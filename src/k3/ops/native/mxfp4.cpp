@@ -7,7 +7,34 @@
 
 namespace {
 
+// y [m, O] = the rows rows[0..m) of q (0..m when rows is null) times W, with AVX-512 VNNI: W rows in
+// fours, the last O % 4 one by one (each summed in the same order).
+void mxfp4_rows_vnni(const Int8Blocks& q, const int64_t* rows, int64_t m, int64_t O, const uint8_t* pp,
+                     const uint8_t* sp, float* y) {
+  const int64_t K = q.K;
+#pragma omp parallel for schedule(static) if (!omp_in_parallel())
+  for (int64_t o = 0; o < O; o += 4) {
+    const uint8_t *p = pp + o * (K / 2), *s = sp + o * (K / 32);
+    const int64_t count = std::min<int64_t>(4, O - o);
+    const bool plain = scales_plain(s, count * (K / 32));
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t n = rows ? rows[i] : i;
+      float out[4];
+      if (count == 4)
+        (plain ? dot_int8_vnni_rows<4, true> : dot_int8_vnni_rows<4, false>)(p, s, q, n, O - o, out);
+      else
+        for (int64_t r = 0; r < count; ++r)
+          (plain ? dot_int8_vnni_rows<1, true> : dot_int8_vnni_rows<1, false>)(p + r * (K / 2), s + r * (K / 32), q, n,
+                                                                               O - o - r, out + r);
+      for (int64_t r = 0; r < count; ++r) y[i * O + o + r] = out[r];
+    }
+  }
+}
+
+bool int8_vnni() { return g_int8 && g_simd >= 2 && kHasVnni; }
+
 void mxfp4_rows_int8(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* pp, const uint8_t* sp, float* y) {
+  if (int8_vnni()) return mxfp4_rows_vnni(Int8Blocks(x, N, K), nullptr, N, O, pp, sp, y);
   std::vector<int8_t> q(N * K);
   std::vector<float> xs(N * K / 32);
   quantise_groups(x, N, K, q.data(), xs.data());
@@ -108,6 +135,17 @@ void glu_expert(const float* x, int64_t N, int64_t D, int64_t I, const ExpertWei
   mxfp4_rows(g.data(), N, I, D, w.w2p, w.w2s, y);
 }
 
+// glu_expert on the int8 VNNI path for the rows `tokens` [m] of x, quantised once for every expert (the
+// same codes glu_expert's own quantisation gives, so the same bits).
+void glu_expert_vnni(const Int8Blocks& xq, const int64_t* tokens, int64_t m, int64_t D, int64_t I,
+                     const ExpertWeights& w, int64_t act, float b, float lb, float* y) {
+  std::vector<float> g(m * I), u(m * I);
+  mxfp4_rows_vnni(xq, tokens, m, I, w.w1p, w.w1s, g.data());
+  mxfp4_rows_vnni(xq, tokens, m, I, w.w3p, w.w3s, u.data());
+  glu_in_place(g.data(), u.data(), m * I, act, b, lb);
+  mxfp4_rows_vnni(Int8Blocks(g.data(), m, I), nullptr, m, D, w.w2p, w.w2s, y);
+}
+
 void check_bank(const std::vector<torch::Tensor>& w, int64_t D) {
   TORCH_CHECK(w.size() == 6, "expected w1/w3/w2 packed and scale tensors");
   for (int m = 0; m < 3; ++m) check_packed(w[2 * m], w[2 * m + 1]);
@@ -206,16 +244,23 @@ torch::Tensor mxfp4_moe_tokens(torch::Tensor x, std::vector<torch::Tensor> bank,
     stride.push_back(t.stride(0));
   }
   const float* xp = x.data_ptr<float>();
+  std::unique_ptr<Int8Blocks> xq;   // the int8 VNNI path quantises x once for every expert
+  if (int8_vnni()) xq = std::make_unique<Int8Blocks>(xp, N, D);
 #pragma omp parallel for schedule(dynamic, 1)
   for (size_t u = 0; u < used.size(); ++u) {
     const int64_t e = used[u];
     const auto& rows = slots[e];
     const int64_t m = static_cast<int64_t>(rows.size());
-    std::vector<float> in(m * D), out(m * D);
-    for (int64_t r = 0; r < m; ++r) std::copy(xp + (rows[r] / k) * D, xp + (rows[r] / k + 1) * D, in.data() + r * D);
+    std::vector<float> in(xq ? 0 : m * D), out(m * D);
+    std::vector<int64_t> tokens(m);
+    for (int64_t r = 0; r < m; ++r) tokens[r] = rows[r] / k;
+    for (int64_t r = 0; r < m && !xq; ++r) std::copy(xp + tokens[r] * D, xp + (tokens[r] + 1) * D, in.data() + r * D);
     auto at = [&](int mat) { return base[mat] + e * stride[mat]; };
-    glu_expert(in.data(), m, D, I, ExpertWeights{at(0), at(1), at(2), at(3), at(4), at(5)}, act, beta, linear_beta,
-               out.data());
+    const ExpertWeights w{at(0), at(1), at(2), at(3), at(4), at(5)};
+    if (xq)
+      glu_expert_vnni(*xq, tokens.data(), m, D, I, w, act, beta, linear_beta, out.data());
+    else
+      glu_expert(in.data(), m, D, I, w, act, beta, linear_beta, out.data());
     for (int64_t r = 0; r < m; ++r) std::copy(out.data() + r * D, out.data() + (r + 1) * D, ys.data() + rows[r] * D);
   }
   auto acc = torch::zeros({N, D}, x.options());
