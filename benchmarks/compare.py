@@ -5,9 +5,12 @@ top-8, latent 1024, MXFP4 experts), alternating the engines round by round in fr
   decode tokens/s at batch 1 (after a 64-token prompt), prefill tokens/s at 512 tokens, peak RSS,
   and each engine's decode time against the memory-bandwidth floor (active bytes per token /
   read bandwidth measured here: sampled before and after every run, each run set against the higher
-  of its two samples; also the median run against the fastest sample of the whole run).
+  of its two samples; also the median run against the fastest sample of the whole run), and the
+  decode ratio between engines three ways: of the medians, per round, and at equal bandwidth (the
+  ratio of the engines' decode/floor, which divides out the memory phases their runs fell in).
 
     .venv/bin/python benchmarks/compare.py [--rounds 7] [--decode-tokens 128] [--threads 2] [--no-mlx] [--mlx-rounds 1]
+                                           [--k3-int8]
 
 Each engine runs in its best CPU configuration with the checkpoint's bf16 trunk and MXFP4 experts:
 k3 computes in fp32 (dtype=None); llama.cpp is built on first use from PyPI's llama-cpp-python
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -132,9 +136,9 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def run_python(engine: str, path: Path, decode_tokens: int, threads: int) -> dict:
+def run_python(engine: str, path: Path, decode_tokens: int, threads: int, env: dict | None = None) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD, engine, str(path), str(decode_tokens), str(threads)],
-                         capture_output=True, text=True, timeout=1800)
+                         capture_output=True, text=True, timeout=1800, env=None if env is None else os.environ | env)
     if out.returncode != 0:
         raise RuntimeError(f"{engine} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -179,12 +183,22 @@ def summarize(runs: dict, active: int, samples: list[float]) -> dict:
               "runs": runs, "bandwidth_samples": samples,
               "decode_over_floor": {k: statistics.median(over_paired(r) for r in v) for k, v in runs.items()},
               "decode_over_fastest_floor": {k: 1 / m["decode_tok_s"] / floor_s for k, m in med.items()}}
-    for other in (k for k in med if k != "k3"):
-        result[f"decode_ratio_k3_over_{other}"] = med["k3"]["decode_tok_s"] / med[other]["decode_tok_s"]
-        result[f"prefill_ratio_k3_over_{other}"] = med["k3"]["prefill_tok_s"] / med[other]["prefill_tok_s"]
-        rounds = zip(runs["k3"], runs[other])   # the same rounds, in order
-        result[f"decode_ratio_k3_over_{other}_per_round"] = [a["decode_tok_s"] / b["decode_tok_s"] for a, b in rounds]
+    for ours, other in pairs(med):
+        result[f"decode_ratio_{ours}_over_{other}"] = med[ours]["decode_tok_s"] / med[other]["decode_tok_s"]
+        result[f"prefill_ratio_{ours}_over_{other}"] = med[ours]["prefill_tok_s"] / med[other]["prefill_tok_s"]
+        rounds = zip(runs[ours], runs[other])   # the same rounds, in order
+        result[f"decode_ratio_{ours}_over_{other}_per_round"] = [a["decode_tok_s"] / b["decode_tok_s"] for a, b in rounds]
+        # each engine's decode/floor already divides out the bandwidth its runs met: their ratio compares
+        # the engines at equal bandwidth, whichever phases their runs fell in
+        result[f"decode_ratio_{ours}_over_{other}_at_equal_bandwidth"] = (result["decode_over_floor"][other]
+                                                                          / result["decode_over_floor"][ours])
     return result
+
+
+def pairs(engines) -> list[tuple[str, str]]:
+    """(k3 form, other engine) for every k3 form (k3, k3-int8) and every other engine."""
+    ours = [k for k in engines if k.startswith("k3")]
+    return [(a, b) for a in ours for b in engines if not b.startswith("k3")]
 
 
 def show(result: dict) -> None:
@@ -200,10 +214,11 @@ def show(result: dict) -> None:
               f"{result['decode_over_floor'][name]:>13.2f}x{result['decode_over_fastest_floor'][name]:>11.2f}x{rss}")
     print("decode/floor: each run against the bandwidth sampled next to it (median over runs); vs fastest: the "
           "median decode against the fastest sample of the whole run")
-    for other in (k for k in result["median"] if k != "k3"):
-        per_round = " ".join(f"{r:.2f}" for r in result[f"decode_ratio_k3_over_{other}_per_round"])
-        print(f"k3/{other}: decode {result[f'decode_ratio_k3_over_{other}']:.2f}x (rounds: {per_round}), "
-              f"prefill {result[f'prefill_ratio_k3_over_{other}']:.2f}x")
+    for ours, other in pairs(result["median"]):
+        per_round = " ".join(f"{r:.2f}" for r in result[f"decode_ratio_{ours}_over_{other}_per_round"])
+        print(f"{ours}/{other}: decode {result[f'decode_ratio_{ours}_over_{other}']:.2f}x (rounds: {per_round}; "
+              f"at equal bandwidth {result[f'decode_ratio_{ours}_over_{other}_at_equal_bandwidth']:.2f}x), "
+              f"prefill {result[f'prefill_ratio_{ours}_over_{other}']:.2f}x")
 
 
 def main() -> None:
@@ -217,6 +232,9 @@ def main() -> None:
     ap.add_argument("--mlx-rounds", type=int, default=1,
                     help="rounds that include mlx-lm (default 1: one run takes minutes on 2 cores)")
     ap.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp (no build, no conversion)")
+    ap.add_argument("--k3-int8", action="store_true",
+                    help="also run k3 with int8 activations for its MXFP4 products (K3_MXFP4_INT8=1: llama.cpp's "
+                         "rounding, not k3's exact default) as its own engine, k3-int8")
     args = ap.parse_args()
     # The checkpoint and its GGUF (about 3 GB) live only as long as the run.
     with tempfile.TemporaryDirectory(prefix="k3-compare-") as work:
@@ -231,6 +249,8 @@ def measure(args, work: Path) -> dict:
     trunk, _, experts = weight_bytes(c, None)
     active = trunk + expert_sizes(c, experts)[2]
     engines = {"k3": lambda: run_python("k3", path, args.decode_tokens, args.threads)}
+    if args.k3_int8:
+        engines["k3-int8"] = lambda: run_python("k3", path, args.decode_tokens, args.threads, {"K3_MXFP4_INT8": "1"})
     if not args.no_llama_cpp:
         gguf = prepare_llama_cpp(path)
         engines["llama.cpp"] = lambda: run_llama_cpp(gguf, args.decode_tokens, args.threads)

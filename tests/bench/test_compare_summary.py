@@ -39,3 +39,14 @@ def test_each_run_meets_the_floor_of_its_own_bandwidth(compare):
     assert r["decode_ratio_k3_over_llama.cpp"] == pytest.approx(40 / 36)
     assert r["decode_ratio_k3_over_llama.cpp_per_round"] == pytest.approx([50 / 40, 40 / 25, 30 / 36])
     assert r["prefill_ratio_k3_over_llama.cpp"] == pytest.approx(1.0)
+    # at equal bandwidth: llama.cpp's median floor ratio over k3's
+    assert r["decode_ratio_k3_over_llama.cpp_at_equal_bandwidth"] == pytest.approx(1.5 / 1.2)
+
+
+def test_each_k3_form_is_compared_with_each_other_engine(compare):
+    runs = {"k3": [run(50, 60e9)], "k3-int8": [run(55, 60e9)], "llama.cpp": [run(40, 60e9)],
+            "mlx-lm": [run(10, 60e9)]}
+    r = compare.summarize(runs, 1e9, [60e9])
+    assert r["decode_ratio_k3-int8_over_llama.cpp"] == pytest.approx(55 / 40)
+    assert r["decode_ratio_k3_over_mlx-lm_per_round"] == pytest.approx([5.0])
+    assert not any("over_k3" in key for key in r)   # the two k3 forms are rows, not anchors of each other
