@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 
@@ -238,9 +239,11 @@ def test_bf16_rows_do_not_depend_on_how_many_share_the_call(kernels, level, gemv
         assert torch.equal(kernels.bf16_linear(x[:n].contiguous(), w), alone[:n]), n
 
 
+@contextlib.contextmanager
 def _default_choice(monkeypatch, choice, variable):
-    """choice(vendor, env, level=2): what the cached default `choice` (k3.ops.native) answers on that CPU
-    with `variable` set to env (None: unset). The cache is cleared around each question."""
+    """Yields choice(vendor, env, level=2): what the cached default `choice` (k3.ops.native) answers on that
+    CPU with `variable` set to env (None: unset). The cache is cleared around each question; on exit the
+    real CPU and environment come back and the cache is cleared again."""
     from k3.ops import native as native_module
 
     def ask(vendor, env, level=2):
@@ -253,7 +256,11 @@ def _default_choice(monkeypatch, choice, variable):
         choice.cache_clear()
         return choice()
 
-    return ask
+    try:
+        yield ask
+    finally:
+        monkeypatch.undo()
+        choice.cache_clear()
 
 
 def test_the_decode_gemv_form_follows_the_cpu_and_the_environment(monkeypatch):
@@ -261,8 +268,7 @@ def test_the_decode_gemv_form_follows_the_cpu_and_the_environment(monkeypatch):
     overrides, and a bad value is refused with the allowed ones."""
     from k3.ops.native import decode_gemv
 
-    form = _default_choice(monkeypatch, decode_gemv, "K3_DECODE_GEMV")
-    try:
+    with _default_choice(monkeypatch, decode_gemv, "K3_DECODE_GEMV") as form:
         assert form("AuthenticAMD", None) == "sequential"
         assert form("GenuineIntel", None) == "tiles"
         assert form("AuthenticAMD", None, level=1) == "tiles"
@@ -271,9 +277,6 @@ def test_the_decode_gemv_form_follows_the_cpu_and_the_environment(monkeypatch):
         assert form("AuthenticAMD", "tiles") == "tiles"
         with pytest.raises(ValueError, match="K3_DECODE_GEMV='rows': expected one of sequential, tiles"):
             form("AuthenticAMD", "rows")
-    finally:
-        monkeypatch.undo()
-        decode_gemv.cache_clear()
 
 
 def test_the_weight_prefetch_hint_follows_the_cpu_and_the_environment(monkeypatch):
@@ -281,8 +284,7 @@ def test_the_weight_prefetch_hint_follows_the_cpu_and_the_environment(monkeypatc
     bad value is refused with the allowed ones."""
     from k3.ops.native import weight_prefetch
 
-    hint = _default_choice(monkeypatch, weight_prefetch, "K3_WEIGHT_PREFETCH")
-    try:
+    with _default_choice(monkeypatch, weight_prefetch, "K3_WEIGHT_PREFETCH") as hint:
         assert hint("AuthenticAMD", None) == "nta"
         assert hint("AuthenticAMD", None, level=1) == "t0", "Zen 3 (AVX2): unmeasured"
         assert hint("GenuineIntel", None) == "t0"
@@ -290,9 +292,6 @@ def test_the_weight_prefetch_hint_follows_the_cpu_and_the_environment(monkeypatc
         assert hint("AuthenticAMD", "t0") == "t0"
         with pytest.raises(ValueError, match="K3_WEIGHT_PREFETCH='l2': expected one of nta, t0"):
             hint("AuthenticAMD", "l2")
-    finally:
-        monkeypatch.undo()
-        weight_prefetch.cache_clear()
 
 
 def test_the_prefetch_hint_leaves_the_results_alone(kernels, level):

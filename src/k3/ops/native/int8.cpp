@@ -104,14 +104,14 @@ Int8Blocks::Int8Blocks(const float* x, int64_t N, int64_t K)
   quantise_blocks(*this, x);
 }
 
+// An E8M0 scale byte's value: 2^(s - 127), NaN for 255.
+inline float e8m0_value(int s) { return s == 255 ? NAN : std::ldexp(1.0f, s - 127); }
+
 // pow2_lanes for scale bytes that include 0 or 255, looked up one by one (kept out of line: the kernel's
 // loop stays free of its stack frame).
 K3_AVX512_VNNI __attribute__((noinline, cold)) __m512 pow2_lanes_special(const uint8_t* scale) {
   alignas(64) float lanes[16];
-  for (int L = 0; L < 16; ++L) {
-    const int s = scale[L / 4];
-    lanes[L] = s == 255 ? NAN : std::ldexp(1.0f, s - 127);
-  }
+  for (int L = 0; L < 16; ++L) lanes[L] = e8m0_value(scale[L / 4]);
   return _mm512_load_ps(lanes);
 }
 
@@ -177,9 +177,7 @@ K3_AVX512_VNNI void dot_int8_vnni_rows(const uint8_t* packed, const uint8_t* sca
       int32_t dot = 0;
       for (int j = 0; j < 16; ++j)
         dot += (kE2M1x2Biased[c[j] & 0xF] - 12) * xq[2 * j] + (kE2M1x2Biased[c[j] >> 4] - 12) * xq[2 * j + 1];
-      const int s = scale[r * ss + g];
-      const float w_scale = s == 255 ? NAN : std::ldexp(1.0f, s - 127);
-      sum += static_cast<float>(dot) * (0.5f * x.group_scale[n * (K / 32) + g] * w_scale);
+      sum += static_cast<float>(dot) * (0.5f * x.group_scale[n * (K / 32) + g] * e8m0_value(scale[r * ss + g]));
     }
     out[r] = sum;
   }

@@ -251,16 +251,18 @@ torch::Tensor mxfp4_moe_tokens(torch::Tensor x, std::vector<torch::Tensor> bank,
     const int64_t e = used[u];
     const auto& rows = slots[e];
     const int64_t m = static_cast<int64_t>(rows.size());
-    std::vector<float> in(xq ? 0 : m * D), out(m * D);
     std::vector<int64_t> tokens(m);
     for (int64_t r = 0; r < m; ++r) tokens[r] = rows[r] / k;
-    for (int64_t r = 0; r < m && !xq; ++r) std::copy(xp + tokens[r] * D, xp + (tokens[r] + 1) * D, in.data() + r * D);
     auto at = [&](int mat) { return base[mat] + e * stride[mat]; };
     const ExpertWeights w{at(0), at(1), at(2), at(3), at(4), at(5)};
-    if (xq)
+    std::vector<float> out(m * D);
+    if (xq) {
       glu_expert_vnni(*xq, tokens.data(), m, D, I, w, act, beta, linear_beta, out.data());
-    else
+    } else {
+      std::vector<float> in(m * D);
+      for (int64_t r = 0; r < m; ++r) std::copy(xp + tokens[r] * D, xp + (tokens[r] + 1) * D, in.data() + r * D);
       glu_expert(in.data(), m, D, I, w, act, beta, linear_beta, out.data());
+    }
     for (int64_t r = 0; r < m; ++r) std::copy(out.data() + r * D, out.data() + (r + 1) * D, ys.data() + rows[r] * D);
   }
   auto acc = torch::zeros({N, D}, x.options());
