@@ -9,13 +9,19 @@ top-8, latent 1024, MXFP4 experts), alternating the engines round by round in fr
   decode ratio between engines three ways: of the medians, per round, and at equal bandwidth (the
   ratio of the engines' decode/floor, which divides out the memory phases their runs fell in).
 
+Then decode with the engines taking turns (interleaved.py; k3, k3-int8 and llama.cpp, each loaded once in
+its own process, 16 tokens a turn for 32 rounds): both rates over the same moments, so the memory
+phases that made separate runs' ratio swing (1.03-1.45x across five runs of one code base) fall on
+both engines alike. That ratio is the decode headline; llama-bench's own numbers stay beside it.
+
     .venv/bin/python benchmarks/compare.py [--rounds 7] [--decode-tokens 128] [--threads 2] [--no-mlx] [--mlx-rounds 1]
-                                           [--k3-int8]
+                                           [--k3-int8] [--interleave-rounds 32] [--interleave-tokens 16]
 
 Each engine runs in its best CPU configuration with the checkpoint's bf16 trunk and MXFP4 experts:
 k3 computes in fp32 (dtype=None); llama.cpp is built on first use from PyPI's llama-cpp-python
 source (`make llama-cpp`), the checkpoint converted by its own converter (experts kept MXFP4, trunk
-BF16) and timed by `llama-bench` with the same thread count; mlx-lm computes in fp32 (measured
+BF16) and timed by `llama-bench` with the same thread count (in turns: its C API through the bindings
+vendored with that source, with llama-bench's context parameters and one llama_decode a token); mlx-lm computes in fp32 (measured
 several times faster than its bf16 on a CPU without bf16 arithmetic; on an AVX-512 BF16 Xeon the two
 were close). Prints a table of medians over the rounds, then one JSON line.
 """
@@ -37,6 +43,9 @@ import numpy as np
 from k3.config.presets import mid
 from k3.offload.plan import expert_sizes, weight_bytes
 from k3.testing import make_checkpoint
+
+sys.path.insert(0, str(Path(__file__).parent))
+from interleaved import Decoder, interleave, show_interleaved, summarize_interleaved  # noqa: E402
 
 CHILD = r'''
 import json, os, sys, time
@@ -219,6 +228,8 @@ def show(result: dict) -> None:
         print(f"{ours}/{other}: decode {result[f'decode_ratio_{ours}_over_{other}']:.2f}x (rounds: {per_round}; "
               f"at equal bandwidth {result[f'decode_ratio_{ours}_over_{other}_at_equal_bandwidth']:.2f}x), "
               f"prefill {result[f'prefill_ratio_{ours}_over_{other}']:.2f}x")
+    if "interleaved" in result:
+        show_interleaved(result["interleaved"], pairs(result["interleaved"]["decode_tok_s"]))
 
 
 def main() -> None:
@@ -232,6 +243,9 @@ def main() -> None:
     ap.add_argument("--mlx-rounds", type=int, default=1,
                     help="rounds that include mlx-lm (default 1: one run takes minutes on 2 cores)")
     ap.add_argument("--no-llama-cpp", action="store_true", help="skip llama.cpp (no build, no conversion)")
+    ap.add_argument("--interleave-rounds", type=int, default=32,
+                    help="rounds of decode with the engines taking turns in long-lived processes (0: none)")
+    ap.add_argument("--interleave-tokens", type=int, default=16, help="tokens each engine decodes a turn")
     ap.add_argument("--k3-int8", action="store_true",
                     help="also run k3 with int8 activations for its MXFP4 products (K3_MXFP4_INT8=1: llama.cpp's "
                          "rounding, not k3's exact default) as its own engine, k3-int8")
@@ -248,15 +262,30 @@ def measure(args, work: Path) -> dict:
     path = make_checkpoint(work, c, num_shards=4, with_vision=False, tokenizer=True)
     trunk, _, experts = weight_bytes(c, None)
     active = trunk + expert_sizes(c, experts)[2]
+    int8 = {"K3_MXFP4_INT8": "1"}
     engines = {"k3": lambda: run_python("k3", path, args.decode_tokens, args.threads)}
+    decoders = {"k3": ("k3", path, None)}   # the engines that decode in turns: (child engine, path, env)
     if args.k3_int8:
-        engines["k3-int8"] = lambda: run_python("k3", path, args.decode_tokens, args.threads, {"K3_MXFP4_INT8": "1"})
+        engines["k3-int8"] = lambda: run_python("k3", path, args.decode_tokens, args.threads, int8)
+        decoders["k3-int8"] = ("k3", path, int8)
     if not args.no_llama_cpp:
         gguf = prepare_llama_cpp(path)
         engines["llama.cpp"] = lambda: run_llama_cpp(gguf, args.decode_tokens, args.threads)
+        decoders["llama.cpp"] = ("llama.cpp", gguf, None)
     if not args.no_mlx:
         engines["mlx-lm"] = lambda: run_python("mlx", path, args.decode_tokens, args.threads)
-    probe, samples, runs = Bandwidth(), [], {k: [] for k in engines}
+    probe = Bandwidth()
+    runs, samples = separate_runs(engines, args, probe)
+    result = summarize(runs, active, samples)
+    if args.interleave_rounds and len(decoders) > 1:
+        measured = decode_in_turns(decoders, args, probe)
+        result["interleaved"] = summarize_interleaved(measured, args.interleave_tokens, active, pairs(decoders))
+    return result
+
+
+def separate_runs(engines: dict, args, probe: Bandwidth) -> tuple[dict, list[float]]:
+    """Every engine in fresh processes, round by round: (runs per engine, bandwidth samples)."""
+    samples, runs = [], {k: [] for k in engines}
     for r in range(args.rounds):
         # Alternate who goes first, so neither engine always follows the other; sample the bandwidth
         # before and after every run, so each run has a floor from its own moment.
@@ -271,7 +300,21 @@ def measure(args, work: Path) -> dict:
             samples.append(probe.sample())
             run["bandwidth_bytes_s"] = max(before, samples[-1])
             runs[name].append(run)
-    return summarize(runs, active, samples)
+    return runs, samples
+
+
+def decode_in_turns(decoders: dict, args, probe: Bandwidth) -> dict:
+    """The engines' decode processes, loaded one after another, then decoding in turns (interleaved.py)."""
+    total = args.interleave_rounds * args.interleave_tokens
+    started = {}
+    try:
+        for name, (engine, path, env) in decoders.items():
+            started[name] = Decoder(engine, path, args.threads, total, None if env is None else os.environ | env)
+        return interleave(started, args.interleave_rounds, args.interleave_tokens, probe.sample)
+    finally:
+        for d in started.values():
+            d.close()
+
 
 if __name__ == "__main__":
     main()
