@@ -65,3 +65,35 @@ def test_native_step_rejects_bad_shapes_and_repeated_slots(kernels):
         kda_step(q, k, v, g, beta, w, rec, tails, torch.tensor([0, SLOTS]), 0.5)
     with pytest.raises(RuntimeError, match="v must be contiguous fp32"):
         kda_step(q, k, v[..., :-1], g, beta, w, rec, tails, torch.tensor([0, 1]), 0.5)
+
+
+@pytest.mark.parametrize("v_width, taps", [(32, 4), (144, 4), (48, 3)])
+def test_every_instruction_set_gives_the_same_bits(kernels, v_width, taps):
+    """The vector forms (taps in channel passes; AVX-512's delta rule in column blocks of 128 and 16 with
+    the next head prefetched) against the scalar level's loops: each element's operations in one order,
+    so equal bits, on two sequences of a pool whose heads follow one another."""
+    from k3.ops.native import simd_level
+
+    gen = torch.Generator().manual_seed(11)
+    heads, key = 3, 6
+    step = [torch.randn(2, heads * key, generator=gen), torch.randn(2, heads * key, generator=gen),
+            torch.randn(2, heads * v_width, generator=gen)]
+    weights = [torch.randn(heads * key, taps, generator=gen), torch.randn(heads * key, taps, generator=gen),
+               torch.randn(heads * v_width, taps, generator=gen)]
+    tails = [torch.randn(SLOTS, taps - 1, heads * key, generator=gen), torch.randn(SLOTS, taps - 1, heads * key, generator=gen),
+             torch.randn(SLOTS, taps - 1, heads * v_width, generator=gen)]
+    rec = torch.randn(SLOTS, heads, key, v_width, generator=gen)
+    g, beta = -torch.rand(2, heads, key, generator=gen) * 3, torch.rand(2, heads, generator=gen)
+    idx = torch.tensor([3, 1])
+    got = {}
+    try:
+        for lvl in [lvl for lvl in (0, 1, 2) if lvl <= simd_level()]:
+            kernels.set_simd(lvl)
+            pools = [t.clone() for t in tails], rec.clone()
+            o = kernels.kda_decode_slots(*step, *weights, *pools[0], pools[1], idx, g, beta, key ** -0.5)
+            got[lvl] = (o, pools[1], *pools[0])
+    finally:
+        kernels.set_simd(simd_level())
+    for lvl, outs in got.items():
+        assert all(torch.equal(a, b) for a, b in zip(outs, got[0])), f"level {lvl} differs from scalar"
+    assert not torch.equal(got[0][1], rec), "the state was not updated"
