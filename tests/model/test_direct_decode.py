@@ -11,6 +11,7 @@ from k3.layers.kda import KimiDeltaAttention
 from k3.layers.mla import GatedMLA
 from k3.layers.mlp import GLUMLP
 from k3.model.block import DecoderLayer
+from k3.model.k3 import K3TextModel
 from k3.layers.moe import LatentMoE
 from k3.ops.dispatch import reference_only
 
@@ -26,9 +27,10 @@ def _decode(model, batch: int) -> list[torch.Tensor]:
 
 # What each fast path answers through: the attentions' per-step arguments (their state added to a bound
 # step; asked by their own `_direct` and by the whole-layer step alike), the FFNs' own fast paths, and the
-# decoder layer's whole-layer arguments (whose bound step holds the FFN's arguments).
+# decoder layer's whole-layer arguments (whose bound step holds the FFN's arguments), and the model's
+# output mix and norm in one call.
 FAST = ((KimiDeltaAttention, "step_args"), (GatedMLA, "step_args"), (LatentMoE, "direct_args"),
-        (GLUMLP, "direct_args"), (DecoderLayer, "decode_args"))
+        (GLUMLP, "direct_args"), (DecoderLayer, "decode_args"), (K3TextModel, "_output_direct"))
 
 
 def _count_direct(monkeypatch) -> dict[str, int]:
@@ -63,6 +65,7 @@ def test_direct_decode_equals_the_dispatched_forward_bit_for_bit(tiny_checkpoint
     assert counts["GatedMLA"] == mla * len(STEPS)
     assert counts["LatentMoE"] >= moe, "the prompt's few rows take the MoE's own fast path"
     assert counts["DecoderLayer"] == (kda + mla) * len(STEPS), "and every decoder layer's whole step"
+    assert counts["K3TextModel"] == len(STEPS) + 1, "the output mix and norm: the prompt's rows and each step"
     for a, b in zip(general, direct):
         assert torch.equal(a, b)
 
@@ -85,6 +88,7 @@ def test_engine_decode_takes_the_fast_path_and_matches_the_general_one(tiny_chec
     assert all(counts.values())
     for cls in (KimiDeltaAttention, GatedMLA, LatentMoE, GLUMLP, DecoderLayer):
         monkeypatch.setattr(cls, "_direct", lambda self, *a: None)
+    monkeypatch.setattr(K3TextModel, "_output_direct", lambda self, *a: None)
     assert [o.token_ids for o in llm.generate(prompts, params)] == fast
 
 

@@ -18,7 +18,9 @@ from k3.layers.batch import ForwardBatch
 from k3.layers.state import KDAStateView, MLACacheView, StateSpec, new_layer_states, state_spec
 from k3.model.block import DecoderLayer
 from k3.ops.attnres import attn_res
+from k3.ops.dispatch import direct_kernels
 from k3.ops.linear import linear
+from k3.ops.norm import rms_norm
 
 
 @dataclass
@@ -48,9 +50,28 @@ class K3TextModel(nn.Module):
         for layer, layer_state in zip(self.layers, layer_states or [None] * len(self.layers)):
             h = layer(h, bank, batch, layer_state)
         if bank:
-            h = attn_res(bank + [h], self.output_attn_res_norm.weight, self.output_attn_res_proj.weight,
-                         self.config.rms_norm_eps)
+            return self._output_mix_norm(bank + [h])
         return self.norm(h)
+
+    def _output_mix_norm(self, candidates: list[torch.Tensor]) -> torch.Tensor:
+        """Block AttnRes's output mix of candidates [N, hidden], then the final norm."""
+        direct = self._output_direct(candidates)
+        if direct is not None:
+            return direct
+        return self.norm(attn_res(candidates, self.output_attn_res_norm.weight, self.output_attn_res_proj.weight,
+                                  self.config.rms_norm_eps))
+
+    def _output_direct(self, candidates: list[torch.Tensor]) -> torch.Tensor | None:
+        """Where the dispatch would run the mix and the norm natively (decode rows), one call does
+        (attn_res_norm_rows: the same two kernels, so the same bits) and saves the interpreter between
+        them; else None."""
+        mix = (candidates, self.output_attn_res_norm.weight, self.output_attn_res_proj.weight, self.config.rms_norm_eps)
+        kernels = direct_kernels(candidates[-1])
+        if (kernels is None or not attn_res.use_native(*mix)
+                or not rms_norm.use_native(candidates[-1], self.norm.weight, self.norm.eps)):
+            return None
+        return kernels.attn_res_norm_rows([c.contiguous() for c in candidates], mix[1].contiguous(), mix[2].contiguous(),
+                                          mix[3], self.norm.weight.contiguous(), self.norm.eps)
 
 
 class K3ForCausalLM(nn.Module):
