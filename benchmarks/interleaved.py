@@ -75,10 +75,14 @@ def interleave(decoders: dict[str, Decoder], rounds: int, tokens: int, sample) -
 
 def summarize_interleaved(measured: dict, tokens: int, active: int, pairs) -> dict:
     """Rates over all rounds, each engine's decode/floor (each round against the higher of the samples
-    around it; median over rounds), and per pair (ours, other) the ratio of rates and the per-round
-    ratios."""
+    around it; median over rounds), and per pair (ours, other) the ratio of rates, the per-round ratios,
+    and the ratio of rates over the slower and the faster half of the rounds (by that bandwidth: the
+    lead depends on the memory phase)."""
     seconds, samples = measured["seconds"], measured["samples"]
-    floors = [active / max(a, b) for a, b in zip(samples, samples[1:])]   # seconds a token, per round
+    bandwidth = [max(a, b) for a, b in zip(samples, samples[1:])]   # per round
+    floors = [active / bw for bw in bandwidth]                         # seconds a token, per round
+    by_bandwidth = sorted(range(len(bandwidth)), key=lambda r: bandwidth[r])
+    halves = [by_bandwidth[:len(by_bandwidth) // 2], by_bandwidth[len(by_bandwidth) // 2:]]
     result = {"tokens_per_round": tokens, "rounds": len(floors), "bandwidth_samples": samples,
               "decode_tok_s": {k: tokens * len(v) / sum(v) for k, v in seconds.items()},
               "decode_over_floor": {k: statistics.median(s / tokens / f for s, f in zip(v, floors))
@@ -87,6 +91,10 @@ def summarize_interleaved(measured: dict, tokens: int, active: int, pairs) -> di
     for ours, other in pairs:
         result[f"decode_ratio_{ours}_over_{other}"] = result["decode_tok_s"][ours] / result["decode_tok_s"][other]
         result[f"decode_ratio_{ours}_over_{other}_per_round"] = [b / a for a, b in zip(seconds[ours], seconds[other])]
+        result[f"decode_ratio_{ours}_over_{other}_by_bandwidth"] = [
+            {"bandwidth_bytes_s": statistics.median(bandwidth[r] for r in half),
+             "ratio": sum(seconds[other][r] for r in half) / sum(seconds[ours][r] for r in half)}
+            for half in halves if half]
     return result
 
 
@@ -97,5 +105,8 @@ def show_interleaved(result: dict, pairs) -> None:
         print(f"  {name:<11}{rate:>8.1f} tok/s   decode/floor {result['decode_over_floor'][name]:.2f}x")
     for ours, other in pairs:
         per_round = result[f"decode_ratio_{ours}_over_{other}_per_round"]
+        halves = "; ".join(f"{h['ratio']:.2f}x at {h['bandwidth_bytes_s'] / 1e9:.0f} GB/s"
+                           for h in result[f"decode_ratio_{ours}_over_{other}_by_bandwidth"])
         print(f"  {ours}/{other}: {result[f'decode_ratio_{ours}_over_{other}']:.2f}x (rounds {min(per_round):.2f}-"
-              f"{max(per_round):.2f}, median {statistics.median(per_round):.2f})")
+              f"{max(per_round):.2f}, median {statistics.median(per_round):.2f}; slower and faster half of the "
+              f"rounds: {halves})")

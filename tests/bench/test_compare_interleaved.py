@@ -7,6 +7,7 @@ built (CI builds it; see tests/model/test_llama_cpp_parity.py).
 
 from __future__ import annotations
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -31,6 +32,19 @@ def test_summary_averages_each_engine_over_the_same_rounds():
     assert r["decode_over_floor"]["k3"] == pytest.approx((0.025 * 50 + 0.020 * 60) / 2)
     assert r["decode_over_floor"]["llama.cpp"] == pytest.approx((0.030 * 50 + 0.030 * 60) / 2)
     assert r["rounds"] == 2
+    # the slower round (50 GB/s) and the faster (60 GB/s), each its own half
+    assert r["decode_ratio_k3_over_llama.cpp_by_bandwidth"] == [
+        {"bandwidth_bytes_s": 50e9, "ratio": pytest.approx(0.30 / 0.25)},
+        {"bandwidth_bytes_s": 60e9, "ratio": pytest.approx(0.30 / 0.20)}]
+
+
+def test_halves_split_the_rounds_by_their_bandwidth():
+    samples = [70e9, 40e9, 45e9, 72e9, 71e9]   # rounds at 70, 45, 72, 72 GB/s (the higher sample of each)
+    seconds = {"k3": [0.1, 0.2, 0.1, 0.1], "llama.cpp": [0.13, 0.22, 0.12, 0.14]}
+    r = summarize_interleaved({"seconds": seconds, "samples": samples}, 5, int(1e9), [("k3", "llama.cpp")])
+    slow, fast = r["decode_ratio_k3_over_llama.cpp_by_bandwidth"]
+    assert slow == {"bandwidth_bytes_s": statistics.median([70e9, 45e9]), "ratio": pytest.approx(0.35 / 0.3)}
+    assert fast == {"bandwidth_bytes_s": 72e9, "ratio": pytest.approx(0.26 / 0.2)}
 
 
 class Recorder:
