@@ -9,8 +9,8 @@ top-8, latent 1024, MXFP4 experts), alternating the engines round by round in fr
   decode ratio between engines three ways: of the medians, per round, and at equal bandwidth (the
   ratio of the engines' decode/floor, which divides out the memory phases their runs fell in).
 
-Then decode with the engines taking turns (interleaved.py; k3, k3-int8 and llama.cpp, each loaded once in
-its own process, 16 tokens a turn for 32 rounds): both rates over the same moments, so the memory
+Then decode with the engines taking turns (interleaved.py; k3, k3-int8 and llama.cpp, each loaded once
+in its own process, 16 tokens a turn for 32 rounds): both rates over the same moments, so the memory
 phases that made separate runs' ratio swing (1.03-1.45x across five runs of one code base) fall on
 both engines alike. That ratio is the decode headline; llama-bench's own numbers stay beside it.
 
@@ -20,10 +20,10 @@ both engines alike. That ratio is the decode headline; llama-bench's own numbers
 Each engine runs in its best CPU configuration with the checkpoint's bf16 trunk and MXFP4 experts:
 k3 computes in fp32 (dtype=None); llama.cpp is built on first use from PyPI's llama-cpp-python
 source (`make llama-cpp`), the checkpoint converted by its own converter (experts kept MXFP4, trunk
-BF16) and timed by `llama-bench` with the same thread count (in turns: its C API through the bindings
-vendored with that source, with llama-bench's context parameters and one llama_decode a token); mlx-lm computes in fp32 (measured
-several times faster than its bf16 on a CPU without bf16 arithmetic; on an AVX-512 BF16 Xeon the two
-were close). Prints a table of medians over the rounds, then one JSON line.
+BF16) and timed by `llama-bench` with the same thread count (in turns: its C API through the
+bindings vendored with that source, with llama-bench's context parameters and one llama_decode a
+token); mlx-lm computes in fp32 (measured several times faster than its bf16 on a CPU without bf16
+arithmetic; on an AVX-512 BF16 Xeon the two were close). Prints a table of medians over the rounds, then one JSON line.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ average over the same phases.
 from __future__ import annotations
 
 import json
+import select
 import statistics
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from pathlib import Path
 
 CHILD = Path(__file__).with_name("decode_child.py")
 PAUSE_S = 0.05   # between turns: the last engine's idle threads stop spinning before the next one starts
+START_S, TURN_S = 900.0, 300.0   # at most, for a child to load (it may build k3's kernels) and for a turn
 
 
 class Decoder:
@@ -34,20 +36,29 @@ class Decoder:
         self.log = tempfile.TemporaryFile(mode="w+")   # the child's stderr, shown if it fails
         self.proc = subprocess.Popen([sys.executable, str(CHILD), engine, str(path), str(threads), str(tokens)], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
-        self._expect("ready")
+        self._expect("ready", START_S)
 
-    def _expect(self, what: str) -> str:
-        line = self.proc.stdout.readline()
+    def _expect(self, what: str, timeout: float) -> str:
+        """The child's next line; a clear error with its stderr when it ends, hangs or says otherwise."""
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
         if not line or (what == "ready" and line.strip() != "ready"):
-            self.close()
+            if not ready:
+                why = f"no {what} line within {timeout:g} s"
+            elif not line:
+                why = f"it exited with code {self.proc.wait(timeout=30)}"
+            else:
+                why = f"expected {what}, got {line.strip()[:200]!r}"
+            self.proc.kill()
+            self.proc.wait()
             self.log.seek(0)
-            raise RuntimeError(f"{self.engine} decoder failed (expected {what}):\n{self.log.read()[-3000:]}")
+            raise RuntimeError(f"{self.engine} decoder failed ({why}):\n{self.log.read()[-3000:]}")
         return line
 
     def decode(self, tokens: int) -> float:
         self.proc.stdin.write(f"{tokens}\n")
         self.proc.stdin.flush()
-        return json.loads(self._expect("a result"))["seconds"]
+        return json.loads(self._expect("result", TURN_S))["seconds"]
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -87,10 +87,20 @@ def test_k3_child_decodes_in_turns(tiny):
 
 
 def test_a_child_that_cannot_start_says_why(tmp_path):
-    with pytest.raises(RuntimeError, match="k3 decoder failed"):
+    with pytest.raises(RuntimeError, match=r"k3 decoder failed \(it exited with code 1\)"):
         Decoder("k3", tmp_path / "missing", 2, 8)
     with pytest.raises(RuntimeError, match="unknown engine"):
         Decoder("vllm", tmp_path, 2, 8)
+
+
+def test_a_child_that_hangs_is_stopped_with_the_reason(tiny, monkeypatch):
+    import interleaved
+
+    d = Decoder("k3", tiny, 2, 1000)
+    monkeypatch.setattr(interleaved, "TURN_S", 0.2)
+    with pytest.raises(RuntimeError, match=r"k3 decoder failed \(no result line within 0.2 s\)"):
+        d.decode(1000)   # far longer than 0.2 s on a tiny model too
+    assert d.proc.poll() is not None, "the child was stopped"
 
 
 @pytest.mark.skipif(not is_built(), reason=f"llama.cpp is not built in {cache_dir()}: `make llama-cpp`")
