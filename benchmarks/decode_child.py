@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 PROMPT_LEN, WARM_UP = 64, 3
+HELD: list = []   # what must live as long as the process (an inference-mode guard, a C log callback)
 
 
 def prompt(vocab: int) -> list[int]:
@@ -37,8 +38,8 @@ def k3_stepper(path: str, threads: int, tokens: int):
 
     import k3
 
-    k3_stepper.inference = torch.inference_mode()  # held for the process, as k3's engine runs the model
-    k3_stepper.inference.__enter__()
+    HELD.append(torch.inference_mode())   # entered for the process, as k3's engine runs the model
+    HELD[-1].__enter__()
     torch.set_num_threads(threads)
     model = k3.load(path)
     state = model.new_state(1)
@@ -55,9 +56,8 @@ def llama_cpp_stepper(path: str, threads: int, tokens: int):
     from k3.testing.llama_cpp.run import bindings
 
     ll = bindings()
-    quiet = ll.llama_log_callback(lambda level, text, data: None)
-    llama_cpp_stepper.quiet = quiet   # the callback must outlive every call that may log
-    ll.llama_log_set(quiet, None)
+    HELD.append(ll.llama_log_callback(lambda level, text, data: None))   # outlives every call that may log
+    ll.llama_log_set(HELD[-1], None)
     ll.llama_backend_init()
     model = ll.llama_model_load_from_file(path.encode(), ll.llama_model_default_params())
     if not model:
@@ -81,6 +81,7 @@ def llama_cpp_stepper(path: str, threads: int, tokens: int):
 
 
 def serve(step, tok: int, commands=sys.stdin, out=sys.stdout) -> None:
+    """The protocol above: warm up, say "ready", then one timed turn per command line."""
     for _ in range(WARM_UP):
         tok = step(tok)
     print("ready", file=out, flush=True)
