@@ -83,7 +83,7 @@ void delta_rule_step(const float* q, const float* k, const float* v, const float
 // only that column, so its prediction, u and output stay in registers through both passes over the rows
 // (the generic loop keeps them in memory and takes 8 lanes). `next` (or nullptr): the next head's state,
 // whose same columns are prefetched row by row during the first pass, while this head's rows are
-// computed. One K3 layer's 16 heads of 128 x 128 on 2 cores (Zen 5): about half the time.
+// computed. One K3 layer's 16 heads of 128 x 128 on 2 cores (Zen 5), from cache: about 16 against 23 us.
 template <int NV>
 K3_AVX512 void delta_rule_columns_avx512(const float* q, const float* k, const float* v, const float* decay,
                                          float beta, float* S, float* o, int64_t K, int64_t V, float scale,
