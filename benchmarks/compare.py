@@ -250,6 +250,8 @@ def main() -> None:
                     help="also run k3 with int8 activations for its MXFP4 products (K3_MXFP4_INT8=1: llama.cpp's "
                          "rounding, not k3's exact default) as its own engine, k3-int8")
     args = ap.parse_args()
+    if args.interleave_rounds < 0 or args.interleave_tokens < 1:
+        ap.error("--interleave-rounds must be >= 0 (0: no decode in turns) and --interleave-tokens >= 1")
     # The checkpoint and its GGUF (about 3 GB) live only as long as the run.
     with tempfile.TemporaryDirectory(prefix="k3-compare-") as work:
         result = measure(args, Path(work))

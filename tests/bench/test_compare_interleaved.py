@@ -106,3 +106,13 @@ def test_a_child_that_hangs_is_stopped_with_the_reason(tiny, monkeypatch):
 @pytest.mark.skipif(not is_built(), reason=f"llama.cpp is not built in {cache_dir()}: `make llama-cpp`")
 def test_llama_cpp_child_decodes_in_turns(tiny):
     _decodes("llama.cpp", convert(tiny, tiny / "bf16.gguf", "bf16"))
+
+
+@pytest.mark.parametrize("flag", [["--interleave-rounds", "-1"], ["--interleave-tokens", "0"]])
+def test_compare_rejects_impossible_turns_before_any_work(flag):
+    import subprocess
+
+    compare = Path(__file__).resolve().parents[2] / "benchmarks" / "compare.py"
+    out = subprocess.run([sys.executable, str(compare), *flag], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "--interleave-rounds must be >= 0" in out.stderr and "Traceback" not in out.stderr
