@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from compare import bandwidth, config as compare_config  # noqa: E402
 from scratch import scratch_dir  # noqa: E402
 
-FAST_PATHS = ("k3.model.block.DecoderLayer", "k3.layers.kda.KimiDeltaAttention", "k3.layers.mla.GatedMLA",
+FAST_PATHS = ("k3.model.k3.K3ForCausalLM", "k3.model.block.DecoderLayer", "k3.layers.kda.KimiDeltaAttention", "k3.layers.mla.GatedMLA",
               "k3.layers.moe.LatentMoE", "k3.layers.mlp.GLUMLP")
 
 

@@ -11,7 +11,7 @@ from k3.layers.kda import KimiDeltaAttention
 from k3.layers.mla import GatedMLA
 from k3.layers.mlp import GLUMLP
 from k3.model.block import DecoderLayer
-from k3.model.k3 import K3TextModel
+from k3.model.k3 import K3ForCausalLM, K3TextModel
 from k3.layers.moe import LatentMoE
 from k3.ops.dispatch import reference_only
 
@@ -26,11 +26,12 @@ def _decode(model, batch: int) -> list[torch.Tensor]:
 
 
 # What each fast path answers through: the attentions' per-step arguments (their state added to a bound
-# step; asked by their own `_direct` and by the whole-layer step alike), the FFNs' own fast paths, and the
-# decoder layer's whole-layer arguments (whose bound step holds the FFN's arguments), and the model's
-# output mix and norm in one call.
+# step; asked by their own `_direct`, by the whole-layer step and by the whole-token step alike), the
+# FFNs' own fast paths, the decoder layer's whole-layer arguments (whose bound step holds the FFN's
+# arguments), the model's output mix and norm in one call, and the whole token in one call.
 FAST = ((KimiDeltaAttention, "step_args"), (GatedMLA, "step_args"), (LatentMoE, "direct_args"),
-        (GLUMLP, "direct_args"), (DecoderLayer, "decode_args"), (K3TextModel, "_output_direct"))
+        (GLUMLP, "direct_args"), (DecoderLayer, "decode_args"), (K3TextModel, "_output_direct"),
+        (K3ForCausalLM, "_direct"))
 
 
 def _count_direct(monkeypatch) -> dict[str, int]:
@@ -48,8 +49,13 @@ def _count_direct(monkeypatch) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("batch", [1, 3])
-def test_direct_decode_equals_the_dispatched_forward_bit_for_bit(tiny_checkpoint, monkeypatch, batch):
+@pytest.mark.parametrize("whole_token", [True, False], ids=["token-call", "layer-calls"])
+def test_direct_decode_equals_the_dispatched_forward_bit_for_bit(tiny_checkpoint, monkeypatch, batch, whole_token):
+    """A decode step runs as one native call for the whole token (model/direct_token.py), or, with that
+    off, one a layer: both give the general forward's bits."""
     model = k3.load(tiny_checkpoint)
+    if not whole_token:
+        monkeypatch.setattr(K3ForCausalLM, "_direct", lambda self, *a: None)
     counts = _count_direct(monkeypatch)
     with torch.enable_grad():
         general = _decode(model, batch)
@@ -64,8 +70,13 @@ def test_direct_decode_equals_the_dispatched_forward_bit_for_bit(tiny_checkpoint
     assert counts["KimiDeltaAttention"] == kda * len(STEPS), "every decode step of every KDA layer took the fast path"
     assert counts["GatedMLA"] == mla * len(STEPS)
     assert counts["LatentMoE"] >= moe, "the prompt's few rows take the MoE's own fast path"
-    assert counts["DecoderLayer"] == (kda + mla) * len(STEPS), "and every decoder layer's whole step"
-    assert counts["K3TextModel"] == len(STEPS) + 1, "the output mix and norm: the prompt's rows and each step"
+    if whole_token:
+        assert counts["K3ForCausalLM"] == len(STEPS), "every decode step is one call"
+        assert counts["DecoderLayer"] == 0 and counts["K3TextModel"] == 1, "the layers' own: the prompt's rows only"
+    else:
+        assert counts["K3ForCausalLM"] == 0
+        assert counts["DecoderLayer"] == (kda + mla) * len(STEPS), "every decoder layer's whole step"
+        assert counts["K3TextModel"] == len(STEPS) + 1, "the output mix and norm: the prompt's rows and each step"
     for a, b in zip(general, direct):
         assert torch.equal(a, b)
 
@@ -85,11 +96,39 @@ def test_engine_decode_takes_the_fast_path_and_matches_the_general_one(tiny_chec
     prompts = [IDS[0].tolist(), IDS[1, :4].tolist(), IDS[2, :6].tolist()]
     params = SamplingParams(max_tokens=6, temperature=0)
     fast = [o.token_ids for o in llm.generate(prompts, params)]
-    assert all(counts.values())
+    for name in ("KimiDeltaAttention", "GatedMLA", "LatentMoE", "K3ForCausalLM"):
+        assert counts[name], f"{name}'s fast path"
+    monkeypatch.setattr(K3ForCausalLM, "_direct", lambda self, *a: None)
+    assert [o.token_ids for o in llm.generate(prompts, params)] == fast, "one call a layer"
+    assert counts["DecoderLayer"]
     for cls in (KimiDeltaAttention, GatedMLA, LatentMoE, GLUMLP, DecoderLayer):
         monkeypatch.setattr(cls, "_direct", lambda self, *a: None)
     monkeypatch.setattr(K3TextModel, "_output_direct", lambda self, *a: None)
     assert [o.token_ids for o in llm.generate(prompts, params)] == fast
+
+
+def test_whole_token_step_binds_afresh_when_a_weight_is_replaced(tiny_checkpoint, monkeypatch):
+    """The whole-token step holds the objects it bound: a weight replaced between steps (a new Parameter,
+    or new storage under the same one) is what the next step reads, as the per-layer path reads it."""
+    token, layers = k3.load(tiny_checkpoint), k3.load(tiny_checkpoint)
+    counts = _count_direct(monkeypatch)
+    original = K3ForCausalLM._direct
+    monkeypatch.setattr(K3ForCausalLM, "_direct", lambda self, *a: original(self, *a) if self is token else None)
+    states = [m.new_state(1) for m in (token, layers)]
+    with torch.inference_mode():
+        for m, st in zip((token, layers), states):
+            m(IDS[:1], st)
+            m(torch.tensor([[5]]), st)
+    with torch.no_grad():
+        for m in (token, layers):
+            o_proj = m.model.layers[0].self_attn.o_proj
+            o_proj.weight = torch.nn.Parameter(o_proj.weight * 2, requires_grad=False)
+            head = m.lm_head.weight
+            head.data = head.data.flip(0).contiguous()
+    with torch.inference_mode():
+        a, b = (m(torch.tensor([[9]]), st) for m, st in zip((token, layers), states))
+    assert counts["K3ForCausalLM"] == 2
+    assert torch.equal(a, b)
 
 
 def test_part_timing_splits_the_layer_steps_wall_time(tiny_checkpoint):

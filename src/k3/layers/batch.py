@@ -78,7 +78,7 @@ class ForwardBatch:
         """Sequences with more than one new token, grouped by (new tokens, cached length)."""
         memo = self._memo()
         if "prefill" not in memo:
-            memo["prefill"] = [g for g in self.groups(by_context=True) if g.index.shape[1] > 1 and not g.window]
+            memo["prefill"] = [g for g in self.groups(by_context=True) if g.tokens > 1 and not g.window]
         return memo["prefill"]
 
     def window_groups(self) -> list["TokenGroup"]:
@@ -86,8 +86,7 @@ class ForwardBatch:
         return [g for g in self.groups(by_context=False) if g.window]
 
     def _group(self, seqs: list[int], n: int, whole: bool, window: bool = False) -> "TokenGroup":
-        starts = torch.tensor([self.starts[s] for s in seqs], dtype=torch.long, device=self.device)
-        return TokenGroup(seqs, starts.unsqueeze(1) + torch.arange(n, device=self.device).unsqueeze(0), whole, window)
+        return TokenGroup(seqs, tuple(self.starts[s] for s in seqs), n, whole, window, self.device)
 
     def groups(self, by_context: bool) -> list["TokenGroup"]:
         """Sequences whose segments have equal length (and, with by_context, equal cached length), verify
@@ -108,15 +107,25 @@ class ForwardBatch:
 
 @dataclass(frozen=True)
 class TokenGroup:
-    """Sequences `seqs` whose new tokens sit at packed positions `index` [b, T]."""
+    """Sequences `seqs`, whose `tokens` new tokens each start at packed positions `starts`."""
     seqs: list[int]
-    index: torch.Tensor
+    starts: tuple[int, ...]
+    tokens: int
     whole: bool  # the group is every packed token in order (index == arange(N).view(b, T)): views suffice
     window: bool = False  # verify windows (see ForwardBatch)
+    device: torch.device = field(default=torch.device("cpu"), compare=False)
+
+    @cached_property
+    def index(self) -> torch.Tensor:
+        """[b, T] packed positions of the group's tokens. Built on first use: a decode step's native path
+        needs only `seqs` and `whole`, and these three small tensors cost about 90 us of a decode token
+        when built cold (after the weight streams have evicted the interpreter's working set)."""
+        starts = torch.tensor(self.starts, dtype=torch.long, device=self.device)
+        return starts.unsqueeze(1) + torch.arange(self.tokens, device=self.device).unsqueeze(0)
 
     def take(self, t: torch.Tensor) -> torch.Tensor:
         """t [N, ...] packed -> [b, T, ...] for this group."""
-        return t.view(*self.index.shape, *t.shape[1:]) if self.whole else t[self.index]
+        return t.view(len(self.seqs), self.tokens, *t.shape[1:]) if self.whole else t[self.index]
 
     def put(self, dst: torch.Tensor, src: torch.Tensor) -> None:
         """dst [N, ...][this group's tokens] = src [b, T, ...]."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from k3.ops import huge_pages
 from k3.ops.int8 import int8_linear, scale_shape
 from k3.ops.linear import linear
 
@@ -44,11 +45,11 @@ class SharedInput:
         if len(inputs) != 1:
             raise ValueError(f"projections read different widths {sorted(inputs)}")
         width = inputs.pop()
-        self.weight = torch.empty((sum(self.sizes), width), dtype=dtype, device=device)
+        self.weight = huge_pages.empty((sum(self.sizes), width), dtype, device)
         blocks = list(self.weight.split(self.sizes))
         scales = [None] * len(blocks)
         if dtype == torch.int8:
-            self.scale = torch.empty(scale_shape(sum(self.sizes), width), dtype=torch.bfloat16, device=device)
+            self.scale = huge_pages.empty(scale_shape(sum(self.sizes), width), torch.bfloat16, device)
             scales = list(self.scale.split(self.sizes))
         for lin, block, scale in zip(self.linears, blocks, scales):
             lin._parameters["weight"] = nn.Parameter(block, requires_grad=False)

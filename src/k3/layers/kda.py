@@ -105,7 +105,7 @@ class KimiDeltaAttention(nn.Module):
             at = (x[:, t:t + 1] if rows is None else x[rows, t:t + 1] for x in inputs)
             return kda_step(*at, weights, rec, tails, index, scale)
 
-        return state.run_window(group.seqs, group.index.shape[1], step, self._zero_state(q))
+        return state.run_window(group.seqs, group.tokens, step, self._zero_state(q))
 
     def _direct(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None) -> torch.Tensor | None:
         """Every sequence decoding one token on its state: forward's native kernels called in forward's
@@ -159,7 +159,7 @@ class KimiDeltaAttention(nn.Module):
             if group.window:
                 group.put(o, self._window(group, q, k, v, g, beta, state))
                 continue
-            if group.index.shape[1] == 1:
+            if group.tokens == 1:
                 group.put(o, self._decode(group, q, k, v, g, beta, state))
                 continue
             initial, tails = state.gather(group.seqs) if state is not None else (None, None)

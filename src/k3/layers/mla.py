@@ -133,7 +133,7 @@ class GatedMLA(nn.Module):
             paged = cache.append_decode(decode.seqs, decode.take(c_kv)[:, 0], decode.take(k_x)[:, 0])
             decode.put(o, self._paged(decode.take(q)[:, 0], paged, w_uk, w_uv).unsqueeze(1))
         for window in batch.window_groups() if cache is not None else ():
-            b, T = window.index.shape
+            b, T = len(window.seqs), window.tokens
             paged = cache.append_window(window.seqs, window.take(c_kv), window.take(k_x))
             q_w = window.take(q).reshape(b * T, H, self.nope + self.extra)
             window.put(o, self._paged(q_w, paged, w_uk, w_uv).view(b, T, H, self.v_dim))
@@ -142,7 +142,7 @@ class GatedMLA(nn.Module):
             if cache is not None:
                 c_all, kx_all, offset = cache.extend(group.seqs, c_all, kx_all)
             # Without a cache a single token attends in the latent space; a longer segment expands K/V once.
-            core = mla_absorbed if group.index.shape[1] == 1 else mla_sdpa
+            core = mla_absorbed if group.tokens == 1 else mla_sdpa
             q_g = group.take(q)
             group.put(o, core(q_g[..., :self.nope], q_g[..., self.nope:], c_all, kx_all, w_uk, w_uv, self.scale, offset))
         o = o.reshape(N, H * self.v_dim)

@@ -16,7 +16,9 @@ from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, WeightOnly
 from k3.layers.batch import ForwardBatch
 from k3.layers.state import KDAStateView, MLACacheView, StateSpec, new_layer_states, state_spec
+from k3.layers.direct import Taken
 from k3.model.block import DecoderLayer
+from k3.model.direct_token import TokenDecodeStep, bind_token_step, decode_token
 from k3.ops.attnres import attn_res
 from k3.ops.dispatch import direct_kernels
 from k3.ops.linear import linear
@@ -98,8 +100,19 @@ class K3ForCausalLM(nn.Module):
     def forward_batch(self, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
                       logits_index: torch.Tensor | None = None) -> torch.Tensor:
         """The engine's entry: packed ids [N] -> logits [len(logits_index), vocab] (all N if None)."""
+        direct = self._direct(input_ids, batch, layer_states, logits_index)
+        if direct is not None:
+            return direct
         h = self.model(input_ids, batch, self.compute_dtype, layer_states)
         return self.logits(h if logits_index is None else h[logits_index])
+
+    def _direct(self, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
+                logits_index: torch.Tensor | None) -> torch.Tensor | None:
+        """A batch of decode rows as one native call (model/direct_token.py), or None where the layers run."""
+        return decode_token(self, input_ids, batch, layer_states, logits_index)
+
+    def _bind_token(self, take: Taken) -> TokenDecodeStep | None:
+        return bind_token_step(self, take)
 
     def forward(self, input_ids: torch.Tensor, state: K3State | None = None, logits_to_keep: int = 0) -> torch.Tensor:
         """input_ids [B, T] int -> logits [B, T, vocab] in compute_dtype. With `state`, continues it.
@@ -109,8 +122,9 @@ class K3ForCausalLM(nn.Module):
             raise ValueError(f"input_ids must be [batch, tokens], got shape {tuple(input_ids.shape)}")
         B, T = input_ids.shape
         vocab = self.config.vocab_size
-        if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab):
-            raise ValueError(f"token ids must be in [0, {vocab}), got min {int(input_ids.min())} max {int(input_ids.max())}")
+        low, high = _id_range(input_ids)
+        if input_ids.numel() and (low < 0 or high >= vocab):
+            raise ValueError(f"token ids must be in [0, {vocab}), got min {low} max {high}")
         if state is not None and state.batch_size not in (None, B):
             raise ValueError(f"state holds {state.batch_size} sequences but input_ids has {B}")
         if logits_to_keep < 0:
@@ -123,3 +137,14 @@ class K3ForCausalLM(nn.Module):
         if state is not None:
             state.num_tokens += T
         return logits.view(B, keep, -1)
+
+
+def _id_range(ids: torch.Tensor) -> tuple[int, int]:
+    """(min, max) of a non-empty id tensor. A decode step's few ids go through a Python list: two cold
+    ATen reductions and their reads back cost about 30 us of a decode token."""
+    if ids.numel() == 0:
+        return 0, 0
+    if ids.numel() <= 64:
+        flat = ids.reshape(-1).tolist()
+        return min(flat), max(flat)
+    return int(ids.min()), int(ids.max())

@@ -25,6 +25,7 @@ from k3.layers.fused import fuse_inputs
 from k3.model.int8_load import check_stored_scales, int8_weights, quantise_into, quantised
 from k3.model.k3 import K3ForCausalLM
 from k3.model.streaming import attach_streamed_experts, attach_streamed_trunk, memory_plan
+from k3.ops import huge_pages
 from k3.ops.mxfp4 import MXFP4FormatError, check_scales
 
 # Recurrent-gate and small parameters the official code keeps in fp32 whatever the model dtype.
@@ -108,7 +109,27 @@ def _load_one(model, banks, reader, spec: TensorSpec, storage, device) -> None:
         slot = _expert_slot(banks[match.group(1)], int(match.group(2)), match.group(3), match.group(4))
         _fill_expert(reader, spec, slot)
     else:
-        _assign(model, spec.name, _convert(spec.name, reader.get(spec.name), storage, device), model.config)
+        t = _read_onto_huge_pages(reader, spec, storage, device)
+        if t is None:
+            t = _convert(spec.name, reader.get(spec.name), storage, device)
+        _assign(model, spec.name, t, model.config)
+
+
+def _read_onto_huge_pages(reader: CheckpointReader, spec: TensorSpec, storage, device) -> torch.Tensor | None:
+    """A tensor kept as stored (storage None, no fp32 rule) of at least a huge page, read with positioned
+    reads onto huge pages where the system has them (ops/huge_pages.py: every decode token reads it,
+    and the shard map's 4 KB pages cost TLB misses), without mapping the shard; else None."""
+    shape, stored = reader.info(spec.name)
+    dtype = TRUNK_DTYPES.get(stored)
+    if (storage is not None or device.type != "cpu" or dtype is None or spec.name.endswith(FP32_SUFFIXES)
+            or _is_int8_scale(spec.name)):
+        return None
+    nbytes = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
+    if not huge_pages.worth_it(nbytes):
+        return None
+    out = huge_pages.empty(shape, dtype)
+    reader.read_into(spec.name, out)
+    return out
 
 
 def _check_names(reader: CheckpointReader, specs: list[TensorSpec]) -> None:
@@ -210,11 +231,11 @@ def _allocate_banks(model: K3ForCausalLM, device: torch.device, storage: torch.d
     for name, module in model.named_modules():
         if isinstance(module, PackedExperts):
             for buf_name, buf in list(module.named_buffers(recurse=False)):
-                module._buffers[buf_name] = torch.empty(buf.shape, dtype=torch.uint8, device=device)
+                module._buffers[buf_name] = huge_pages.empty(buf.shape, torch.uint8, device)
         elif isinstance(module, DenseExperts):
             stored = TORCH_FLOATS[reader.info(f"{name}.0.w1.weight")[1]] if storage is None else storage
             for p_name, p in list(module.named_parameters(recurse=False)):
-                data = torch.empty(p.shape, dtype=stored, device=device)
+                data = huge_pages.empty(p.shape, stored, device)
                 module._parameters[p_name] = nn.Parameter(data, requires_grad=False)
         else:
             continue

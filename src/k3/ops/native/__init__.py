@@ -37,7 +37,7 @@ FUNCTIONS = ["set_simd", "set_gemv_sequential", "set_prefetch_nta", "set_int8_ac
              "attn_res_mix", "attn_res_mix_weights", "rms_norm_rows", "gated_rms_norm_rows", "kda_gates_rows", "moe_route_rows", "glu_rows",
              "kda_decode_step", "moe_decode_step", "mla_decode_step",
              "mlp_decode_step", "attn_res_norm_rows",
-             "layer_decode", "set_part_timing", "part_seconds", "objects_held"]
+             "layer_decode", "token_decode", "set_part_timing", "part_seconds", "objects_held"]
 CFLAGS = ["-O3", "-ffp-contract=off", "-fopenmp"]
 MAX_ROWS = 32  # measured: above ~32-48 rows, dequantise-then-GEMM (compute bound) wins
 SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}

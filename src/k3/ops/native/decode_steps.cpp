@@ -217,3 +217,44 @@ torch::Tensor layer_decode(torch::Tensor h, std::vector<torch::Tensor> bank, pyb
   PartTimer timer(kLayerCall);
   return run_layer(h, bank, layer);
 }
+
+// Rows ids [N] (int64) of an embedding table [V, D] (bf16 or fp32) as fp32 [N, D]: the bf16 bits become
+// each value's high half, exactly as table[ids].to(float32).
+torch::Tensor embed_rows(const torch::Tensor& table, const torch::Tensor& ids) {
+  TORCH_CHECK(table.dim() == 2 && table.is_contiguous() &&
+                  (table.scalar_type() == torch::kBFloat16 || table.scalar_type() == torch::kFloat32),
+              "embedding table must be contiguous bf16 or fp32 [vocab, hidden]");
+  TORCH_CHECK(ids.dim() == 1 && ids.scalar_type() == torch::kLong && ids.is_contiguous(), "ids must be contiguous int64 [N]");
+  const int64_t N = ids.size(0), V = table.size(0), D = table.size(1);
+  const int64_t* id = ids.data_ptr<int64_t>();
+  for (int64_t n = 0; n < N; ++n) TORCH_CHECK(id[n] >= 0 && id[n] < V, "token id ", id[n], " out of range [0, ", V, ")");
+  if (table.scalar_type() == torch::kFloat32) return table.index_select(0, ids);
+  auto out = torch::empty({N, D}, table.options().dtype(torch::kFloat32));
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(table.data_ptr<at::BFloat16>());
+  uint32_t* dst = reinterpret_cast<uint32_t*>(out.data_ptr<float>());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t d = 0; d < D; ++d) dst[n * D + d] = static_cast<uint32_t>(src[id[n] * D + d]) << 16;
+  return out;
+}
+
+// A whole model's decode step for N sequences of one new token each, in the order the Python forward runs
+// (so the same bits): the embedding rows, every layer as layer_decode runs it (the AttnRes bank carried
+// from layer to layer), the output AttnRes mix and final norm (attn_res_norm_rows), the rows `rows` of
+// that (all when empty), and the vocabulary projection (head, scale as gemv takes them).
+// layers: each as layer_decode takes it; output: the mix's norm and proj weights, then the final norm's;
+// eps: the mix's and the final norm's.
+torch::Tensor token_decode(torch::Tensor ids, torch::Tensor embed, std::vector<pybind11::tuple> layers,
+                           std::vector<torch::Tensor> output, std::vector<double> eps, torch::Tensor head,
+                           torch::Tensor head_scale, torch::Tensor rows) {
+  TORCH_CHECK(output.size() == 3 && eps.size() == 2, "token step: 3 output weights (mix norm, mix proj, norm) and 2 epsilons");
+  torch::Tensor h = embed_rows(embed, ids);
+  Tensors bank;
+  for (const auto& layer : layers) {
+    PartTimer timer(kLayerCall);
+    h = run_layer(h, bank, layer);
+  }
+  bank.push_back(h);
+  auto x = attn_res_norm_rows(bank, output[0], output[1], eps[0], output[2], eps[1]);
+  if (rows.numel() > 0) x = x.index_select(0, rows);
+  return head_scale.numel() == 0 ? bf16_linear(x, head) : int8_linear(x, head, head_scale);
+}

@@ -162,7 +162,7 @@ K3_AVX512_VNNI void dot_int8_vnni_rows(const uint8_t* packed, const uint8_t* sca
     for (int r = 0; r < R; ++r) {
       const uint8_t* p = packed + r * ps + b * 64;
       prefetch_ahead<kPrefetchMxfp4>(p);
-      if (r + kInt8AheadRows < rows_left) _mm_prefetch(reinterpret_cast<const char*>(p + kInt8AheadRows * ps), _MM_HINT_T1);
+      if (r + kInt8AheadRows < rows_left) prefetch_far(p + kInt8AheadRows * ps);
       const __m512i v = _mm512_loadu_si512(p);
       __m512i dot = _mm512_dpbusd_epi32(bias, _mm512_shuffle_epi8(lut, _mm512_and_si512(v, low4)), lo);
       dot = _mm512_dpbusd_epi32(dot, _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4)), hi);

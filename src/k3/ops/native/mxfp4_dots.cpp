@@ -207,8 +207,9 @@ K3_AVX512 void dot4_mxfp4_avx512(const uint8_t* packed, const uint8_t* scale, co
 // two accumulator chains leave the FMA latency exposed, eight independent ones keep the units busy.
 // Each row's groups go through group_avx512 in the one-row order, so its result is the same bits.
 // Besides the near prefetch, the row kOuts4L2Rows ahead (of the rows_left from this one to the end of
-// W) is prefetched into L2 at the same column: from DRAM an expert layer of compare.py's checkpoint
-// took 8-12 % less (about 840 against 910 us, alternating runs), from cache the same.
+// W) is prefetched at the same column (prefetch_far: into L2, or non-temporally): from DRAM an expert
+// layer of compare.py's checkpoint took 8-12 % less (about 840 against 910 us, alternating runs), from
+// cache the same.
 constexpr int64_t kOuts4L2Rows = 16;
 K3_AVX512 void dot_mxfp4_avx512_outs4(const uint8_t* packed, const uint8_t* scale, const float* x_split, int64_t K,
                                       int64_t rows_left, float* out) {
@@ -221,8 +222,7 @@ K3_AVX512 void dot_mxfp4_avx512_outs4(const uint8_t* packed, const uint8_t* scal
     for (int r = 0; r < 4; ++r) {
       const uint8_t* p = packed + r * ps + g * 16;
       if ((g & 3) == 0) prefetch_ahead<kPrefetchMxfp4>(p);
-      if ((g & 3) == 0 && r + kOuts4L2Rows < rows_left)
-        _mm_prefetch(reinterpret_cast<const char*>(p + kOuts4L2Rows * ps), _MM_HINT_T1);
+      if ((g & 3) == 0 && r + kOuts4L2Rows < rows_left) prefetch_far(p + kOuts4L2Rows * ps);
       a0[r] = group_avx512(p, scale[r * ss + g], x_split + g * 32, lut, a0[r]);
       a1[r] = group_avx512(p + 16, scale[r * ss + g + 1], x_split + g * 32 + 32, lut, a1[r]);
     }
