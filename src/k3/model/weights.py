@@ -29,6 +29,7 @@ from k3.ops import huge_pages
 from k3.ops.mxfp4 import MXFP4FormatError, check_scales
 
 # Recurrent-gate and small parameters the official code keeps in fp32 whatever the model dtype.
+EMBEDDING = "model.embed_tokens.weight"   # read by row, from the shard's map (not onto huge pages)
 FP32_SUFFIXES = ("A_log", "dt_bias", "conv1d.weight", "o_norm.weight", "e_score_correction_bias")
 EXPERT_NAME = re.compile(r"(.*\.block_sparse_moe)\.experts\.(\d+)\.(w[123])\.(weight_packed|weight_scale|weight)$")
 
@@ -109,7 +110,8 @@ def _load_one(model, banks, reader, spec: TensorSpec, storage, device) -> None:
         slot = _expert_slot(banks[match.group(1)], int(match.group(2)), match.group(3), match.group(4))
         _fill_expert(reader, spec, slot)
     else:
-        t = _read_onto_huge_pages(reader, spec, storage, device)
+        by_row = spec.name == EMBEDDING and not model.config.tie_word_embeddings
+        t = None if by_row else _read_onto_huge_pages(reader, spec, storage, device)
         if t is None:
             t = _convert(spec.name, reader.get(spec.name), storage, device)
         _assign(model, spec.name, t, model.config)
@@ -118,7 +120,9 @@ def _load_one(model, banks, reader, spec: TensorSpec, storage, device) -> None:
 def _read_onto_huge_pages(reader: CheckpointReader, spec: TensorSpec, storage, device) -> torch.Tensor | None:
     """A tensor kept as stored (storage None, no fp32 rule) of at least a huge page, read with positioned
     reads onto huge pages where the system has them (ops/huge_pages.py: every decode token reads it,
-    and the shard map's 4 KB pages cost TLB misses), without mapping the shard; else None."""
+    and the shard map's 4 KB pages cost TLB misses), without mapping the shard; else None. Not the
+    untied embedding table: a token reads one row of it, from its memory map (the memory plan counts
+    it apart)."""
     shape, stored = reader.info(spec.name)
     dtype = TRUNK_DTYPES.get(stored)
     if (storage is not None or device.type != "cpu" or dtype is None or spec.name.endswith(FP32_SUFFIXES)

@@ -49,12 +49,15 @@ def empty(shape, dtype: torch.dtype, device: torch.device | str = "cpu") -> torc
     nbytes = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
     if torch.device(device).type != "cpu" or not worth_it(nbytes):
         return torch.empty(shape, dtype=dtype, device=device)
-    size = -(-nbytes // HUGE_PAGE) * HUGE_PAGE
-    region = mmap.mmap(-1, size + HUGE_PAGE, flags=mmap.MAP_PRIVATE)   # anonymous (private: shared memory is
-    # shmem, which transparent huge pages treat apart), page aligned; one huge page of slack to align
+    # Anonymous and private (shared memory is shmem, which transparent huge pages treat apart), page
+    # aligned, with a huge page of slack to start on a huge-page boundary; the slack is never touched.
+    region = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE)
     raw = torch.frombuffer(region, dtype=torch.uint8)   # keeps `region` alive as long as any view of it
     start = -raw.data_ptr() % HUGE_PAGE
-    region.madvise(mmap.MADV_HUGEPAGE, start, size)
+    # Whole huge pages only: a last partial one stays on 4 KB pages rather than commit up to 2 MB unused.
+    whole = nbytes // HUGE_PAGE * HUGE_PAGE
+    if whole:
+        region.madvise(mmap.MADV_HUGEPAGE, start, whole)
     return raw[start:start + nbytes].view(dtype).view(shape)
 
 
