@@ -1,7 +1,8 @@
 """Paged MLA cache: per MLA layer one pool of rows [num_blocks * block_size, R + Dr] holding the
 normalised latent c_kv and the shared extra key k_x of each cached token (576 values in K3).
 A sequence's block table maps its token position p to row table[p // bs] * bs + p % bs.
-Rows are written before they are read, so pools start uninitialised (untouched memory)."""
+Rows are written before they are read, so pools start uninitialised (untouched memory; touched in 2 MB
+pages where the system has them: ops/huge_pages.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import torch
 
 from k3.engine.cache.step_index import StepIndex
 from k3.layers.state import StateSpec
+from k3.ops import huge_pages
 from k3.ops.mla import PagedLatents
 
 
@@ -16,7 +18,7 @@ class BlockPool:
     def __init__(self, spec: StateSpec, num_blocks: int, block_size: int, dtype: torch.dtype, device: torch.device):
         self.num_blocks, self.block_size, self.rank = num_blocks, block_size, spec.mla_rank
         width = spec.mla_rank + spec.mla_extra
-        self.pools = {i: torch.empty(num_blocks * block_size, width, dtype=dtype, device=device) for i in spec.mla_layers}
+        self.pools = {i: huge_pages.empty((num_blocks * block_size, width), dtype, device) for i in spec.mla_layers}
 
     def view(self, layer: int, step: StepIndex) -> "PagedMLAView":
         return PagedMLAView(self.pools[layer], step, self.rank)

@@ -1,7 +1,8 @@
 """KDA state in slots: per KDA layer, a [num_slots, H, K, V] fp32 recurrent tensor and three conv-tail
 tensors [num_slots, K_conv-1, P]. A sequence owns one slot index for its whole life (the allocator
-says which). Memory is touched only as slots are used; the runner zeroes a slot when a new sequence
-takes it."""
+says which). Memory is touched only as slots are used (in 2 MB pages where the system has them:
+ops/huge_pages.py; a decode step reads and writes every running sequence's state); the runner zeroes
+a slot when a new sequence takes it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import torch
 
 from k3.engine.cache.step_index import StepIndex
 from k3.layers.state import StateSpec
+from k3.ops import huge_pages
 
 
 class SlotPool:
@@ -16,7 +18,7 @@ class SlotPool:
         self.num_slots = num_slots
         shape = (num_slots, spec.kda_heads, spec.kda_key_dim, spec.kda_value_dim)
         tail = (num_slots, spec.conv_tail, spec.kda_channels)
-        self.recurrent = {i: torch.empty(shape, dtype=torch.float32, device=device) for i in spec.kda_layers}
+        self.recurrent = {i: huge_pages.empty(shape, torch.float32, device) for i in spec.kda_layers}
         self.tails = {i: tuple(torch.empty(tail, dtype=tail_dtype, device=device) for _ in range(3))
                       for i in spec.kda_layers}
 
