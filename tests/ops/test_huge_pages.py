@@ -86,3 +86,12 @@ def test_the_loader_puts_weights_on_huge_pages_with_the_same_values(tiny_checkpo
     ids = torch.tensor([[3, 17, 40, 9]])
     with torch.inference_mode():
         assert torch.equal(plain(ids), huge(ids))
+
+
+def test_a_refused_mapping_falls_back_to_plain_memory(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(huge_pages.mmap, "mmap", refuse)
+    t = huge_pages.empty((3 << 20,), torch.uint8)
+    assert t.shape == (3 << 20,) and t.untyped_storage().nbytes() == 3 << 20

@@ -51,7 +51,10 @@ def empty(shape, dtype: torch.dtype, device: torch.device | str = "cpu") -> torc
         return torch.empty(shape, dtype=dtype, device=device)
     # Anonymous and private (shared memory is shmem, which transparent huge pages treat apart), page
     # aligned, with a huge page of slack to start on a huge-page boundary; the slack is never touched.
-    region = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE)
+    try:
+        region = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=mmap.MAP_PRIVATE)
+    except OSError:   # a mapping limit (vm.max_map_count, an address-space cap): plain memory still may fit
+        return torch.empty(shape, dtype=dtype, device=device)
     raw = torch.frombuffer(region, dtype=torch.uint8)   # keeps `region` alive as long as any view of it
     start = -raw.data_ptr() % HUGE_PAGE
     # Whole huge pages only: a last partial one stays on 4 KB pages rather than commit up to 2 MB unused.
