@@ -95,3 +95,18 @@ def test_a_refused_mapping_falls_back_to_plain_memory(monkeypatch):
     monkeypatch.setattr(huge_pages.mmap, "mmap", refuse)
     t = huge_pages.empty((3 << 20,), torch.uint8)
     assert t.shape == (3 << 20,) and t.untyped_storage().nbytes() == 3 << 20
+
+
+def test_an_fp32_load_converts_onto_huge_pages(tiny_checkpoint, monkeypatch, fresh_availability):
+    """dtype=torch.float32 widens every float weight: the converted copies land on huge pages too."""
+    monkeypatch.setenv("K3_HUGE_PAGES", "0")
+    plain = k3.load(tiny_checkpoint, dtype=torch.float32)
+    huge_pages.available.cache_clear()
+    monkeypatch.delenv("K3_HUGE_PAGES")
+    monkeypatch.setattr(huge_pages, "worth_it", lambda nbytes: nbytes >= 4096 and huge_pages.available())
+    huge = k3.load(tiny_checkpoint, dtype=torch.float32)
+    a, b = plain.state_dict(), huge.state_dict()
+    for name in a:
+        assert a[name].dtype == b[name].dtype and torch.equal(a[name], b[name]), name
+    if huge_pages.available():
+        assert _on_a_huge_page_boundary(b["lm_head.weight"]) and b["lm_head.weight"].dtype == torch.float32

@@ -113,7 +113,7 @@ def _load_one(model, banks, reader, spec: TensorSpec, storage, device) -> None:
         by_row = spec.name == EMBEDDING and not model.config.tie_word_embeddings
         t = None if by_row else _read_onto_huge_pages(reader, spec, storage, device)
         if t is None:
-            t = _convert(spec.name, reader.get(spec.name), storage, device)
+            t = _convert(spec.name, reader.get(spec.name), storage, device, huge=not by_row)
         _assign(model, spec.name, t, model.config)
 
 
@@ -187,10 +187,12 @@ def _fill_expert(reader: CheckpointReader, spec: TensorSpec, slot: torch.Tensor)
             raise CheckpointError(str(e), file=file, tensor=stored) from None
 
 
-def _convert(name: str, t: torch.Tensor, storage: torch.dtype | None, device: torch.device) -> torch.Tensor:
+def _convert(name: str, t: torch.Tensor, storage: torch.dtype | None, device: torch.device,
+             huge: bool = False) -> torch.Tensor:
     """Apply the dtype rules. With storage None, tensors kept as stored stay views of the shard's
-    memory map (lazy, file-backed); otherwise results never alias the map, so it can be released.
-    An int8 trunk's codes and scales stay as stored whatever the storage dtype (its kernels read them)."""
+    memory map (lazy, file-backed); otherwise results never alias the map, so it can be released
+    (with `huge`, a result of 2 MB or more lands on huge pages: ops/huge_pages.py). An int8 trunk's
+    codes and scales stay as stored whatever the storage dtype (its kernels read them)."""
     if t.dtype == torch.int8 or _is_int8_scale(name):
         target = t.dtype
         if _is_int8_scale(name):
@@ -199,6 +201,11 @@ def _convert(name: str, t: torch.Tensor, storage: torch.dtype | None, device: to
         target = torch.float32 if storage is None else torch.promote_types(storage, torch.float32)
     else:
         target = storage or t.dtype
+    if (huge and storage is not None and device.type == "cpu"
+            and huge_pages.worth_it(t.numel() * torch.empty((), dtype=target).element_size())):
+        out = huge_pages.empty(t.shape, target)
+        out.copy_(t)
+        return out
     out = t.to(device=device, dtype=target)
     if storage is not None and out.data_ptr() == t.data_ptr():
         out = out.clone()
