@@ -11,7 +11,6 @@ slot memory and report timings.
 
 from __future__ import annotations
 
-import mmap
 import threading
 import time
 from collections import OrderedDict, deque
@@ -26,6 +25,7 @@ from k3.checkpoint.errors import CheckpointError
 from k3.offload.extents import ExpertExtent
 from k3.offload.io import SlotReader
 from k3.offload.stats import StoreStats
+from k3.ops import huge_pages
 
 Key = tuple[int, int]  # (layer, expert)
 ALIGN = 4096
@@ -40,7 +40,7 @@ class ExpertStore:
         largest = max(x.nbytes for x in extents.values())
         self.stride = -(-(largest + 2 * ALIGN) // ALIGN) * ALIGN
         self.num_slots = slots
-        self._arena = mmap.mmap(-1, slots * self.stride)  # page-aligned, reused for the store's lifetime
+        self._arena = huge_pages.anonymous(slots * self.stride)  # page-aligned, reused for the store's lifetime
         self.buffer = torch.frombuffer(self._arena, dtype=torch.uint8)
         self.reader = SlotReader(Path(root), memoryview(self._arena), direct_io, ALIGN)
         self.stats = StoreStats(slots=slots, slot_bytes=self.stride)

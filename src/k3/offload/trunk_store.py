@@ -13,7 +13,6 @@ when its bytes are not there (an aborted step, a layer called out of turn).
 
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 import time
@@ -27,6 +26,7 @@ from k3.checkpoint.paths import member_path
 from k3.checkpoint.reader import TRUNK_DTYPES
 from k3.offload.io import open_for_reads, pread_exact
 from k3.offload.trunk import PAGE, TrunkPart, region_bytes
+from k3.ops import huge_pages
 
 CHUNK = 8 << 20  # bytes per positioned read: enough in flight to keep an NVMe queue busy
 
@@ -55,7 +55,7 @@ class TrunkStore:
         self.layouts = {layer: _layout(parts) for layer, parts in extents.items()}
         self.num_arenas = max(1, min(arenas, len(self.order)))
         size = max((end for _, end in self.layouts.values()), default=PAGE)
-        self._arenas = [mmap.mmap(-1, size) for _ in range(self.num_arenas)]
+        self._arenas = [huge_pages.anonymous(size) for _ in range(self.num_arenas)]
         buffers = [torch.frombuffer(a, dtype=torch.uint8) for a in self._arenas]
         self.tensors = {layer: {p.name: _view(buffers[self._arena(layer)], p, start) for p, start in places}
                         for layer, (places, _) in self.layouts.items()}

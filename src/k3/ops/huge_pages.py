@@ -64,6 +64,19 @@ def empty(shape, dtype: torch.dtype, device: torch.device | str = "cpu") -> torc
     return raw[start:start + nbytes].view(dtype).view(shape)
 
 
+def anonymous(nbytes: int) -> mmap.mmap:
+    """A private anonymous mapping of nbytes (page aligned, zero on first touch) for weights read into
+    it as they are needed (the expert store's slots, the streamed trunk's arenas), advised onto huge
+    pages where `available`: the kernel backs its 2 MB-aligned stretches with them. Python's mmap
+    default would be shared memory, which transparent huge pages treat apart (shmem)."""
+    if not hasattr(mmap, "MAP_PRIVATE"):   # not a POSIX system: its plain anonymous mapping
+        return mmap.mmap(-1, nbytes)
+    region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE)
+    if nbytes >= HUGE_PAGE and available():
+        region.madvise(mmap.MADV_HUGEPAGE)
+    return region
+
+
 def copy_of(t: torch.Tensor) -> torch.Tensor:
     """A contiguous copy of CPU tensor t on huge pages (t itself where `worth_it` says no)."""
     if t.device.type != "cpu" or not worth_it(t.numel() * t.element_size()):
