@@ -43,6 +43,9 @@ class StepIndex:
     def window(self, seqs: list[int], T: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(block tables [b*T, max_blocks] int32, lengths [b*T] int32, new-token rows [b*T] long) for
         verify windows of T positions: row i*T + t is sequence seqs[i] at position context + t."""
+        if T == 1:
+            return self._cached(("window", tuple(seqs), 1), lambda: self._decode(seqs))
+
         def make():
             ctx = torch.tensor([self.context_lens[s] for s in seqs], dtype=torch.long, device=self.device)
             pos = (ctx.unsqueeze(1) + torch.arange(T, device=self.device)).reshape(-1)
@@ -52,3 +55,16 @@ class StepIndex:
                 + pos % self.block_size
             return tables, (pos + 1).to(torch.int32), new_rows
         return self._cached(("window", tuple(seqs), T), make)
+
+    def _decode(self, seqs: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """window(seqs, 1), a decode step's, from the positions as Python ints: the same three tensors
+        with one indexing op and two small tensors instead of a dozen ops (each costs tens of µs on a
+        decode step, after the weight streams have evicted ATen's working set)."""
+        ctx = [self.context_lens[s] for s in seqs]
+        bs = self.block_size
+        used = -(-(max(ctx) + 1) // bs)
+        tables = self.block_tables[self.slot_index(seqs), :used]
+        lens = torch.tensor([c + 1 for c in ctx], dtype=torch.int32, device=self.device)
+        rows = torch.tensor([self.blocks[s][c // bs] * bs + c % bs for s, c in zip(seqs, ctx)], dtype=torch.long,
+                            device=self.device)
+        return tables, lens, rows
