@@ -154,3 +154,28 @@ def test_part_timing_splits_the_layer_steps_wall_time(tiny_checkpoint):
     assert all(v > 0 for v in parts.values())
     assert inner <= parts["layer_decode"]
     assert kernels.set_part_timing(False) is False and kernels.part_seconds()["gemv"] == 0.0, "off zeroes the totals"
+
+
+def test_whole_token_step_keeps_the_rows_logits_index_asks_for(tiny_checkpoint, monkeypatch):
+    """forward_batch's logits_index on a decode batch: a subset in any order, or none, as the layers give."""
+    from k3.layers.batch import ForwardBatch
+
+    model = k3.load(tiny_checkpoint)
+    counts = _count_direct(monkeypatch)
+    results = {}
+    for whole_token in (True, False):
+        if not whole_token:
+            monkeypatch.setattr(K3ForCausalLM, "_direct", lambda self, *a: None)
+        with torch.inference_mode():
+            state = model.new_state(3)
+            model(IDS, state)
+            out = []
+            for index in (torch.tensor([2, 0]), torch.tensor([1, 1, 2]), torch.zeros(0, dtype=torch.long), None):
+                batch = ForwardBatch.uniform(3, 1, state.num_tokens)
+                out.append(model.forward_batch(torch.tensor([5, 9, 1]), batch, state.layers, index))
+                state.num_tokens += 1
+        results[whole_token] = out
+    assert counts["K3ForCausalLM"] == 3, "the empty index falls back to the layers"
+    for a, b in zip(results[True], results[False]):
+        assert a.shape == b.shape and torch.equal(a, b)
+    assert results[True][2].shape == (0, model.config.vocab_size)

@@ -85,7 +85,8 @@ def decode_token(model, input_ids: torch.Tensor, batch: ForwardBatch, layer_stat
     dtype, autograd, `reference_only()`, weights the native steps do not read as they are)."""
     N = input_ids.shape[0]
     if (layer_states is None or model.compute_dtype != torch.float32 or N > MAX_ROWS or N != batch.num_seqs
-            or input_ids.dtype != torch.long or not input_ids.is_cpu):
+            or input_ids.dtype != torch.long or not input_ids.is_cpu
+            or (logits_index is not None and logits_index.numel() == 0)):   # token_decode: empty means all rows
         return None
     decode = batch.decode_group()
     if decode is None or not decode.whole:
