@@ -161,21 +161,47 @@ def test_whole_token_step_keeps_the_rows_logits_index_asks_for(tiny_checkpoint, 
     from k3.layers.batch import ForwardBatch
 
     model = k3.load(tiny_checkpoint)
+
+    def decode(state) -> list[torch.Tensor]:
+        out = []
+        for index in (torch.tensor([2, 0]), torch.tensor([1, 1, 2]), torch.zeros(0, dtype=torch.long), None):
+            batch = ForwardBatch.uniform(3, 1, state.num_tokens)
+            out.append(model.forward_batch(torch.tensor([5, 9, 1]), batch, state.layers, index))
+            state.num_tokens += 1
+        return out
+
+    counts, token, layers = _token_then_layers(model, monkeypatch, IDS, decode)
+    assert counts["K3ForCausalLM"] == 3, "the empty index falls back to the layers"
+    for a, b in zip(token, layers):
+        assert a.shape == b.shape and torch.equal(a, b)
+    assert token[2].shape == (0, model.config.vocab_size)
+
+
+def _token_then_layers(model, monkeypatch, prompt: torch.Tensor, decode) -> tuple[dict, list, list]:
+    """(fast-path counts, decode(state) with the whole-token step, decode(state) with a call a layer), each
+    on a fresh state that has read `prompt` [B, T]."""
     counts = _count_direct(monkeypatch)
-    results = {}
+    results = []
     for whole_token in (True, False):
         if not whole_token:
             monkeypatch.setattr(K3ForCausalLM, "_direct", lambda self, *a: None)
         with torch.inference_mode():
-            state = model.new_state(3)
-            model(IDS, state)
-            out = []
-            for index in (torch.tensor([2, 0]), torch.tensor([1, 1, 2]), torch.zeros(0, dtype=torch.long), None):
-                batch = ForwardBatch.uniform(3, 1, state.num_tokens)
-                out.append(model.forward_batch(torch.tensor([5, 9, 1]), batch, state.layers, index))
-                state.num_tokens += 1
-        results[whole_token] = out
-    assert counts["K3ForCausalLM"] == 3, "the empty index falls back to the layers"
-    for a, b in zip(results[True], results[False]):
-        assert a.shape == b.shape and torch.equal(a, b)
-    assert results[True][2].shape == (0, model.config.vocab_size)
+            state = model.new_state(prompt.shape[0])
+            model(prompt, state)
+            results.append(decode(state))
+    return counts, *results
+
+
+def test_whole_token_step_with_a_tied_head(tmp_path, monkeypatch):
+    """A tied vocabulary projection (the embedding table as the head) takes the one-call step too, with
+    the layers' bits."""
+    import dataclasses
+
+    from k3.config.presets import tiny
+    from k3.testing.checkpoint import make_checkpoint
+
+    model = k3.load(make_checkpoint(tmp_path, dataclasses.replace(tiny(), tie_word_embeddings=True), seed=3))
+    counts, token, layers = _token_then_layers(
+        model, monkeypatch, IDS[:2, :3], lambda state: [model(torch.tensor([[t], [t + 1]]), state) for t in (5, 8, 11)])
+    assert counts["K3ForCausalLM"] == 3
+    assert all(torch.equal(a, b) for a, b in zip(token, layers))

@@ -25,7 +25,7 @@ from k3.ops.attnres import attn_res
 from k3.ops.dispatch import direct_kernels
 
 
-_ROW_WEIGHT_DTYPES = (torch.bfloat16, torch.float32)  # what the native row kernels read
+ROW_WEIGHT_DTYPES = (torch.bfloat16, torch.float32)  # what the native row kernels read
 
 
 class DecoderLayer(nn.Module):
@@ -91,7 +91,12 @@ class DecoderLayer(nn.Module):
         the native call, `self.self_attn.commit_direct(batch, state)`."""
         kernels = direct_kernels(h) if self.attn_res else None
         step = bound(self, self._bind_layer) if kernels is not None else None
-        attn = self.self_attn.step_args(step.attn, h, batch, state) if step is not None else None
+        return self.step_args(step, h, batch, state) if step is not None else None
+
+    def step_args(self, step: "LayerDecodeStep", x: torch.Tensor, batch: ForwardBatch, state) -> tuple | None:
+        """decode_args for a step bound already (the whole-token step binds every layer's with its own):
+        the attention's state added, or None where its step does not apply."""
+        attn = self.self_attn.step_args(step.attn, x, batch, state)
         return (self.block_start, step.rows.weights, step.rows.eps, attn, step.ffn) if attn is not None else None
 
     def _bind_layer(self, take: Taken) -> "LayerDecodeStep | None":
@@ -119,7 +124,7 @@ class DecoderLayer(nn.Module):
         """This layer's norm and AttnRes weights, when the native row kernels read them as they are."""
         names = ("input_layernorm", "post_attention_layernorm") + (
             ("self_attention_res_norm", "self_attention_res_proj", "mlp_res_norm", "mlp_res_proj") if self.attn_res else ())
-        weights = float_weights(take, self, names, _ROW_WEIGHT_DTYPES)
+        weights = float_weights(take, self, names, ROW_WEIGHT_DTYPES)
         if weights is None:
             return None
         return RowWeights(weights, [self.input_layernorm.eps, self.post_attention_layernorm.eps, self.eps])

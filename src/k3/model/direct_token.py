@@ -17,14 +17,13 @@ from dataclasses import dataclass
 
 import torch
 
-from k3.layers.basic import WeightOnly
 from k3.layers.batch import ForwardBatch
-from k3.layers.direct import Matrix, Taken, bound, float_weights, matrix
+from k3.layers.direct import Taken, bound, float_weights, matrix
+from k3.model.block import ROW_WEIGHT_DTYPES
 from k3.ops.attnres import attn_res
 from k3.ops.dispatch import MAX_ROWS, direct_kernels
 from k3.ops.norm import rms_norm
 
-_ROW_WEIGHT_DTYPES = (torch.bfloat16, torch.float32)
 _NO_ROWS = torch.empty(0, dtype=torch.long)   # token_decode: the logits of every row
 _NO_SCALE = torch.empty(0)                     # token_decode: a bf16 head
 
@@ -49,9 +48,11 @@ def bind_token_step(model, take: Taken) -> TokenDecodeStep | None:
     c = text.config
     if c.attn_res_block_size is None:
         return None
-    embed = take(take(text, "embed_tokens"), "weight")
-    if embed.dtype not in _ROW_WEIGHT_DTYPES or not embed.is_contiguous():
+    weights = float_weights(take, text, ("embed_tokens", "output_attn_res_norm", "output_attn_res_proj", "norm"),
+                            ROW_WEIGHT_DTYPES)
+    if weights is None:
         return None
+    embed, *output = weights
     layer_list = take(text, "layers")
     layers = []
     for i in range(len(layer_list)):
@@ -60,22 +61,14 @@ def bind_token_step(model, take: Taken) -> TokenDecodeStep | None:
         if step is None:
             return None
         layers.append((layer, step))
-    output = float_weights(take, text, ("output_attn_res_norm", "output_attn_res_proj", "norm"), _ROW_WEIGHT_DTYPES)
-    head = (matrix(take, model, "lm_head") if not c.tie_word_embeddings
-            else _bf16_weight(take, take(text, "embed_tokens")))
-    if output is None or head is None or head.scale is not None:
+    head = matrix(take, text, "embed_tokens") if c.tie_word_embeddings else matrix(take, model, "lm_head")
+    if head is None or head.scale is not None:
         return None
     like = torch.zeros(1, c.hidden_size, dtype=torch.float32)
     eps = [c.rms_norm_eps, text.norm.eps]
     if not (attn_res.use_native([like, like], output[0], output[1], eps[0]) and rms_norm.use_native(like, output[2], eps[1])):
         return None
     return TokenDecodeStep(embed, layers, output, eps, head.weight, like)
-
-
-def _bf16_weight(take: Taken, module: WeightOnly) -> Matrix | None:
-    """A tied head: the embedding table as the GEMV's matrix, when it is contiguous bf16."""
-    w = take(module, "weight")
-    return Matrix(w, None) if w.dtype == torch.bfloat16 and w.is_contiguous() else None
 
 
 def decode_token(model, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
@@ -97,10 +90,10 @@ def decode_token(model, input_ids: torch.Tensor, batch: ForwardBatch, layer_stat
         return None
     layers = []
     for (layer, layer_step), state in zip(step.layers, layer_states):
-        attn = layer.self_attn.step_args(layer_step.attn, step.like, batch, state)
-        if attn is None:
+        args = layer.step_args(layer_step, step.like, batch, state)
+        if args is None:
             return None
-        layers.append((layer.block_start, layer_step.rows.weights, layer_step.rows.eps, attn, layer_step.ffn))
+        layers.append(args)
     rows = _NO_ROWS if logits_index is None else logits_index
     logits = kernels.token_decode(input_ids.contiguous(), step.embed, layers, step.output, step.eps, step.head,
                                   _NO_SCALE, rows)

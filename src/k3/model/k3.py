@@ -123,7 +123,7 @@ class K3ForCausalLM(nn.Module):
         B, T = input_ids.shape
         vocab = self.config.vocab_size
         low, high = _id_range(input_ids)
-        if input_ids.numel() and (low < 0 or high >= vocab):
+        if low < 0 or high >= vocab:
             raise ValueError(f"token ids must be in [0, {vocab}), got min {low} max {high}")
         if state is not None and state.batch_size not in (None, B):
             raise ValueError(f"state holds {state.batch_size} sequences but input_ids has {B}")

@@ -201,11 +201,8 @@ def _convert(name: str, t: torch.Tensor, storage: torch.dtype | None, device: to
         target = torch.float32 if storage is None else torch.promote_types(storage, torch.float32)
     else:
         target = storage or t.dtype
-    if (huge and storage is not None and device.type == "cpu"
-            and huge_pages.worth_it(t.numel() * torch.empty((), dtype=target).element_size())):
-        out = huge_pages.empty(t.shape, target)
-        out.copy_(t)
-        return out
+    if huge and storage is not None:   # a copy either way: onto huge pages where huge_pages.empty puts it
+        return huge_pages.empty(t.shape, target, device).copy_(t)
     out = t.to(device=device, dtype=target)
     if storage is not None and out.data_ptr() == t.data_ptr():
         out = out.clone()

@@ -225,16 +225,11 @@ torch::Tensor embed_rows(const torch::Tensor& table, const torch::Tensor& ids) {
                   (table.scalar_type() == torch::kBFloat16 || table.scalar_type() == torch::kFloat32),
               "embedding table must be contiguous bf16 or fp32 [vocab, hidden]");
   TORCH_CHECK(ids.dim() == 1 && ids.scalar_type() == torch::kLong && ids.is_contiguous(), "ids must be contiguous int64 [N]");
-  const int64_t N = ids.size(0), V = table.size(0), D = table.size(1);
+  const int64_t N = ids.size(0), V = table.size(0);
   const int64_t* id = ids.data_ptr<int64_t>();
   for (int64_t n = 0; n < N; ++n) TORCH_CHECK(id[n] >= 0 && id[n] < V, "token id ", id[n], " out of range [0, ", V, ")");
-  if (table.scalar_type() == torch::kFloat32) return table.index_select(0, ids);
-  auto out = torch::empty({N, D}, table.options().dtype(torch::kFloat32));
-  const uint16_t* src = reinterpret_cast<const uint16_t*>(table.data_ptr<at::BFloat16>());
-  uint32_t* dst = reinterpret_cast<uint32_t*>(out.data_ptr<float>());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t d = 0; d < D; ++d) dst[n * D + d] = static_cast<uint32_t>(src[id[n] * D + d]) << 16;
-  return out;
+  const auto picked = table.index_select(0, ids);
+  return table.scalar_type() == torch::kFloat32 ? picked : bf16_widen(picked);
 }
 
 // A whole model's decode step for N sequences of one new token each, in the order the Python forward runs
