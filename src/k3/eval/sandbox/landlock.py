@@ -1,7 +1,8 @@
 """Linux Landlock (kernel >= 5.13) through raw syscalls. After `restrict(workspace, readable)` this process
 and its children can write only under `workspace` (and /dev/null), read and execute only under
 `workspace` and the paths in `readable` (the interpreter, the launcher, the one script of this run),
-and, with Landlock ABI >= 4, cannot bind or connect TCP sockets. Unprivileged and irreversible.
+and, with Landlock ABI >= 4, cannot bind or connect TCP sockets. A directory may also be granted for listing
+only, which hides what lies beneath it unless granted on its own. Unprivileged and irreversible.
 Returns the ABI used, or 0 when the kernel has no Landlock. Standard library only."""
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ def _fail(what: str):
     raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def restrict(workspace: str, readable: list[str] = ()) -> int:
+def restrict(workspace: str, readable: list[str] = (), listable: list[str] = ()) -> int:
+    """Writes only under `workspace`; reads only beneath `readable`; directories in `listable` may be
+    listed and crossed, but nothing beneath them is readable unless granted on its own (hidden.py)."""
     abi = abi_version()
     if abi < 1:
         return 0
@@ -57,7 +60,7 @@ def restrict(workspace: str, readable: list[str] = ()) -> int:
     if fd < 0:
         _fail("landlock_create_ruleset")
     rules = [(workspace, read | write), ("/dev/null", READ_FILE | WRITE_FILE | (TRUNCATE if abi >= 3 else 0))]
-    rules += [(path, read) for path in readable]
+    rules += [(path, read) for path in readable] + [(path, READ_DIR) for path in listable]
     for path, access in rules:
         try:
             pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)

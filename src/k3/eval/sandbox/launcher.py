@@ -86,7 +86,7 @@ def _lock_down(cfg, root):
         layers.append("netns")
     landlock, seccomp = _sibling("landlock"), _sibling("seccomp")
     try:
-        abi = landlock.restrict(root, cfg.get("readable", []))
+        abi = landlock.restrict(root, cfg.get("readable", []), cfg.get("listable", []))
         if abi:
             layers.append(f"landlock-v{abi}")
     except OSError:

@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from k3.eval.sandbox import hidden
+
 MOUNT_POINT = "/workspace"         # where the child sees its workspace
 CONTROL_POINT = "/k3/run"          # this run's script, config and check files, read-only
 LAUNCHER_POINT = "/k3/sandbox"     # the launcher and its sibling modules, read-only
@@ -113,13 +115,17 @@ def _system_binds() -> list[str]:
     return args
 
 
-def command(mount: WorkspaceMount, directory: Path, files: dict[str, str], launcher_dir: Path) -> list[str]:
-    """nsenter + bwrap argv for one run; `files` maps a host file to its read-only path inside."""
+def command(mount: WorkspaceMount, directory: Path, files: dict[str, str], launcher_dir: Path,
+            info_fd: int) -> list[str]:
+    """nsenter + bwrap argv for one run; `files` maps a host file to its read-only path inside; bubblewrap
+    writes the PID of its namespace's init on `info_fd` (see teardown.py)."""
     argv = ["nsenter", f"--target={mount.target_pid}", "--user", "--mount", "--",
-            "bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "bwrap", "--unshare-all", "--die-with-parent", "--info-fd", str(info_fd), "--new-session", "--cap-drop", "ALL",
             "--uid", "1000", "--gid", "1000", "--hostname", "k3-sandbox", *_system_binds()]
     for d in interpreter_dirs():
         argv += ["--ro-bind", d, d]
+    for d in hidden.within(interpreter_dirs()):   # hidden tests inside the interpreter's tree (hidden.py)
+        argv += ["--tmpfs", d, "--remount-ro", d]
     argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
              "--bind", str(directory), MOUNT_POINT, "--ro-bind", str(launcher_dir), LAUNCHER_POINT]
     for host, inside in files.items():

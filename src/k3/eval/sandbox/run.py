@@ -7,7 +7,6 @@ import json
 import os
 import selectors
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -15,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from k3.eval.sandbox import namespaces
+from k3.eval.sandbox import hidden, namespaces, teardown
 from k3.eval.sandbox.limits import Limits
-from k3.eval.sandbox.paths import SandboxViolation, resolve_inside
+from k3.eval.sandbox.paths import SandboxViolation, WorkspaceFiles, printable
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 ISOLATIONS = ("namespaces", "process")
@@ -79,6 +78,7 @@ class Sandbox:
             self.workspace, self.view = self._mount.path, namespaces.MOUNT_POINT
         else:
             self.workspace, self.view = host_workspace, str(host_workspace.resolve())
+        self._files = WorkspaceFiles(self.workspace, self.view)
         self._runs = 0
         for rel, text in (files or {}).items():
             self.write_file(rel, text)
@@ -90,38 +90,29 @@ class Sandbox:
         self.close()
 
     def close(self) -> None:
+        if getattr(self, "_files", None) is not None:
+            self._files.close()
+            self._files = None
         if self._mount is not None:
             self._mount.close()
             self._mount = None
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def resolve(self, rel: str) -> Path:
-        """A path inside the workspace; anything that would leave it (.., absolute, symlinks) raises."""
-        return resolve_inside(self.workspace, rel, self.view)
-
     def write_file(self, rel: str, text: str) -> None:
-        path = self.resolve(rel)
-        if len(text.encode()) > self.limits.file_bytes:
-            raise SandboxViolation(f"{rel}: {len(text.encode())} bytes is over the {self.limits.file_bytes}-byte file limit")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        data = text.encode("utf-8", "surrogateescape")
+        if len(data) > self.limits.file_bytes:
+            raise SandboxViolation(f"{rel}: {len(data)} bytes is over the {self.limits.file_bytes}-byte file limit")
+        self._files.write(rel, data)
 
     def read_file(self, rel: str, limit: int = 64 * 1024) -> str:
-        path = self.resolve(rel)
-        if not path.is_file():
-            raise FileNotFoundError(f"{rel}: no such file in the workspace")
-        with open(path, "rb") as f:
-            return f.read(limit).decode(errors="replace")
+        try:
+            return self._files.read(rel, limit).decode(errors="replace")
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{printable(rel)}: no such file in the workspace") from None
 
     def list_files(self) -> list[str]:
-        """Files and links in the workspace, never following a link out of it."""
-        found = []
-        for top, dirs, files in os.walk(self.workspace, followlinks=False):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            rel = os.path.relpath(top, self.workspace)
-            found += [name if rel == "." else f"{rel}/{name}" for name in files]
-            found += [f"{rel}/{d}" if rel != "." else d for d in dirs if os.path.islink(os.path.join(top, d))]
-        return sorted(found)
+        """Files and links in the workspace, never following a link, at most paths.MAX_LISTED of them."""
+        return self._files.list()[0]
 
     def run_python(self, code: str | None = None, script: Path | None = None, args: tuple[str, ...] = (),
                    stdin: bytes = b"") -> RunResult:
@@ -144,11 +135,12 @@ class Sandbox:
         else:
             shown = {host: host for host in shown} | {str(cfg): str(cfg)}
             readable = [str(LAUNCHER.parent), *shown]
-        readable += [*namespaces.SYSTEM_DIRS, *namespaces.interpreter_dirs(), "/proc/self", "/dev/urandom", "/dev/zero"]
+        interpreter, listable = hidden.read_rules(tuple(namespaces.interpreter_dirs()))
+        readable += [*namespaces.SYSTEM_DIRS, *interpreter, "/proc/self", "/dev/urandom", "/dev/zero"]
         cfg.write_text(json.dumps({
             "workspace": self.view, "limits": self.limits.to_dict(), "nproc": self._nproc(),
             "script": shown[str(script)], "args": [shown.get(a, a) for a in args], "audit_hook": self.audit_hook,
-            "outside_ns": namespaces.harness_links(), "readable": readable,
+            "outside_ns": namespaces.harness_links(), "readable": readable, "listable": listable,
             "workspace_cap": self.limits.workspace_bytes if self._mount else 0}))
         return self._spawn(shown, shown[str(cfg)], stdin)
 
@@ -164,30 +156,41 @@ class Sandbox:
         mine = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == uid)
         return mine + self.limits.processes
 
-    def _argv(self, shown: dict[str, str], cfg: str) -> list[str]:
-        """The child's command line; `cfg` is the run's config as the child sees it."""
+    def _argv(self, shown: dict[str, str], cfg: str, info_w: int) -> list[str]:
+        """The child's command line; `cfg` is the run's config as the child sees it, `info_w` the fd on which
+        bubblewrap reports its namespace's init."""
         if self.isolation == "namespaces":
-            prefix = namespaces.command(self._mount, self._host_workspace, shown, LAUNCHER.parent)
+            prefix = namespaces.command(self._mount, self._host_workspace, shown, LAUNCHER.parent, info_w)
             return [*prefix, sys.executable, "-I", f"{namespaces.LAUNCHER_POINT}/{LAUNCHER.name}", cfg]
         return [sys.executable, "-I", str(LAUNCHER), cfg]
 
     def _spawn(self, shown: dict[str, str], cfg: str, stdin: bytes) -> RunResult:
         report_r, report_w = os.pipe()
+        info_r, info_w = os.pipe()
         home = self.view
         env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
-        proc = subprocess.Popen([*self._argv(shown, cfg), str(report_w)],
-                                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w,),
-                                start_new_session=True, cwd=self.root if self._mount else self.workspace, env=env)
-        os.close(report_w)
-        if stdin:
-            try:
-                proc.stdin.write(stdin)
-                proc.stdin.close()
-            except BrokenPipeError:  # the child exited before reading it
-                pass
-        out, timed_out, exceeded = self._collect(proc)
-        _kill_group(proc)
+        try:
+            proc = subprocess.Popen([*self._argv(shown, cfg, info_w), str(report_w)],
+                                    stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w, info_w),
+                                    start_new_session=True, cwd=self.root if self._mount else self.workspace, env=env)
+        finally:
+            os.close(report_w)
+            os.close(info_w)
+        try:
+            init = teardown.NamespaceInit(teardown.read_info(info_r, proc).get("child-pid")) if self._mount else None
+        finally:
+            os.close(info_r)
+        try:
+            if stdin:
+                try:
+                    proc.stdin.write(stdin)
+                    proc.stdin.close()
+                except BrokenPipeError:  # the child exited before reading it
+                    pass
+            out, timed_out, exceeded = self._collect(proc)
+        finally:
+            teardown.end_run(proc, init)
         with os.fdopen(report_r) as f:
             raw = f.read()
         layers = json.loads(raw) if raw else []
@@ -235,14 +238,3 @@ def _owner(proc_dir: Path) -> int | None:
         return proc_dir.stat().st_uid
     except OSError:
         return None
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """The child and anything left in its session die with it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-    for stream in (proc.stdout, proc.stderr):
-        stream.close()

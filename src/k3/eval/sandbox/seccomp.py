@@ -8,6 +8,12 @@
   rt_(tg)sigqueueinfo, the pidfd calls, ptrace and process_vm_* fail with EPERM.
 - No way out of the namespaces or into the kernel's larger surfaces: unshare, setns, mount and the
   new mount API, chroot, pivot_root, bpf, perf_event_open, userfaultfd, io_uring, keyrings.
+- No memory outside the address-space limit: RLIMIT_AS counts only what a process maps, so memfds
+  (memfd_create, memfd_secret), System V shared memory and message queues, and file descriptors
+  parked in a unix socket (sendmsg with SCM_RIGHTS; plain send and sendto stay) are refused.
+- Sockets only of the families a program in the sandbox needs: unix (asyncio's self-pipe), IPv4
+  and IPv6 (inside an empty network namespace: loopback at most). Others (vsock, netlink, packet,
+  bluetooth, ...) fail with EAFNOSUPPORT, as on a kernel built without them.
 
 Written with symbolic jump targets (`_Program`) so that adding a rule cannot break the jump arithmetic.
 x86-64 only; elsewhere `install` returns False and the report says the layer is missing."""
@@ -30,7 +36,11 @@ DENIED = {"tkill": 200, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "ptrac
           "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
           "mount_setattr": 442, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
           "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-          "keyctl": 250, "add_key": 248, "request_key": 249}
+          "keyctl": 250, "add_key": 248, "request_key": 249,
+          "memfd_create": 319, "memfd_secret": 447, "sendmsg": 46, "sendmmsg": 307,
+          "shmget": 29, "shmat": 30, "shmctl": 31, "msgget": 68, "msgsnd": 69, "mq_open": 240}
+SOCKETS = {"socket": 41, "socketpair": 53}
+FAMILIES = (1, 2, 10)   # AF_UNIX, AF_INET, AF_INET6
 CLONE_THREAD = 0x00010000
 LD_W_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
 KILL_PROCESS, ALLOW, ERRNO = 0x80000000, 0x7FFF0000, 0x00050000
@@ -83,7 +93,14 @@ def program(own_pid: int) -> list[tuple[int, int, int, int]]:
     p.jump(JEQ, NR["clone"], true="clone")
     p.jump(JEQ, NR["kill"], true="signal")
     p.jump(JEQ, NR["tgkill"], true="signal")
+    p.jump(JEQ, SOCKETS["socket"], true="family")
+    p.jump(JEQ, SOCKETS["socketpair"], true="family")
     p.ret("no-rule", ALLOW)
+    p.mark("family")                            # socket(domain, ...) / socketpair(domain, ...): arg0 is the family
+    p.load(OFF_ARG0)
+    for family in FAMILIES:
+        p.jump(JEQ, family, true="allow")
+    p.jump(JEQ, 0, true="eafnosupport", false="eafnosupport")
     p.mark("clone")
     p.load(OFF_ARG0)
     p.jump(JSET, CLONE_THREAD, true="allow", false="eperm")
@@ -94,6 +111,7 @@ def program(own_pid: int) -> list[tuple[int, int, int, int]]:
     p.ret("allow", ALLOW)
     p.ret("eperm", ERRNO | errno.EPERM)
     p.ret("enosys", ERRNO | errno.ENOSYS)
+    p.ret("eafnosupport", ERRNO | errno.EAFNOSUPPORT)
     p.ret("kill", KILL_PROCESS)
     return p.assemble()
 

@@ -1,0 +1,105 @@
+"""Ending a run: `run_python` returns only once every process of the sandbox is gone.
+
+Under isolation "namespaces" the processes that matter are not the harness's children: bubblewrap's
+outer process forks the PID namespace's init, which forks the launcher. Killing and reaping the outer
+process leaves init to die later from its parent-death signal, and the sandboxed code kept running
+for a fraction of a second after `run_python` returned (enough to swap a workspace directory for a
+link under the next file tool). So bubblewrap reports init's PID (`--info-fd`), the harness holds a
+pidfd on it, and the end of a run kills init through that pidfd and waits for the pidfd to signal
+its exit. The kernel tears a PID namespace down inside its init's exit (every other process is
+killed and reaped before init's exit is reported), so that wait covers them all.
+
+Under isolation "process" the child is the harness's own and may not fork (seccomp), so killing its
+process group and reaping it is enough."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+
+INFO_WAIT_S = 10.0   # bubblewrap writes its info once the namespaces exist; a slow start is not a failure
+EXIT_WAIT_S = 10.0
+
+
+class SandboxTeardownError(RuntimeError):
+    """The sandbox's processes could not be confirmed gone: the harness must not touch the workspace."""
+
+
+def read_info(info_r: int, proc: subprocess.Popen) -> dict:
+    """bubblewrap's JSON info (`child-pid`: the namespace's init, in our PID namespace), or {} when bubblewrap
+    exited before writing it."""
+    chunks, deadline = [], time.monotonic() + INFO_WAIT_S
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([info_r], [], [], 0.05)
+        if ready:
+            chunk = os.read(info_r, 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            try:
+                return json.loads(b"".join(chunks))
+            except ValueError:
+                continue
+        elif proc.poll() is not None:
+            break
+    try:
+        return json.loads(b"".join(chunks)) if chunks else {}
+    except ValueError:
+        return {}
+
+
+class NamespaceInit:
+    """A pidfd on the PID namespace's init, checked to be a process in another PID namespace than ours."""
+
+    def __init__(self, pid: int | None):
+        self.fd = None
+        if not pid:
+            return
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return   # already gone, and with it the namespace
+        try:
+            if os.readlink(f"/proc/{pid}/ns/pid") == os.readlink("/proc/self/ns/pid"):
+                os.close(fd)   # the PID was reused by a process of ours: never signal it
+                return
+        except OSError:
+            pass   # gone between the two calls: the pidfd reports that below
+        self.fd = fd
+
+    def end(self) -> None:
+        """Kill init (and so the namespace) and wait until its exit is reported."""
+        if self.fd is None:
+            return
+        try:
+            signal.pidfd_send_signal(self.fd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        exited = bool(poller.poll(EXIT_WAIT_S * 1000))
+        os.close(self.fd)
+        self.fd = None
+        if not exited:
+            raise SandboxTeardownError("the sandbox's PID namespace did not end within "
+                                       f"{EXIT_WAIT_S:.0f} s of SIGKILL; its workspace is no longer touched")
+
+
+def end_run(proc: subprocess.Popen, init: NamespaceInit | None) -> None:
+    """Every process of the run gone, the outer process reaped, its pipes closed."""
+    try:
+        if init is not None:
+            init.end()
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()

