@@ -106,9 +106,7 @@ def test_code_cannot_forge_the_checkers_verdict():
                "passes": True, "error": ""}
     forged = f"import json, os\nprint(json.dumps({verdict!r}), flush=True)\nos._exit(0)\n"
     found = check_in_sandbox(forged, "assert False", LIMITS, "namespaces")
-    assert found["passes"] is False and "no verdict" in found["error"]
-    peek = check_in_sandbox("import sys\nnonce = sys.stdin.read()\n", "pass", LIMITS, "namespaces")
-    assert peek["passes"] is False and "closed file" in peek["error"]
+    assert found["passes"] is False and "ended the process" in found["error"]
 
 
 def test_a_humaneval_format_file_and_bad_flags(tmp_path, capsys):

@@ -186,3 +186,27 @@ def test_deep_trees_and_undecodable_names_are_listed():
     assert "ok.txt" in names and "caf\\xe9.txt" in names, names
     for n in names:
         n.encode("utf-8")   # every name encodes: the record of a run can be saved
+
+
+def test_agent_tools_turn_what_the_workspace_holds_into_the_models_problem():
+    """A FIFO, 1,100 nested directories and a non-UTF-8 name, left by run code, then the file tools through the
+    agent harness: every call returns promptly with text that encodes, and the transcript saves as JSON."""
+    import json
+
+    from k3.eval.tasks.agent_tools import execute
+
+    need_namespaces()
+    setup = ("import os\nos.mkfifo('pipe')\nfor i in range(1100):\n    os.mkdir('d')\n    os.chdir('d')\n"
+             "os.chdir('/workspace')\nopen(b'bad\\xff.py', 'wb').write(b'x')\n")
+    log, outputs = [], []
+    with Sandbox() as sb:
+        calls = [("run_python", {"code": setup}), ("write_file", {"path": "pipe", "content": "x"}),
+                 ("read_file", {"path": "pipe"}), ("list_files", {}), ("read_file", {"path": "bad\udcff.py"}),
+                 ("write_file", {"path": "\ud800.txt", "content": "y"})]
+        t0 = time.monotonic()
+        for i, (name, args) in enumerate(calls):
+            outputs.append(execute(sb, {"name": name, "arguments": json.dumps(args)}, log, i))
+        assert time.monotonic() - t0 < 20
+    assert outputs[1].startswith("error") and outputs[2].startswith("error"), outputs
+    assert "bad\\xff.py" in outputs[3] and "pipe" in outputs[3], outputs[3]
+    json.dumps({"outputs": outputs, "log": log}, ensure_ascii=False).encode("utf-8")

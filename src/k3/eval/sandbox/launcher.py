@@ -20,6 +20,7 @@ import runpy
 import sys
 
 CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 NAMESPACES = ("user", "pid", "mnt", "ipc", "uts", "net")
 
 
@@ -78,12 +79,19 @@ def _new_netns():
     return ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET) == 0
 
 
-def _lock_down(cfg, root):
+def _shared_layers(cfg, root):
+    """The layers every process of the run shares: namespaces (checked), the view, rlimits, a network namespace."""
     layers = _namespace_layers(cfg.get("outside_ns", {})) + _view_layers(root, cfg.get("workspace_cap", 0))
     _apply_limits(cfg["limits"], cfg["nproc"])
     layers.append("rlimits")
     if "netns" not in layers and _new_netns():
         layers.append("netns")
+    return layers
+
+
+def _confine(cfg, root, signal_to=None):
+    """This process's own layers: Landlock, then seccomp (`signal_to`: one more PID it may signal)."""
+    layers = []
     landlock, seccomp = _sibling("landlock"), _sibling("seccomp")
     try:
         abi = landlock.restrict(root, cfg.get("readable", []), cfg.get("listable", []))
@@ -91,21 +99,80 @@ def _lock_down(cfg, root):
             layers.append(f"landlock-v{abi}")
     except OSError:
         pass
-    if seccomp.install():
+    if seccomp.install(signal_to):
         layers.append("seccomp")
     return layers
+
+
+def _audit(cfg, root, layers):
+    gc.collect()  # the sibling modules (and their ctypes) are gone before the untrusted code can look
+    if cfg.get("audit_hook", True):
+        _sibling("audit").install(root)
+        layers.append("audit-hook")
+
+
+def _prctl(option, value):
+    import ctypes
+    return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+
+
+def _judged(cfg, root, layers, report_fd):
+    """Fork the worker before anything secret is read; the judge (this process) reads the check, runs it
+    against the worker, and reports the verdict where the worker cannot write (see judge.py)."""
+    judge = _sibling("judge")
+    spec = cfg["judge"]
+    req_r, req_w = os.pipe()
+    resp_r, resp_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for fd in (req_w, resp_r, report_fd, spec["fd"]):
+                os.close(fd)
+            _prctl(PR_SET_PDEATHSIG, 9)
+            own = _confine(cfg, root)
+            _audit(cfg, root, own)
+            judge.send(resp_w, {"layers": own})   # what the tested code runs under, for the report
+            os.chdir(root)
+            judge.worker(req_r, resp_w, root)
+        finally:
+            os._exit(0)
+    os.close(req_r)
+    os.close(resp_w)
+    apart = _prctl(PR_SET_DUMPABLE, 0)
+    _confine(cfg, root, signal_to=pid)
+    with os.fdopen(spec["fd"], "rb") as f:
+        payload = json.loads(f.read())
+    link = judge.Link(req_w, resp_r)
+    try:
+        first = link.lines.read()
+        layers += [str(x) for x in first["layers"]] if isinstance(first, dict) and isinstance(first.get("layers"), list) else []
+    except Exception:
+        pass   # a worker that died at start: the check below fails on its own
+    report = os.fdopen(report_fd, "w")
+    report.write(json.dumps(layers + (["judge-apart"] if apart else [])) + "\n")
+    report.flush()
+    os.chdir(root)
+    sys.meta_path.append(judge.WorkspaceFinder(link, root))
+    verdict = judge.run_check(payload, link, root)
+    report.write(json.dumps(verdict) + "\n")
+    report.close()
+    os.close(req_w)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
 
 
 def main():
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
     root = os.path.realpath(cfg["workspace"])
-    layers = _lock_down(cfg, root)
-    gc.collect()  # the sibling modules (and their ctypes) are gone before the script can look
-    if cfg.get("audit_hook", True):
-        _sibling("audit").install(root)
-        layers.append("audit-hook")
-    with os.fdopen(int(sys.argv[2]), "w") as report:
+    report_fd = int(sys.argv[2])
+    layers = _shared_layers(cfg, root)
+    if cfg.get("judge"):
+        _judged(cfg, root, layers, report_fd)
+        return
+    layers += _confine(cfg, root)
+    _audit(cfg, root, layers)
+    with os.fdopen(report_fd, "w") as report:
         report.write(json.dumps(layers))
     os.chdir(root)
     sys.argv = [cfg["script"], *cfg["args"]]

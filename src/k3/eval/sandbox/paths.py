@@ -30,8 +30,12 @@ class SandboxViolation(ValueError):
 
 
 def printable(name: str) -> str:
-    """A file name as text that always encodes (undecodable bytes become backslash escapes)."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    """Text that always encodes as UTF-8: a file name's undecodable bytes, and any lone surrogate, become
+    backslash escapes."""
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _inside_view(path: str, view: str) -> str | None:

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ class RunResult:
     timed_out: bool = False
     output_exceeded: bool = False
     layers: list[str] = field(default_factory=list)   # isolation that took hold in the child
+    verdict: dict | None = None    # Sandbox.judge's verdict; None when the run ended before the judge spoke
 
     @property
     def ok(self) -> bool:
@@ -116,18 +118,41 @@ class Sandbox:
 
     def run_python(self, code: str | None = None, script: Path | None = None, args: tuple[str, ...] = (),
                    stdin: bytes = b"") -> RunResult:
-        """Run `code` (or a script file from outside the workspace, such as a hidden check) in the child,
-        `stdin` (at most a pipe's 64 KiB) on its standard input.
-        Arguments naming files outside the workspace are shown to the child read-only, as is the script;
-        nothing else of the harness's (other runs' scripts, hidden checks) is visible."""
+        """Run `code` (or a script file from outside the workspace) in the child, `stdin` (at most a pipe's
+        64 KiB) on its standard input. Arguments naming files outside the workspace are shown to the child
+        read-only, as is the script; nothing else of the harness's (other runs' scripts) is visible.
+        A verdict about code in the workspace comes from `judge`, never from a run's output or exit code."""
         if len(stdin) > 65536:
             raise ValueError("Sandbox.run_python: stdin is limited to 64 KiB (a pipe's buffer)")
         self._runs += 1
         if code is not None:
             script = self.control / f"run_{self._runs}.py"
             script.write_text(code)
+        return self._run(str(script), args, stdin)
+
+    def judge(self, check: str, answer: str | None = None, prelude: str = "", from_answer: tuple[str, ...] = (),
+              checker: Path | None = None) -> RunResult:
+        """Run the trusted `check` (Python source, never visible inside) in a judge process apart from the code
+        it tests (judge.py); `RunResult.verdict` holds {"passes", "error", "runs", "findings"}, or is None when
+        the run ended before the judge could say (a failure). The check imports workspace modules as usual; or,
+        with `answer` (source), it sees the answer's public names, loaded as a module in the worker, plus the
+        names `prelude` (trusted source run in the judge) defines other than `from_answer`. `checker` is
+        code_checker.py, whose static findings about the answer are taken before the answer runs."""
+        self._runs += 1
+        payload, files = {"check": check, "prelude": prelude, "from_answer": list(from_answer)}, []
+        if answer is not None:
+            path = self.control / f"answer_{self._runs}.py"
+            path.write_text(answer, encoding="utf-8", errors="surrogateescape")
+            payload["answer"] = str(path)
+            files.append(str(path))
+        if checker is not None:
+            payload["checker"] = str(checker)
+            files.append(str(checker))
+        return self._run(str(LAUNCHER), tuple(files), b"", payload)
+
+    def _run(self, script: str, args: tuple[str, ...], stdin: bytes, payload: dict | None = None) -> RunResult:
         cfg = self.control / f"run_{self._runs}.json"
-        shown = {str(script): None, **{a: None for a in args if self._is_harness_file(a)}}
+        shown = {script: None, **{a: None for a in args if self._is_harness_file(a)}}
         if self.isolation == "namespaces":
             shown = {host: f"{namespaces.CONTROL_POINT}/{i}-{Path(host).name}" for i, host in enumerate(shown)}
             shown[str(cfg)] = f"{namespaces.CONTROL_POINT}/config.json"
@@ -137,12 +162,16 @@ class Sandbox:
             readable = [str(LAUNCHER.parent), *shown]
         interpreter, listable = hidden.read_rules(tuple(namespaces.interpreter_dirs()))
         readable += [*namespaces.SYSTEM_DIRS, *interpreter, "/proc/self", "/dev/urandom", "/dev/zero"]
+        judge_pipe = os.pipe() if payload is not None else None
+        if payload is not None:
+            payload = {k: shown.get(v, v) if k in ("answer", "checker") else v for k, v in payload.items()}
         cfg.write_text(json.dumps({
             "workspace": self.view, "limits": self.limits.to_dict(), "nproc": self._nproc(),
-            "script": shown[str(script)], "args": [shown.get(a, a) for a in args], "audit_hook": self.audit_hook,
+            "script": shown[script], "args": [shown.get(a, a) for a in args], "audit_hook": self.audit_hook,
             "outside_ns": namespaces.harness_links(), "readable": readable, "listable": listable,
-            "workspace_cap": self.limits.workspace_bytes if self._mount else 0}))
-        return self._spawn(shown, shown[str(cfg)], stdin)
+            "workspace_cap": self.limits.workspace_bytes if self._mount else 0,
+            "judge": {"fd": judge_pipe[0]} if judge_pipe else None}))
+        return self._spawn(shown, shown[str(cfg)], stdin, judge_pipe, payload)
 
     def _is_harness_file(self, arg: str) -> bool:
         return os.path.isabs(arg) and os.path.isfile(arg) and not self._under_workspace(arg)
@@ -164,19 +193,23 @@ class Sandbox:
             return [*prefix, sys.executable, "-I", f"{namespaces.LAUNCHER_POINT}/{LAUNCHER.name}", cfg]
         return [sys.executable, "-I", str(LAUNCHER), cfg]
 
-    def _spawn(self, shown: dict[str, str], cfg: str, stdin: bytes) -> RunResult:
+    def _spawn(self, shown: dict[str, str], cfg: str, stdin: bytes, judge_pipe: tuple[int, int] | None = None,
+               payload: dict | None = None) -> RunResult:
         report_r, report_w = os.pipe()
         info_r, info_w = os.pipe()
+        extra = (judge_pipe[0],) if judge_pipe else ()
         home = self.view
         env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
         try:
             proc = subprocess.Popen([*self._argv(shown, cfg, info_w), str(report_w)],
                                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w, info_w),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w, info_w, *extra),
                                     start_new_session=True, cwd=self.root if self._mount else self.workspace, env=env)
         finally:
-            os.close(report_w)
-            os.close(info_w)
+            for fd in (report_w, info_w, *extra):
+                os.close(fd)
+        if judge_pipe:   # the check reaches only the judge, which reads it after the worker has closed the pipe
+            threading.Thread(target=_write_all, args=(judge_pipe[1], json.dumps(payload).encode()), daemon=True).start()
         try:
             init = teardown.NamespaceInit(teardown.read_info(info_r, proc).get("child-pid")) if self._mount else None
         finally:
@@ -191,14 +224,13 @@ class Sandbox:
             out, timed_out, exceeded = self._collect(proc)
         finally:
             teardown.end_run(proc, init)
-        with os.fdopen(report_r) as f:
-            raw = f.read()
-        layers = json.loads(raw) if raw else []
+        layers, verdict = _report(report_r)
         if self._mount and layers:
             layers.insert(0, "bubblewrap")
         # The workspace's random temporary path would make equal runs report different text.
         text = [b.decode(errors="replace").replace(str(self.root), "<sandbox>") for b in out]
-        return RunResult(proc.returncode, text[0], text[1], timed_out, exceeded, layers)
+        return RunResult(proc.returncode, text[0], text[1], timed_out, exceeded, layers,
+                         verdict if judge_pipe else None)
 
     def _collect(self, proc) -> tuple[list[bytes], bool, bool]:
         """Read stdout/stderr until both close, the wall limit passes or the output limit is hit."""
@@ -238,3 +270,29 @@ def _owner(proc_dir: Path) -> int | None:
         return proc_dir.stat().st_uid
     except OSError:
         return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:   # the run ended before reading it all
+        pass
+    finally:
+        os.close(fd)
+
+
+def _report(fd: int) -> tuple[list[str], dict | None]:
+    """The launcher's report: the layers that took hold, then (judged runs) the verdict, a JSON line each."""
+    with os.fdopen(fd, "rb") as f:
+        lines = f.read(1 << 20).splitlines()
+    parsed = []
+    for line in lines[:2]:
+        try:
+            parsed.append(json.loads(line))
+        except ValueError:
+            break
+    layers = parsed[0] if parsed and isinstance(parsed[0], list) else []
+    verdict = parsed[1] if len(parsed) > 1 and isinstance(parsed[1], dict) else None
+    return layers, verdict

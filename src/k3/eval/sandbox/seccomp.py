@@ -80,8 +80,9 @@ class _Program:
         return out
 
 
-def program(own_pid: int) -> list[tuple[int, int, int, int]]:
-    """(code, jt, jf, k) instructions. `own_pid` is the one process kill/tgkill may signal."""
+def program(own_pid: int, signal_to: int | None = None) -> list[tuple[int, int, int, int]]:
+    """(code, jt, jf, k) instructions. `own_pid` is the process kill/tgkill may signal, and `signal_to` one more
+    (the judge's worker, which the judge kills when its check is done)."""
     p = _Program()
     p.load(OFF_ARCH)
     p.jump(JEQ, AUDIT_ARCH_X86_64, false="kill")
@@ -107,6 +108,8 @@ def program(own_pid: int) -> list[tuple[int, int, int, int]]:
     p.mark("signal")                            # kill(pid, sig) / tgkill(tgid, tid, sig): arg0 is the process
     p.load(OFF_ARG0)
     p.jump(JEQ, own_pid, true="allow")
+    if signal_to:
+        p.jump(JEQ, signal_to, true="allow")
     p.jump(JEQ, 0, true="allow", false="eperm")
     p.ret("allow", ALLOW)
     p.ret("eperm", ERRNO | errno.EPERM)
@@ -124,11 +127,11 @@ class _Prog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Insn))]
 
 
-def install() -> bool:
+def install(signal_to: int | None = None) -> bool:
     """Load the filter into this process (irreversible; inherited by every thread it starts)."""
     if platform.machine() != "x86_64":
         return False
-    insns = program(os.getpid())
+    insns = program(os.getpid(), signal_to)
     arr = (_Insn * len(insns))(*[_Insn(*i) for i in insns])
     prog = _Prog(len(insns), ctypes.cast(arr, ctypes.POINTER(_Insn)))
     libc = ctypes.CDLL(None, use_errno=True)

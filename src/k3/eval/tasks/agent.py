@@ -52,12 +52,11 @@ class AgentTask(ItemsTask):
                     messages.append({"role": "tool", "tool_call_id": call["id"], "content": execute(sb, call, log, steps)})
             if not finished:
                 log.append({"step": steps, "kind": "step_limit", "detail": f"no final answer after {steps} steps"})
-            check = sb.control / "hidden_check.py"
-            check.write_text(item["hidden_check"])
-            verdict = sb.run_python(script=check)
-        return {"id": item["id"], "prompt_hash": self.prompt_hash(item), "success": verdict.ok, "steps": steps,
+            verdict = sb.judge(item["hidden_check"])   # in a process the agent's code cannot reach (judge.py)
+        passed = verdict.verdict is not None and verdict.verdict.get("passes") is True
+        return {"id": item["id"], "prompt_hash": self.prompt_hash(item), "success": passed, "steps": steps,
                 "finished": finished, "interventions": log, "prompt_tokens": tokens[0], "completion_tokens": tokens[1],
-                "check_output": verdict.summary(1000), "isolation": verdict.layers, "transcript": messages}
+                "check_output": _check_output(verdict), "isolation": verdict.layers, "transcript": messages}
 
     def summarise(self, records: list[dict]) -> dict:
         kinds: dict[str, int] = {}
@@ -70,3 +69,9 @@ class AgentTask(ItemsTask):
                                   "tasks_with_any": sum(bool(r["interventions"]) for r in records)},
                 "isolation": sorted({layer for r in records for layer in r["isolation"]}),
                 "prompt_hashes": {r["id"]: r["prompt_hash"] for r in records}}
+
+
+def _check_output(r) -> str:
+    """What the record keeps of the hidden check: its verdict's error (never the check itself) and the run's output."""
+    said = "no verdict (the run ended first)" if r.verdict is None else (r.verdict.get("error") or "passed")
+    return f"verdict: {said}\n{r.summary(1000)}"

@@ -2,13 +2,16 @@
 
 Every time the harness has to step in, it records an intervention: a malformed call (unknown tool,
 arguments that are not a JSON object, missing or wrong-typed arguments), a sandbox violation (a path
-outside the workspace, a blocked operation in run code) or a limit (time, output)."""
+outside the workspace, a blocked operation in run code), a limit (time, output) or a tool that failed
+on what the workspace holds (every failure of a tool call is the model's, reported to it and recorded,
+and never stops the run; every text returned encodes as UTF-8, whatever names the workspace holds)."""
 
 from __future__ import annotations
 
 import json
 
 from k3.eval.sandbox import RunResult, Sandbox, SandboxViolation
+from k3.eval.sandbox.paths import MAX_LISTED, printable
 
 
 def _tool(name: str, description: str, **params: str) -> dict:
@@ -44,11 +47,13 @@ def execute(sb: Sandbox, call: dict, log: list[dict], step: int) -> str:
     if bad:
         return _intervene(log, step, "malformed_tool_call", f"{name}: missing or non-string argument(s) {', '.join(bad)}")
     try:
-        return _dispatch(sb, name, args, log, step)
+        return printable(_dispatch(sb, name, args, log, step))
     except SandboxViolation as e:
-        return _intervene(log, step, "sandbox_violation", str(e))
-    except (OSError, UnicodeError) as e:  # a missing file, a directory, the workspace full
-        return f"error: {e}"
+        return _intervene(log, step, "sandbox_violation", printable(str(e)))
+    except (OSError, UnicodeError) as e:  # a missing file, a directory, a FIFO, the workspace full
+        return printable(f"error: {e}")
+    except Exception as e:   # whatever the workspace holds, a tool's failure is the model's problem, never the harness's
+        return _intervene(log, step, "tool_error", printable(f"{name} failed: {type(e).__name__}: {e}")[:1000])
 
 
 def _dispatch(sb: Sandbox, name: str, args: dict, log: list[dict], step: int) -> str:
@@ -58,7 +63,9 @@ def _dispatch(sb: Sandbox, name: str, args: dict, log: list[dict], step: int) ->
         sb.write_file(args["path"], args["content"])
         return f"wrote {len(args['content'].encode())} bytes to {args['path']}"
     if name == "list_files":
-        return "\n".join(sb.list_files()) or "(empty)"
+        names = sb.list_files()
+        cut = f"\n(listing cut at {len(names)} files)" if len(names) >= MAX_LISTED else ""
+        return ("\n".join(names) or "(empty)") + cut
     result = sb.run_python(args["code"] if name == "run_python" else RUN_TESTS)
     _note_run(result, log, step)
     return result.summary()

@@ -5,9 +5,7 @@ hidden test passes."""
 
 from __future__ import annotations
 
-import json
 import re
-import secrets
 from pathlib import Path
 
 from k3.eval.sandbox import Limits, Sandbox
@@ -26,19 +24,26 @@ def extract_code(answer: str) -> str | None:
     return m.group(1) if m else None
 
 
-def check_in_sandbox(code: str, test: str, limits: Limits, isolation: str) -> dict:
-    """Run code_checker.py on `code` then `test` in a fresh sandbox -> its findings (see code_checker.check)."""
-    nonce = secrets.token_hex(16)
+def check_in_sandbox(code: str, test: str, limits: Limits, isolation: str, prelude: str = "",
+                     from_answer: tuple[str, ...] = ()) -> dict:
+    """Judge `code` against `test` in a fresh sandbox -> code_checker's findings plus runs, passes and error.
+
+    The test runs in the sandbox's judge process, the code in its worker (sandbox/judge.py): the code cannot
+    read the test, print a verdict, or end the process with a pass; `prelude` is trusted source the test
+    may use (a HumanEval prompt's helpers), run in the judge, except the names in `from_answer`."""
     with Sandbox(limits, isolation=isolation) as sb:
-        (sb.control / "answer.py").write_text(code)
-        (sb.control / "test.py").write_text(test)
-        r = sb.run_python(script=CHECKER, args=(str(sb.control / "answer.py"), str(sb.control / "test.py")),
-                          stdin=nonce.encode() + b"\n")
-    verdicts = [line[len(nonce) + 1:] for line in r.stdout.splitlines() if line.startswith(nonce + " ")]
-    try:
-        return json.loads(verdicts[-1])
-    except (IndexError, ValueError):
-        return empty_result("the checker gave no verdict (killed, or the code ended the process): " + r.summary(300))
+        r = sb.judge(test, answer=code, prelude=prelude, from_answer=from_answer, checker=CHECKER)
+    v = r.verdict
+    if v is None:
+        return empty_result("the judge gave no verdict (the run was killed at a limit): " + r.summary(300))
+    found = v.get("findings") if isinstance(v.get("findings"), dict) else {}
+    out = empty_result(str(v.get("error", ""))[:300])
+    out["parses"] = found.get("parses") is True
+    for key in ("missing_imports", "missing_attributes", "undefined_calls"):
+        value = found.get(key)
+        out[key] = [str(x) for x in value][:100] if isinstance(value, list) else []
+    out["runs"], out["passes"] = v.get("runs") is True, v.get("passes") is True
+    return out
 
 
 class CodeTask(ItemsTask):

@@ -1,16 +1,11 @@
-"""Runs inside the sandbox: `code_checker.py CODE_FILE TEST_FILE` prints one line, the nonce read from
-stdin then JSON, saying whether the code parses, whether its imports exist, whether the module
-attributes it uses and the functions it calls exist, whether it runs, and whether the task's test
-passes. Standard library only (it runs under `python -I`).
-
-The nonce is read before the code under test runs, which therefore cannot print a verdict of its own
-that the harness would take (it can still write any line; only the one led by the nonce counts)."""
+"""Runs inside the sandbox's worker (sandbox/judge.py), before the answer it reads: whether the code parses,
+whether its imports exist, whether the module attributes it uses and the functions it calls by name
+exist. Whether it runs and whether the task's test passes are the judge's to say, in another process.
+Standard library only (loaded by path under `python -I`)."""
 
 import ast
 import importlib
 import importlib.util
-import json
-import sys
 
 
 def _imports(tree):
@@ -54,17 +49,17 @@ def _module(name):
 
 
 def empty_result(error=""):
-    """What `check` reports for code that got nowhere (also the task's record when the checker died)."""
+    """What a check reports for code that got nowhere (also the task's record when the checker died)."""
     return {"parses": False, "missing_imports": [], "missing_attributes": [], "undefined_calls": [], "runs": False,
             "passes": False, "error": error}
 
 
-def check(src, test):
-    out = empty_result()
+def findings(src):
+    """The static checks of `src`, without running it -> parses, missing_imports, missing_attributes, undefined_calls."""
+    out = {"parses": False, "missing_imports": [], "missing_attributes": [], "undefined_calls": []}
     try:
         tree = ast.parse(src)
-    except SyntaxError as e:
-        out["error"] = f"SyntaxError: {e.msg} (line {e.lineno})"
+    except SyntaxError:
         return out
     out["parses"] = True
     aliases, froms = _imports(tree)
@@ -80,20 +75,4 @@ def check(src, test):
             if mod is not None and not hasattr(mod, node.attr):
                 out["missing_attributes"].append(f"{aliases[node.value.id]}.{node.attr}")
     out["undefined_calls"] = _undefined_calls(tree, aliases)
-    namespace = {"__name__": "__k3_checked__"}
-    try:
-        exec(compile(tree, "<answer>", "exec"), namespace)
-        out["runs"] = True
-        exec(compile(test, "<test>", "exec"), namespace)
-        out["passes"] = True
-    except BaseException as e:  # the code under test may raise anything, SystemExit included
-        out["error"] = f"{type(e).__name__}: {e}"[:300]
     return out
-
-
-if __name__ == "__main__":
-    nonce = sys.stdin.readline().strip()
-    sys.stdin.close()
-    with open(sys.argv[1]) as f, open(sys.argv[2]) as g:
-        result = check(f.read(), g.read())
-    print("\n" + nonce + " " + json.dumps(result), flush=True)

@@ -98,7 +98,8 @@ class HumanEvalTask(ItemsTask):
         if code is None:
             return rec | {"has_code": False} | empty_result("truncated" if c.truncated else "no code")
         test = item["test"] + f"\n\ncheck({item['entry_point']})\n"
-        found = check_in_sandbox(program(item, code), test, self.limits, self.isolation)
+        found = check_in_sandbox(program(item, code), test, self.limits, self.isolation, prelude=item["prompt"],
+                                 from_answer=(item["entry_point"],))
         return rec | {"has_code": True} | {k: found[k] for k in ("parses", "runs", "passes", *HALLUCINATIONS, "error")}
 
     def summarise(self, records: list[dict]) -> dict:
