@@ -1,7 +1,8 @@
 """What the eval harness itself costs, side by side in one run:
 
-  sandbox: one `run_python` (spawn, lock-down, run, collect) with every layer, with the kernel layers
-           only (no audit hook), and a bare `python -I -c pass` for the interpreter's own start-up;
+  sandbox: one `run_python` (spawn, lock-down, run, collect, namespace torn down) with every layer, with
+           the kernel layers only (no audit hook), one judged check (`Sandbox.judge`: worker and judge),
+           and a bare `python -I -c pass` for the interpreter's own start-up;
   agent:   seconds per agent task with a scripted model that solves it (sandbox + hidden check; no
            model time), over the 11 built-in tasks;
   local:   items/s of `refusal` on the bundled default model at --max-tokens 32 (model time included).
@@ -52,6 +53,8 @@ def main() -> None:
         out["sandbox_full_s"] = per_run(lambda: full.run_python("pass"), args.runs)
         out["sandbox_kernel_only_s"] = per_run(lambda: kernel.run_python("pass"), args.runs)
         out["isolation"] = full.run_python("pass").layers
+        if hasattr(full, "judge"):   # a verdict from the judge process (issue 42); absent before it
+            out["sandbox_judge_s"] = per_run(lambda: full.judge("assert True"), args.runs)
     out["bare_python_s"] = per_run(lambda: subprocess.run([sys.executable, "-I", "-c", "pass"], check=True), args.runs)
     settings = Settings(max_tokens=32)
     t0 = time.perf_counter()
@@ -69,6 +72,8 @@ def main() -> None:
     print(f"{'what':<44}{'value':>12}")
     print(f"{'sandbox run, all layers (ms)':<44}{out['sandbox_full_s'] * 1e3:>12.1f}")
     print(f"{'sandbox run, kernel layers only (ms)':<44}{out['sandbox_kernel_only_s'] * 1e3:>12.1f}")
+    if "sandbox_judge_s" in out:
+        print(f"{'judged check, worker + judge (ms)':<44}{out['sandbox_judge_s'] * 1e3:>12.1f}")
     print(f"{'bare python -I -c pass (ms)':<44}{out['bare_python_s'] * 1e3:>12.1f}")
     print(f"{'agent task, scripted solver (s)':<44}{out['agent_task_s']:>12.2f}")
     print(f"{'refusal items/s, default model, 32 tokens':<44}{out['local_refusal_items_per_s']:>12.2f}")

@@ -93,8 +93,11 @@ def run(args) -> int:
                     max_model_len=served_len, public_metrics=args.public_metrics)
     print(f"k3 serve: {server.model_name} on http://{args.host}:{args.port} (max_model_len "
           f"{server.max_model_len:,})", file=sys.stderr, flush=True)
-    serve(server, sock, args.shutdown_timeout)
+    healthy = serve(server, sock, args.shutdown_timeout)
     engine.shutdown()
+    if not healthy:
+        print(f"k3 serve: stopped because the engine did: {engine.dead}", file=sys.stderr)
+        return 1
     if not engine.running:  # the engine is ours again: keep its prefix snapshots on disk
         llm.engine.close()
     return 0

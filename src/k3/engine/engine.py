@@ -36,6 +36,10 @@ from k3.engine.state_file import check_resumable, model_fingerprint, save_state
 log = logging.getLogger("k3.engine")
 
 
+class EngineDead(RuntimeError):
+    """The engine cannot go on: a failed step could not even fail its requests cleanly."""
+
+
 class LLMEngine:
     def __init__(self, model, *, max_num_seqs: int = 8, max_num_batched_tokens: int = 512,
                  cache_memory: int = 2 ** 30, block_size: int = 16, tokenizer=None, seed: int = 0,
@@ -164,6 +168,27 @@ class LLMEngine:
         return self.scheduler.has_work()
 
     def step(self) -> list[RequestOutput]:
+        """One engine step. A failure of the model call fails that step's requests; a failure anywhere else
+        in the step (scheduling, sampling, emitting, bookkeeping) fails every unfinished request, since the
+        step may have left them half-updated, and the engine goes on empty. Only when even that fails is
+        the engine beyond use: EngineDead, which its driver reports (the server's /health then says 503)."""
+        try:
+            return self._step()
+        except Exception as e:
+            log.exception("engine step failed outside the model call")
+            return self._fail_unfinished(f"engine step failed: {type(e).__name__}: {e}", e)
+
+    def _fail_unfinished(self, message: str, cause: Exception) -> list[RequestOutput]:
+        outs = []
+        for req in list(self.requests.values()):
+            try:
+                outs.append(self._finish(req, "error", [], message))
+            except Exception as e:
+                raise EngineDead(f"{message}; then failing its requests failed too ({type(e).__name__}: {e})") from cause
+        self._publish()
+        return outs
+
+    def _step(self) -> list[RequestOutput]:
         plan = self.scheduler.schedule()
         if not plan.chunks and not plan.placed and not plan.swapped_out:
             return []

@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from k3.serve import chat_route, completion_route
-from k3.serve.async_engine import AsyncEngine, QueueFull
+from k3.serve.async_engine import AsyncEngine, EngineUnavailable, QueueFull
 from k3.serve.guard import Guard
 from k3.serve.metrics import Metrics
 from k3.serve.protocol import (ChatRequest, ClientGone, CompletionRequest, DetokenizeRequest, RequestError, TokenizeRequest,
@@ -43,16 +43,37 @@ class Server:
         return {"tokenizer_class": "K3Tokenizer", **token, "model_max_length": self.max_model_len,
                 "vocab_size": self.tokenizer.vocab_size, "chat_template": None}
 
-    async def run_all(self, ids: list[int], params: list, request: Request | None = None) -> list:
-        """Every choice's final output. A client that disconnects aborts them all (ClientGone)."""
+    async def run_all(self, ids: list[int], params: list, request: Request | None = None, ticket=None) -> list:
+        """Every choice's final output, admitted all together or not at all (`ticket`: places reserved for them
+        with others; else reserved here). A client that disconnects aborts them all (ClientGone), and a
+        choice that fails takes its siblings with it: nothing generates for nobody."""
+        own = ticket is None
+        ticket = ticket or self.engine.reserve(len(params))
+
         async def one(p):
             last = None
-            async for out in self.engine.generate(ids, p):
+            async for out in self.engine.generate(ids, p, ticket=ticket):
                 last = out
             if last.finish_reason == "error":
                 raise HTTPException(500, f"generation failed: {last.error}")
             return last
-        work = asyncio.ensure_future(asyncio.wait_for(asyncio.gather(*(one(p) for p in params)), self.request_timeout))
+
+        try:
+            return await self._all_choices([one(p) for p in params], request)
+        finally:
+            if own:
+                ticket.close()
+
+    async def _all_choices(self, coroutines: list, request: Request | None) -> list:
+        tasks = [asyncio.ensure_future(c) for c in coroutines]
+
+        async def gathered():
+            try:
+                return await asyncio.gather(*tasks)
+            finally:
+                for t in tasks:       # a failed (or abandoned) choice takes its siblings with it
+                    t.cancel()
+        work = asyncio.ensure_future(asyncio.wait_for(gathered(), self.request_timeout))
         watch = asyncio.ensure_future(_disconnected(request)) if request is not None else None
         try:
             await asyncio.wait([t for t in (work, watch) if t is not None], return_when=asyncio.FIRST_COMPLETED)
@@ -108,6 +129,9 @@ def build_app(server: Server) -> FastAPI:
 
     @app.get("/health")
     async def health():
+        if server.engine.dead is not None or not server.engine.running:
+            return error_response(503, f"the engine has stopped: {server.engine.dead or 'its thread ended'}; "
+                                  "the server is shutting down (see its log)")
         return {"status": "ok", "in_flight": server.engine.in_flight}
 
     @app.get("/metrics")
@@ -139,9 +163,12 @@ def build_app(server: Server) -> FastAPI:
         add_special_tokens adds a BOS; K3 adds none, so the flag is accepted and changes nothing."""
         if (req.prompt is None) == (req.messages is None):
             raise HTTPException(400, "give exactly one of prompt or messages")
-        ids = (server.tokenizer.encode(req.prompt, special=True) if req.prompt is not None
-               else chat_route.prompt_ids(ChatRequest(model=server.model_name, messages=req.messages),
-                                          server.tokenizer)[0])
+        if req.prompt is not None:
+            server.check_text_size(len(req.prompt.encode()), "prompt")
+        ids = await asyncio.to_thread(   # off the loop: a large prompt must not stall every other client
+            lambda: server.tokenizer.encode(req.prompt, special=True) if req.prompt is not None
+            else chat_route.prompt_ids(ChatRequest(model=server.model_name, messages=req.messages), server.tokenizer,
+                                       server.check_text_size)[0])
         return {"tokens": ids, "count": len(ids), "max_model_len": server.max_model_len}
 
     @app.get("/tokenizer_info")
@@ -171,6 +198,10 @@ def _install_errors(app: FastAPI) -> None:
     async def http(request, exc: StarletteHTTPException):
         return error_response(exc.status_code, str(exc.detail))
 
+    @app.exception_handler(EngineUnavailable)
+    async def unavailable(request, exc: EngineUnavailable):
+        return error_response(503, str(exc))
+
     @app.exception_handler(QueueFull)
     async def full(request, exc: QueueFull):
         return error_response(429, f"server busy: {exc}", headers={"Retry-After": "1"})
@@ -192,10 +223,15 @@ def _install_errors(app: FastAPI) -> None:
         return error_response(400, "body is JSON nested too deeply")
 
 
-def run(server: Server, sock, shutdown_timeout: float = 30.0) -> None:
+def run(server: Server, sock, shutdown_timeout: float = 30.0) -> bool:
     """Serve on `sock`, a socket already bound (so a port in use is reported before the model loads).
-    On SIGTERM, requests in flight get `shutdown_timeout` seconds to finish; then the rest are cut."""
+    On SIGTERM, requests in flight get `shutdown_timeout` seconds to finish; then the rest are cut.
+    Returns False when it stopped because the engine did (the caller exits non-zero)."""
     import uvicorn
 
-    config = uvicorn.Config(build_app(server), log_level="info", timeout_graceful_shutdown=shutdown_timeout)
-    uvicorn.Server(config).run(sockets=[sock])
+    from k3.serve.connection import config
+
+    uv = uvicorn.Server(config(build_app(server), shutdown_timeout))
+    server.engine.on_death = lambda reason: setattr(uv, "should_exit", True)
+    uv.run(sockets=[sock])
+    return server.engine.dead is None

@@ -24,6 +24,10 @@ class QueueFull(Exception):
     """More requests are waiting than the server accepts (HTTP 429)."""
 
 
+class EngineUnavailable(Exception):
+    """The engine thread has stopped for good (HTTP 503); `/health` says so and the server exits non-zero."""
+
+
 class AsyncEngine:
     def __init__(self, engine: LLMEngine, max_queued: int = 64, metrics=None):
         if engine.driver is not None and engine.driver.running:
@@ -39,6 +43,8 @@ class AsyncEngine:
         self._pending = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self.dead: str | None = None          # why the engine thread stopped for good
+        self.on_death = None                  # called (from the engine thread) once it has
         self._thread = threading.Thread(target=self._loop, name="k3-engine", daemon=True)
         self._thread.start()
 
@@ -51,13 +57,29 @@ class AsyncEngine:
     def in_flight(self) -> int:
         return len(self._streams)
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[RequestOutput]:
-        """Yields outputs as tokens arrive; leaving the iterator early (client gone) aborts the request."""
+    def reserve(self, n: int) -> "Ticket":
+        """Admit `n` requests (every choice of one client request) all together, or none: QueueFull when they
+        do not all fit. Each place is then taken by one `generate(..., ticket=)`; close the ticket when done
+        so that places never taken (a sibling failed first) are given back."""
         with self._lock:
+            if self.dead is not None:
+                raise EngineUnavailable(f"the engine has stopped: {self.dead}")
             waiting = self._pending + self.engine.stats_snapshot()["waiting"]
-            if waiting >= self.max_queued:
-                raise QueueFull(f"{waiting} requests are waiting (limit {self.max_queued})")
-            self._pending += 1
+            if waiting + n > self.max_queued:
+                raise QueueFull(f"{waiting} requests are waiting and this one needs {n} more places "
+                                f"(limit {self.max_queued})")
+            self._pending += n
+        return Ticket(self, n)
+
+    def _release(self, n: int) -> None:
+        with self._lock:
+            self._pending -= n
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams,
+                       ticket: "Ticket | None" = None) -> AsyncIterator[RequestOutput]:
+        """Yields outputs as tokens arrive; leaving the iterator early (client gone) aborts the request.
+        `ticket`: a place reserved with its siblings (`reserve`); without one, a place is reserved here."""
+        (ticket or self.reserve(1)).take()
         request_id = f"srv-{next(self._ids)}"
         outputs: asyncio.Queue = asyncio.Queue()
         self._streams[request_id] = (asyncio.get_running_loop(), outputs)
@@ -85,12 +107,40 @@ class AsyncEngine:
         self.metrics.tokens.inc(len(out.new_token_ids))
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._drain(block=not self.engine.has_unfinished())
-            for out in self.engine.step() if self.engine.has_unfinished() else []:
-                stream = self._streams.get(out.request_id)
-                if stream is not None:
-                    stream[0].call_soon_threadsafe(stream[1].put_nowait, out)
+        try:
+            while not self._stop.is_set():
+                self._drain(block=not self.engine.has_unfinished())
+                for out in self.engine.step() if self.engine.has_unfinished() else []:
+                    self._deliver(out)
+        except BaseException as e:   # EngineDead, or a failure outside step(): never a silent stop
+            self._die(f"{type(e).__name__}: {e}")
+
+    def _deliver(self, out: RequestOutput) -> None:
+        stream = self._streams.get(out.request_id)
+        if stream is not None:
+            stream[0].call_soon_threadsafe(stream[1].put_nowait, out)
+
+    def _die(self, reason: str) -> None:
+        """Fail every request still waiting on this engine, refuse new ones, and tell the server."""
+        import logging
+
+        logging.getLogger("k3.serve").error("the engine thread stopped for good: %s", reason)
+        with self._lock:
+            self.dead = reason
+        for request_id in list(self._streams):
+            self._deliver(RequestOutput(request_id, [], [], [], None, True, "error",
+                                        error=f"the engine stopped: {reason}"))
+        while True:
+            try:
+                cmd = self._commands.get_nowait()
+            except queue.Empty:
+                break
+            if cmd[0] == "add" and cmd[1] in self._streams:
+                loop = self._streams[cmd[1]][0]
+                loop.call_soon_threadsafe(_settle, cmd[4], cmd[4].set_exception,
+                                          EngineUnavailable(f"the engine has stopped: {reason}"))
+        if self.on_death is not None:
+            self.on_death(reason)
 
     def _drain(self, block: bool) -> None:
         while True:
@@ -124,6 +174,29 @@ class AsyncEngine:
         self._thread.join(timeout=5)
         if self.engine.driver is self and not self.running:
             self.engine.driver = None
+
+
+class Ticket:
+    """Places in the engine's queue reserved together; `take` uses one, `close` gives back the rest."""
+
+    def __init__(self, engine: AsyncEngine, n: int):
+        self.engine, self.left = engine, n
+
+    def take(self) -> None:
+        if self.left <= 0:
+            raise RuntimeError("more requests started than places reserved")
+        self.left -= 1
+
+    def close(self) -> None:
+        if self.left:
+            self.engine._release(self.left)
+            self.left = 0
+
+    def __enter__(self) -> "Ticket":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _settle(future: asyncio.Future, setter, value) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import time
@@ -14,7 +15,8 @@ from k3.chat import (ContentDelta, MessageParser, ReasoningDelta, ToolCallDelta,
 from k3.chat.tools import tool_name, tool_names
 from k3.chat.validate import check_tool_choice, check_tools
 from k3.engine.request import SamplingParams
-from k3.serve.protocol import ChatRequest
+from k3.engine.structured import bounds
+from k3.serve.protocol import ChatRequest, RequestError
 from k3.serve.structured import request_constraint
 from k3.serve.sse import interleaved, next_output
 
@@ -55,6 +57,8 @@ def admitted(server, req: ChatRequest) -> tuple[list[int], dict, list[SamplingPa
     """Prompt ids, parser options and one SamplingParams per choice, within the server's max_model_len."""
     thinking = bool((req.chat_template_kwargs or {}).get("thinking", True))
     check_tools(req.tools)
+    if req.tools and len(req.tools) > bounds.MAX_TOOLS:
+        raise RequestError(f"{len(req.tools):,} tools is over the limit of {bounds.MAX_TOOLS}", "tools")
     structured = request_constraint(req, "think" if thinking else "response")   # its 400 names the field
     ids, options = prompt_ids(req, server.tokenizer, server.check_text_size)
     asked = req.max_completion_tokens or req.max_tokens
@@ -79,7 +83,7 @@ def usage(prompt_len: int, outs, tokenizer, reasoning_texts) -> dict:
 
 
 async def complete(server, req: ChatRequest, request=None) -> dict:
-    ids, options, params = admitted(server, req)
+    ids, options, params = await asyncio.to_thread(admitted, server, req)   # validation and tokenizing off the loop
     outs = await server.run_all(ids, params, request)
     messages = [parse_message(server.tokenizer, o.token_ids, **options) for o in outs]
     choices = [{"index": i, "message": m.to_openai(), "finish_reason": finish_reason(o, m),
@@ -94,16 +98,17 @@ async def complete(server, req: ChatRequest, request=None) -> dict:
 async def stream(server, req: ChatRequest):
     """SSE chunks per choice: role, then reasoning/content/tool-call deltas, then the finish reason;
     then [usage] and [DONE]. With n > 1 the choices' chunks interleave, each tagged with its index."""
-    ids, options, params = admitted(server, req)
+    ids, options, params = await asyncio.to_thread(admitted, server, req)
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
             "model": server.model_name}
-    generators = [server.engine.generate(ids, p) for p in params]
-    try:
-        firsts = [await anext(g) for g in generators]      # surfaces 429/400 before the 200 is sent
-    except BaseException:
-        for g in generators:
-            await g.aclose()                               # abort the choices already admitted
-        raise
+    with server.engine.reserve(len(params)) as ticket:    # every choice, or a 429 for the request
+        generators = [server.engine.generate(ids, p, ticket=ticket) for p in params]
+        try:
+            firsts = [await anext(g) for g in generators]      # surfaces 400s before the 200 is sent
+        except BaseException:
+            for g in generators:
+                await g.aclose()                               # abort the choices already admitted
+            raise
     return _sse(server, head, ids, options, req, firsts, generators)
 
 

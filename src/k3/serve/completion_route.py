@@ -49,6 +49,11 @@ def params(server, req: CompletionRequest, ids: list[int]) -> list:
     return out
 
 
+def _admitted(server, req: CompletionRequest) -> tuple[list[list[int]], list[list]]:
+    prompts = prompt_list(server, req)
+    return prompts, [params(server, req, ids) for ids in prompts]
+
+
 def _head() -> dict:
     return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time())}
 
@@ -61,9 +66,10 @@ def _usage(prompt_len: int, outs) -> dict:
 async def complete(server, req: CompletionRequest, request=None) -> dict:
     """Every prompt's choices, prompt i's choice j at index i * n + j (as OpenAI numbers them); every
     prompt is checked before any runs."""
-    prompts = prompt_list(server, req)
-    plans = [params(server, req, ids) for ids in prompts]
-    results = await asyncio.gather(*(server.run_all(ids, ps, request) for ids, ps in zip(prompts, plans)))
+    prompts, plans = await asyncio.to_thread(_admitted, server, req)   # validation and tokenizing off the loop
+    with server.engine.reserve(sum(map(len, plans))) as ticket:   # every prompt's choices, or none
+        results = await server._all_choices([server.run_all(ids, ps, request, ticket) for ids, ps in zip(prompts, plans)],
+                                            None)
     choices = []
     for ids, outs in zip(prompts, results):
         prefix = server.tokenizer.decode(ids) if req.echo else ""
@@ -77,18 +83,20 @@ async def complete(server, req: CompletionRequest, request=None) -> dict:
 
 async def stream(server, req: CompletionRequest):
     """Admits every choice first (so 400/429 come back as status codes), then returns the SSE body."""
-    prompts = prompt_list(server, req)
+    prompts = await asyncio.to_thread(prompt_list, server, req)
     if len(prompts) > 1:
         raise RequestError("a stream answers one prompt: send batched prompts without stream, or one request each",
                            "prompt")
     ids = prompts[0]
-    generators = [server.engine.generate(ids, p) for p in params(server, req, ids)]
-    try:
-        firsts = [await anext(g) for g in generators]
-    except BaseException:
-        for g in generators:
-            await g.aclose()
-        raise
+    plan = await asyncio.to_thread(params, server, req, ids)
+    with server.engine.reserve(len(plan)) as ticket:     # every choice, or a 429 for the request
+        generators = [server.engine.generate(ids, p, ticket=ticket) for p in plan]
+        try:
+            firsts = [await anext(g) for g in generators]
+        except BaseException:
+            for g in generators:
+                await g.aclose()
+            raise
     return _sse(server, req, ids, _head() | {"model": server.model_name}, firsts, generators)
 
 

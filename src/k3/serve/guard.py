@@ -2,7 +2,8 @@
 
 - Body size: at most MAX_BODY_BYTES, counted over the bytes actually received, so a chunked body
   without Content-Length is cut at the limit too (413), never read whole.
-- API key: with --api-key every path needs `Authorization: Bearer KEY` except /health (a liveness
+- Body time: the whole body within BODY_TIMEOUT_S (408), so a client trickling it cannot hold a slot.
+- API key: with --api-key every path needs `Authorization: Bearer KEY` (that scheme exactly) except /health (a liveness
   probe carries no data); /metrics too unless the server was started with --public-metrics. The chat
   page (GET /) also takes the key as `?api_key=` because a browser cannot send a header for it.
 - Metrics: requests counted by path and status.
@@ -11,11 +12,17 @@
 from __future__ import annotations
 
 import hmac
+import asyncio
 from urllib.parse import parse_qs
 
 from k3.serve.protocol import error_response
 
 MAX_BODY_BYTES = 4 * 2 ** 20
+BODY_TIMEOUT_S = 60.0   # the whole body, however it is chunked (the head's timeout is connection.py's)
+
+
+class BodyTimeout(Exception):
+    pass
 OPEN_PATHS = ("/health",)
 KNOWN_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize",
                "/detokenize", "/", "/openapi.json")
@@ -48,7 +55,11 @@ class Guard:
         declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             return await _too_large()(scope, receive, send)
-        body, ended = await _read_body(receive)
+        try:
+            body, ended = await _read_body(receive)
+        except BodyTimeout:
+            return await error_response(408, f"the request body did not arrive within {BODY_TIMEOUT_S:g} s")(
+                scope, receive, send)
         if body is None:
             return await _too_large()(scope, receive, send)
         replay = [{"type": "http.request", "body": body, "more_body": False}] if not ended else []
@@ -62,17 +73,23 @@ class Guard:
         key = self.server.api_key
         if not key or scope["path"] in OPEN_PATHS or (scope["path"] == "/metrics" and self.server.public_metrics):
             return True
-        given = (_header(scope, b"authorization") or "").removeprefix("Bearer ").strip()
+        scheme, _, given = (_header(scope, b"authorization") or "").partition(" ")
+        given = given.strip() if scheme.lower() == "bearer" else ""   # exactly `Bearer KEY`, never a bare key
         if not given and scope["path"] == "/" and scope["method"] == "GET":
             given = (parse_qs(scope.get("query_string", b"").decode()).get("api_key") or [""])[0]
         return hmac.compare_digest(given.encode(), key.encode())
 
 
 async def _read_body(receive) -> tuple[bytes | None, bool]:
-    """-> (the whole body, or None past the limit; whether the client disconnected while sending it)."""
+    """-> (the whole body, or None past the limit; whether the client disconnected while sending it).
+    BodyTimeout when the body does not arrive within BODY_TIMEOUT_S."""
     chunks, size = [], 0
+    deadline = asyncio.get_running_loop().time() + BODY_TIMEOUT_S
     while True:
-        message = await receive()
+        try:
+            message = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
+        except asyncio.TimeoutError:
+            raise BodyTimeout() from None
         if message["type"] == "http.disconnect":
             return b"".join(chunks), True
         chunk = message.get("body", b"")

@@ -86,7 +86,8 @@ class ClientGone(Exception):
 
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-               413: "invalid_request_error", 429: "rate_limit_error", 504: "timeout"}
+               408: "timeout", 413: "invalid_request_error", 429: "rate_limit_error", 503: "service_unavailable",
+               504: "timeout"}
 
 
 def error_body(message: str, kind: str, code: int, param: str | None = None) -> dict:

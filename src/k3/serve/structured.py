@@ -8,6 +8,7 @@ from k3.chat.validate import check_depth
 from k3.engine.structured import StructuredOutputs
 from k3.engine.structured.matcher import validate
 from k3.engine.structured.params import constrains_calls
+from k3.serve import grammar_check
 from k3.serve.protocol import RequestError
 
 GUIDED = {"guided_json": "json", "guided_regex": "regex", "guided_choice": "choice", "guided_grammar": "grammar"}
@@ -37,7 +38,7 @@ def request_constraint(req, frame: str | None) -> StructuredOutputs | None:
         try:
             so = make()
             if so is not None:
-                validate(so)
+                validate(so, grammar_check.shared().problem)   # in a child process: a crash is a 400
             return so
         except ValueError as e:
             raise RequestError(str(e), field) from None

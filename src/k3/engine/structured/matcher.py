@@ -60,11 +60,15 @@ class Grammars:
         return Constraint(matcher, self.vocab_size)
 
 
-def validate(so: StructuredOutputs) -> None:
-    """Raise ValueError if the constraint cannot be compiled (checked without a tokenizer: cheap, early)."""
-    import llguidance
+def validate(so: StructuredOutputs, checker=None) -> None:
+    """Raise ValueError if the constraint cannot be compiled (checked without a tokenizer: cheap, early).
+    `checker(lark) -> problem or None` validates elsewhere (the server's child process); by default, here."""
+    if checker is None:
+        import llguidance
 
-    problem = llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(lark_grammar(so)))
+        def checker(lark):
+            return llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(lark))
+    problem = checker(lark_grammar(so))
     if problem:
         raise ValueError(f"structured_outputs: {_short(problem)}")
 

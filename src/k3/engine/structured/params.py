@@ -14,6 +14,8 @@ from __future__ import annotations
 import json as _json
 from dataclasses import dataclass
 
+from k3.engine.structured import bounds
+
 KINDS = ("json", "json_object", "regex", "choice", "grammar")
 FRAMES = (None, "think", "response")
 TOOL_MODES = ("required", "auto")
@@ -57,6 +59,19 @@ class StructuredOutputs:
                 raise ValueError(f"structured_outputs.{name}: a non-empty string")
         if self.frame not in FRAMES:
             raise ValueError(f"structured_outputs.frame: one of {FRAMES}")
+        self._check_bounds()
+
+    def _check_bounds(self) -> None:
+        """What the grammar library may be asked (bounds.py): refused here, before any of it is compiled."""
+        if self.json is not None:
+            bounds.check_schema(self.json, "structured_outputs.json")
+        if self.choice is not None:
+            bounds.check_choice(self.choice, "structured_outputs.choice")
+        for name in ("regex", "grammar"):
+            if getattr(self, name) is not None:
+                bounds.check_text(getattr(self, name), f"structured_outputs.{name}", grammar=name == "grammar")
+        if self.tools is not None:
+            bounds.check_tools(self.tools)
 
     @classmethod
     def from_request(cls, value: dict, frame: str | None = None) -> "StructuredOutputs":
