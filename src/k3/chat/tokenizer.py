@@ -54,6 +54,11 @@ class K3Tokenizer:
         self.special_ids = frozenset(self.specials.values())
         self.encoding = tiktoken.Encoding(name=name, pat_str=K3_PATTERN, mergeable_ranks=ranks,
                                           special_tokens=self.specials)
+        known = set(ranks.values()) | set(self.special_ids)
+        # Ids below vocab_size that decode to nothing (a BPE file whose ranks skip some, specials placed
+        # past a gap): refused in prompts and never sampled (engine.py), so no output can fail to decode.
+        self.holes = tuple(i for i in range(self.vocab_size) if i not in known)
+        self._holes = frozenset(self.holes)
         self.open_id, self.close_id = self.specials[OPEN], self.specials[CLOSE]
         self.sep_id, self.end_of_msg_id = self.specials[SEP], self.specials[END_OF_MSG]
 
@@ -96,6 +101,9 @@ class K3Tokenizer:
         bad = [t for t in ids if not 0 <= t < self.vocab_size]
         if bad:
             raise ValueError(f"token ids out of range [0, {self.vocab_size}): {bad[:5]}")
+        holes = [t for t in ids if t in self._holes] if self._holes else []
+        if holes:
+            raise ValueError(f"token ids {holes[:5]} are not in this tokenizer's vocabulary (it has no token there)")
         return self.encoding.decode_bytes(ids)
 
     def stream_decoder(self) -> "StreamDecoder":

@@ -88,7 +88,8 @@ class LLMEngine:
         # Ids a request may hold: with a tokenizer, only those it can decode (see Sampler).
         decodable = getattr(tokenizer, "vocab_size", None)
         self.usable_vocab = min(self.vocab_size, decodable) if decodable else self.vocab_size
-        self.sampler = Sampler(self.usable_vocab)
+        self.holes = tuple(h for h in getattr(tokenizer, "holes", ()) if h < self.usable_vocab)
+        self.sampler = Sampler(self.usable_vocab, self.holes)
         self.grammars: Grammars | None = None   # built on the first constrained request
         self.max_model_len = _max_model_len(max_model_len, self.capacity, model.config)
         self.requests: dict[str, Request] = {}
@@ -107,6 +108,9 @@ class LLMEngine:
         save_state_path: when the request finishes, its state is written there (see `k3.engine.state_file`)."""
         params = params or SamplingParams()
         prompt = self._check_prompt(prompt_ids)
+        biased = [t for t, _ in params.logit_bias or () if t >= self.usable_vocab]
+        if biased:
+            raise ValueError(f"SamplingParams.logit_bias: token ids must be below {self.usable_vocab}, got {biased[:5]}")
         if resume_state is not None:
             check_resumable(resume_state, prompt)
         if params.stop and self.tokenizer is None:
@@ -154,6 +158,9 @@ class LLMEngine:
         bad = [t for t in ids if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < self.usable_vocab]
         if bad:
             raise ValueError(f"prompt: token ids must be integers in [0, {self.usable_vocab}), got {bad[:5]}")
+        holes = set(self.holes).intersection(ids) if self.holes else ()
+        if holes:
+            raise ValueError(f"prompt: token ids {sorted(holes)[:5]} are not in the tokenizer's vocabulary")
         return ids
 
     def abort(self, request_id: str) -> RequestOutput | None:

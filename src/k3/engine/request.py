@@ -31,6 +31,7 @@ class SamplingParams:
     ignore_eos: bool = False
     skip_special_tokens: bool = True  # leave special tokens out of `text`
     structured_outputs: object = None  # a StructuredOutputs (or vLLM's dict for one): constrained decoding
+    logit_bias: object = None         # {token id: bias in [-100, 100]} added to the logits (OpenAI's, vLLM's)
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -41,6 +42,8 @@ class SamplingParams:
             from k3.engine.structured import StructuredOutputs
 
             object.__setattr__(self, "structured_outputs", StructuredOutputs.from_request(self.structured_outputs))
+        if isinstance(self.logit_bias, dict):   # kept as sorted pairs: the params stay hashable and comparable
+            object.__setattr__(self, "logit_bias", tuple(sorted(self.logit_bias.items(), key=lambda kv: repr(kv[0]))))
         _validate(self)
 
     @property
@@ -83,9 +86,24 @@ def _validate(p: SamplingParams) -> None:
         v = getattr(p, name)
         if v is not None and (not _is_int(v) or not 0 <= v <= MAX_LOGPROBS):
             _fail(name, f"must be None or an integer in 0..{MAX_LOGPROBS}, got {v!r}")
+    if p.logit_bias is not None:
+        _check_bias(p.logit_bias)
     for name in ("ignore_eos", "skip_special_tokens"):
         if not isinstance(getattr(p, name), bool):
             _fail(name, f"must be a bool, got {getattr(p, name)!r}")
+
+
+MAX_BIASED = 1024
+
+
+def _check_bias(bias) -> None:
+    if not isinstance(bias, tuple) or len(bias) > MAX_BIASED:
+        _fail("logit_bias", f"must be a mapping of at most {MAX_BIASED} token ids to biases")
+    for pair in bias:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and _is_int(pair[0]) and pair[0] >= 0):
+            _fail("logit_bias", f"keys must be token ids (non-negative integers), got {pair!r}")
+        if not _is_num(pair[1]) or not -100 <= pair[1] <= 100:
+            _fail("logit_bias", f"biases must be numbers in [-100, 100], got {pair[1]!r} for token {pair[0]}")
 
 
 class Status(enum.Enum):

@@ -43,11 +43,13 @@ class Sample:
 
 
 class Sampler:
-    def __init__(self, sampleable: int | None = None):
+    def __init__(self, sampleable: int | None = None, holes: tuple[int, ...] = ()):
         """sampleable: only ids below it are drawn. A checkpoint's vocab_size may exceed what its
         tokenizer can decode (embedding rows padded for alignment, a small tokenizer on a random
-        model); those ids are masked from sampling, so no request can fail decoding one."""
+        model); those ids are masked from sampling, so no request can fail decoding one. `holes`:
+        ids below it that the tokenizer cannot decode either (masked the same way)."""
         self.sampleable = sampleable
+        self.holes = torch.tensor(holes, dtype=torch.long) if holes else None
 
     def __call__(self, logits: torch.Tensor, requests: list[Request],
                  drafts: list[tuple[int, ...]] | None = None) -> list[Sample]:
@@ -78,7 +80,7 @@ class Sampler:
         if not all(finite_rows(rows).tolist()):
             return Sample(error=NON_FINITE)
         try:
-            return verify_window(rows, req, drafts)
+            return verify_window(self._no_holes(biased(rows, [req] * rows.shape[0])), req, drafts)
         except Exception as e:  # noqa: BLE001
             return Sample(error=f"sampling failed: {type(e).__name__}: {e}")
 
@@ -87,7 +89,7 @@ class Sampler:
         ok = [i for i, f in enumerate(finite) if f]
         out = [Sample(error=NON_FINITE)] * len(requests)
         rows = logits if len(ok) == len(requests) else logits[ok]
-        rows = constrained(rows, [requests[i] for i in ok])
+        rows = self._no_holes(biased(constrained(rows, [requests[i] for i in ok]), [requests[i] for i in ok]))
         try:
             done = self._sample(rows, [requests[i] for i in ok]) if ok else []
         except Exception:  # noqa: BLE001 - retry alone, so one bad row cannot fail its batchmates
@@ -95,6 +97,12 @@ class Sampler:
         for i, s in zip(ok, done):
             out[i] = s
         return out
+
+    def _no_holes(self, rows: torch.Tensor) -> torch.Tensor:
+        """The tokenizer's holes at -inf (after the finite check: this -inf is ours, not the model's)."""
+        if self.holes is None:
+            return rows
+        return rows.index_fill(-1, self.holes.to(rows.device), float("-inf"))
 
     def _one(self, row: torch.Tensor, req: Request) -> Sample:
         try:
@@ -146,6 +154,19 @@ def constrained(logits: torch.Tensor, reqs: list[Request]) -> torch.Tensor:
         allowed = reqs[i].constraint.allowed()[:out.shape[-1]].to(out.device)
         out[i, :allowed.shape[0]].masked_fill_(~allowed, float("-inf"))
         out[i, allowed.shape[0]:] = float("-inf")
+    return out
+
+
+def biased(logits: torch.Tensor, reqs: list[Request]) -> torch.Tensor:
+    """Rows of requests with a logit_bias, the bias added to its tokens (a copy; the others as they are)."""
+    rows = [i for i, r in enumerate(reqs) if r.params.logit_bias]
+    if not rows:
+        return logits
+    out = logits.clone()
+    for i in rows:
+        ids = [t for t, _ in reqs[i].params.logit_bias if t < out.shape[-1]]
+        values = [b for t, b in reqs[i].params.logit_bias if t < out.shape[-1]]
+        out[i, ids] += torch.tensor(values, dtype=out.dtype, device=out.device)
     return out
 
 

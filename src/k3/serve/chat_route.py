@@ -25,13 +25,38 @@ DEFAULT_MAX_TOKENS = 1024
 
 def sampling(req, n_index: int = 0, logprobs: int | None = None, max_tokens: int | None = None,
              structured=None) -> SamplingParams:
+    refuse_unsupported(req)
     stop = [req.stop] if isinstance(req.stop, str) else (req.stop or [])
     return SamplingParams(max_tokens=max_tokens or req.max_tokens or DEFAULT_MAX_TOKENS, temperature=req.temperature,
                           top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
                           seed=None if req.seed is None else req.seed + n_index, stop=tuple(stop),
                           presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
                           repetition_penalty=req.repetition_penalty, logprobs=logprobs, ignore_eos=req.ignore_eos,
-                          structured_outputs=structured)
+                          structured_outputs=structured, logit_bias=logit_bias(req.logit_bias))
+
+
+def logit_bias(bias: dict | None) -> dict | None:
+    """OpenAI's {"token id": bias} -> {id: bias}; a key that is not a token id is a 400 naming it."""
+    if not bias:
+        return None
+    out = {}
+    for key, value in bias.items():
+        if not key.strip().isdigit():
+            raise RequestError(f"logit_bias: keys are token ids, got {key!r}", "logit_bias")
+        out[int(key)] = value
+    return out
+
+
+def refuse_unsupported(req) -> None:
+    """Fields whose meaning k3 does not implement: a 400 naming each, never a 200 that ignored it."""
+    if req.best_of is not None and req.best_of != req.n:
+        raise RequestError("best_of is not supported (k3 returns every sampled choice): use n, and pick among them",
+                           "best_of")
+    if req.suffix:
+        raise RequestError("suffix (insertion) is not supported by K3's completions", "suffix")
+    if req.speculative_config is not None:
+        raise RequestError("speculative decoding is set when the server starts (k3 serve --speculative-config JSON), "
+                           "not per request", "speculative_config")
 
 
 def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None) -> tuple[list[int], dict]:

@@ -70,7 +70,9 @@ class RedactKeys(logging.Filter):
         return True
 
 
-def config(app, shutdown_timeout: float) -> uvicorn.Config:
-    cfg = uvicorn.Config(app, log_level="info", timeout_graceful_shutdown=shutdown_timeout, http=HeadTimeoutProtocol)
+def config(app, shutdown_timeout: float = 30.0, **kwargs) -> uvicorn.Config:
+    """uvicorn's Config as k3 serves: the head timeout's protocol, keys redacted from the access log."""
+    kwargs.setdefault("log_level", "info")
+    cfg = uvicorn.Config(app, timeout_graceful_shutdown=shutdown_timeout, http=HeadTimeoutProtocol, **kwargs)
     logging.getLogger("uvicorn.access").addFilter(RedactKeys())   # after Config, which configures logging
     return cfg

@@ -39,6 +39,11 @@ class SamplingFields(Strict):
     guided_regex: str | None = None
     guided_choice: list[str] | None = None
     guided_grammar: str | None = None
+    logit_bias: dict[str, float] | None = None         # token id (as a string, as OpenAI sends it) -> bias
+    # Fields OpenAI or vLLM define that k3 does not do: refused with a 400 naming them, never ignored.
+    best_of: int | None = None
+    suffix: str | None = None
+    speculative_config: dict[str, Any] | None = None
 
 
 class ChatRequest(SamplingFields):

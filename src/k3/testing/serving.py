@@ -20,9 +20,11 @@ def start_server(server):
     import uvicorn
 
     from k3.serve.app import build_app
+    from k3.serve.connection import config
 
     port = free_port()
-    uv = uvicorn.Server(uvicorn.Config(build_app(server), host="127.0.0.1", port=port, log_level="warning"))
+    uv = uvicorn.Server(config(build_app(server), host="127.0.0.1", port=port, log_level="warning"))
+    server.engine.on_death = lambda reason: setattr(uv, "should_exit", True)
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()
     for _ in range(100):
