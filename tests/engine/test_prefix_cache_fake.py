@@ -1,6 +1,8 @@
 """Prefix caching's bookkeeping on the weightless model: its next token depends on every cached MLA
 row and on the KDA token count, so reusing the wrong state (or a wrong amount of it) changes tokens."""
 
+import os
+
 import pytest
 
 from k3.engine import LLMEngine, SamplingParams
@@ -235,3 +237,33 @@ def test_a_spill_dir_that_is_a_file_is_a_clear_error(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(ValueError, match="prefix_cache_spill_dir .* cannot write there"):
         _engine(prefix_cache_spill_dir=str(tmp_path / "f"))
+
+
+def test_malformed_spill_metadata_is_a_miss_and_the_directory_is_private(tmp_path):
+    """Issue 42: spilled files whose metadata has the wrong types (or was relabelled) were TypeErrors that killed
+    the engine's step, or wrong state; now a miss. The spill directory is made private, and one another user
+    owns is refused."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    spill = tmp_path / "spill"
+    engine = _spilling(spill)
+    first = list(range(1, 12))
+    _run(engine, [first])
+    _run(engine, [list(range(20, 31)), list(range(30, 41))])
+    engine.prefix_cache.store.spill.close()
+    assert os.stat(spill).st_mode & 0o777 == 0o700
+    for i, f in enumerate(sorted(spill.glob("*.safetensors"))):
+        with safe_open(str(f), "pt") as g:
+            meta, tensors = g.metadata(), {k: g.get_tensor(k) for k in g.keys()}
+        meta = meta | ({"pending_ids": '"5"'} if i % 2 else {"kda_layers": '"5"'})
+        save_file(tensors, str(f), metadata=meta)
+    again = _spilling(spill)
+    outs = _run(again, [first + [3, 4]])
+    assert outs[0].finish_reason != "error" and _hits(again) == 0
+    if os.geteuid() == 0:
+        other = tmp_path / "theirs"
+        other.mkdir()
+        os.chown(other, 12345, 12345)
+        with pytest.raises(ValueError, match="owned by another user"):
+            _spilling(other)

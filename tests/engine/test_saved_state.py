@@ -63,13 +63,45 @@ def test_state_files_that_do_not_fit_are_refused(tiny_checkpoint, tmp_path):
         run(llm, None, 2, resume_from=truncated)
     with safe_open(str(path), "pt") as f:
         meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
-    save_file(tensors, str(tmp_path / "v2.state"), metadata=meta | {"version": "2"})
+    save_file(tensors, str(tmp_path / "v9.state"), metadata=meta | {"version": "9"})
     with pytest.raises(StateFileError, match="version"):
-        run(llm, None, 2, resume_from=tmp_path / "v2.state")
+        run(llm, None, 2, resume_from=tmp_path / "v9.state")
     with pytest.raises(ValueError, match="must begin with the saved state's tokens"):
         run(llm, [[1, 2, 3, 4]], 2, resume_from=path)
     assert json.loads(meta["pending_ids"]) == first.token_ids[-1:]
     assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize("tamper", ["scaled, digest recomputed", "signature removed", "token_ids relabelled",
+                                    "pending_ids a string", "kda_layers a string", "no signature at all"])
+def test_tampered_state_files_are_refused(tiny_checkpoint, tmp_path, tamper):
+    """The second audit's tamperings (issue 42): each gave wrong tokens or a TypeError before."""
+    import hashlib
+
+    llm = LLM(str(tiny_checkpoint), max_num_seqs=1, cache_memory="8MiB")
+    path = tmp_path / "s.state"
+    first = run(llm, [PROMPT], 3, save_state=path)[0]
+    with safe_open(str(path), "pt") as f:
+        meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
+    sig = "signature_hmac_sha256"
+    if tamper == "scaled, digest recomputed":
+        tensors = {k: v * 2 if v.is_floating_point() else v for k, v in tensors.items()}
+        meta = meta | {sig: hashlib.sha256(repr(sorted(meta)).encode()).hexdigest()}
+    elif tamper == "signature removed":
+        meta = {k: v for k, v in meta.items() if k != sig}
+    elif tamper == "token_ids relabelled":
+        meta = meta | {"token_ids": json.dumps([t + 1 for t in json.loads(meta["token_ids"])])}
+    elif tamper == "pending_ids a string":
+        meta = meta | {"pending_ids": '"5"'}
+    elif tamper == "kda_layers a string":
+        meta = meta | {"kda_layers": '"5"'}
+    else:
+        meta = {k: v for k, v in meta.items() if k not in (sig, "tensors_blake2b")}
+    bad = tmp_path / "bad.state"
+    save_file(tensors, str(bad), metadata=meta)
+    prompt = (json.loads(meta["token_ids"]) if tamper == "token_ids relabelled" else PROMPT + first.token_ids[:-1])
+    with pytest.raises(StateFileError):
+        run(llm, [prompt + [5]], 2, resume_from=bad)
 
 
 PROMPTS = [[(7 * i + j) % 97 + 1 for j in range(3 + 5 * i)] for i in range(6)]

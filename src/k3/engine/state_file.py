@@ -1,11 +1,19 @@
 """Sequence-state files: a safetensors file of the state's tensors, with metadata naming the format,
 its version, the model it belongs to (a fingerprint of config and weights) and the token ids.
 Written to a temporary name and renamed; anything that does not match is refused with the reason.
-A digest of the tensor bytes in the metadata catches a file damaged after it was written."""
+
+Every file carries a signature: HMAC-SHA256, under this user's state key, of all its metadata and
+all its tensor bytes. A plain digest caught damage but not tampering (scale the state and recompute
+it, or relabel `token_ids` to another prompt, and the wrong tokens came out silently); the signature
+is required, covers the labels with the numbers, and only the key's holder can make one. The key is
+K3_STATE_KEY when set (to move state files between machines, set the same value on both), else a
+random key made on first use in ~/.cache/k3/state.key (mode 0600). Every metadata field is
+type-checked before use."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 from pathlib import Path
@@ -17,7 +25,8 @@ from safetensors.torch import save_file
 from k3.engine.cache.snapshot import SequenceState
 
 FORMAT = "k3-sequence-state"
-VERSION = 1
+VERSION = 2          # 2: signed (HMAC over metadata and tensors); 1 had an optional, unkeyed digest
+SIGNATURE = "signature_hmac_sha256"
 
 
 class StateFileError(ValueError):
@@ -40,8 +49,8 @@ def save_state(path: str | Path, state: SequenceState, fingerprint: str, dtype: 
     tensors = {k: v.contiguous() for k, v in state.tensors().items()}
     meta = {"format": FORMAT, "version": str(VERSION), "model": fingerprint, "dtype": str(dtype),
             "token_ids": json.dumps(state.token_ids), "pending_ids": json.dumps(state.pending_ids),
-            "kda_layers": json.dumps(sorted(state.kda)), "mla_layers": json.dumps(sorted(state.mla)),
-            "tensors_blake2b": _digest(tensors)}
+            "kda_layers": json.dumps(sorted(state.kda)), "mla_layers": json.dumps(sorted(state.mla))}
+    meta[SIGNATURE] = _signature(meta, tensors)
     tmp = path.with_name(path.name + ".tmp")
     save_file(tensors, str(tmp), metadata=meta)
     os.replace(tmp, path)
@@ -57,15 +66,56 @@ def load_state(path: str | Path, fingerprint: str, dtype: torch.dtype) -> Sequen
             meta = f.metadata() or {}
             _check_meta(path, meta, fingerprint, dtype)
             tensors = {k: f.get_tensor(k) for k in f.keys()}
-        if "tensors_blake2b" in meta and meta["tensors_blake2b"] != _digest(tensors):
-            raise StateFileError(f"state file {path} is damaged (its tensors do not match the digest it was "
-                                 "saved with); save it again")
-        return SequenceState.from_tensors(tensors, json.loads(meta["token_ids"]), json.loads(meta["pending_ids"]),
-                                          json.loads(meta["kda_layers"]), json.loads(meta["mla_layers"]))
-    except (SafetensorError, OSError, KeyError, ValueError) as e:
+        given = meta.get(SIGNATURE)
+        if not isinstance(given, str) or not hmac.compare_digest(given, _signature(meta, tensors)):
+            raise StateFileError(f"state file {path} is damaged or was changed after it was saved, or it was signed "
+                                 "with another state key (set K3_STATE_KEY to the saving machine's); save it again")
+        fields = {name: _int_list(path, meta, name) for name in ("token_ids", "pending_ids", "kda_layers", "mla_layers")}
+        return SequenceState.from_tensors(tensors, fields["token_ids"], fields["pending_ids"], fields["kda_layers"],
+                                          fields["mla_layers"])
+    except (SafetensorError, OSError, KeyError, ValueError, TypeError, IndexError) as e:
         if isinstance(e, StateFileError):
             raise
         raise StateFileError(f"state file {path} is truncated or corrupt ({e}); save it again") from None
+
+
+def _int_list(path: Path, meta: dict, name: str) -> list[int]:
+    try:
+        value = json.loads(meta[name])
+    except (KeyError, TypeError, ValueError):
+        raise StateFileError(f"state file {path}: metadata {name!r} is missing or not JSON; save it again") from None
+    if not isinstance(value, list) or not all(type(v) is int and v >= 0 for v in value):
+        raise StateFileError(f"state file {path}: metadata {name!r} must be a list of non-negative integers")
+    return value
+
+
+def state_key() -> bytes:
+    """This user's key for signing state files (see the module docstring)."""
+    given = os.environ.get("K3_STATE_KEY")
+    if given:
+        return given.encode()
+    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "k3" / "state.key"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = os.urandom(32).hex().encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:   # made meanwhile by another process
+        return path.read_bytes()
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
+    return key
+
+
+def _signature(meta: dict, tensors: dict[str, torch.Tensor]) -> str:
+    """HMAC-SHA256 of every metadata field but the signature and every tensor's name, dtype, shape and bytes."""
+    h = hmac.new(state_key(), digestmod=hashlib.sha256)
+    h.update(json.dumps({k: v for k, v in meta.items() if k != SIGNATURE}, sort_keys=True).encode())
+    h.update(_digest(tensors).encode())
+    return h.hexdigest()
 
 
 def _digest(tensors: dict[str, torch.Tensor]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,9 +24,19 @@ import torch
 from safetensors import safe_open
 
 from k3.engine.cache.snapshot import SequenceState
-from k3.engine.state_file import StateFileError, load_state, save_state
+from k3.engine.state_file import load_state, save_state
 
 log = logging.getLogger("k3.engine")
+
+
+def _check_private(directory: Path) -> None:
+    """The spill directory holds model state that later requests are served from: it must be ours alone."""
+    st = directory.stat()
+    if st.st_uid != os.geteuid():
+        raise ValueError(f"prefix_cache_spill_dir {directory}: owned by another user (uid {st.st_uid}); k3 will not "
+                         "serve state from a directory someone else can write: give one of your own")
+    if st.st_mode & 0o077:
+        os.chmod(directory, st.st_mode & 0o700)   # ours: make it private (it may have been made by hand)
 
 
 @dataclass
@@ -41,7 +52,8 @@ class SpilledSnapshots:
                  dtype: torch.dtype):
         self.dir = Path(directory)
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _check_private(self.dir)
             probe = self.dir / ".k3-write-probe"
             probe.write_bytes(b"")
             probe.unlink()
@@ -113,7 +125,7 @@ class SpilledSnapshots:
             if f.write is not None:
                 f.write.result()
             state = load_state(f.path, self.fingerprint, self.dtype)
-        except (StateFileError, OSError) as e:
+        except Exception as e:  # noqa: BLE001 - any unreadable file is a miss (and recomputed), never a failed step
             log.warning("prefix cache: spilled snapshot %s is unusable (%s); dropped", f.path, e)
             state = None
         if state is None or state.token_ids != expected:
