@@ -78,3 +78,40 @@ def test_unreadable_config_file(tmp_path):
 def test_config_is_frozen():
     with pytest.raises(AttributeError):
         tiny().hidden_size = 3
+
+
+@pytest.mark.parametrize("edit,key", [
+    (lambda t: t.update(rms_norm_eps=[1]), "rms_norm_eps"),
+    (lambda t: t.update(routed_scaling_factor={}), "routed_scaling_factor"),
+    (lambda t: t.update(routed_scaling_factor=float("inf")), "routed_scaling_factor"),
+    (lambda t: t.update(rms_norm_eps=float("nan")), "rms_norm_eps"),
+    (lambda t: t["linear_attn_config"].update(gate_lower_bound=[]), "gate_lower_bound"),
+    (lambda t: t.update(tie_word_embeddings="no"), "tie_word_embeddings"),
+    (lambda t: t.update(hidden_act=5), "hidden_act"),
+    (lambda t: t.update(num_expert_group=[2]), "num_expert_group"),
+    (lambda t: t["linear_attn_config"].update(use_full_rank_gate=1), "use_full_rank_gate"),
+], ids=["eps-list", "scale-object", "scale-inf", "eps-nan", "bound-list", "flag-str", "act-int", "groups-list",
+        "gate-flag-int"])
+def test_non_scalar_and_non_finite_fields_are_config_errors(edit, key):
+    """Issue 42: these were tracebacks from verify, inspect, doctor and k3.load (Infinity was accepted)."""
+    raw = copy.deepcopy(released_hf_dict())
+    edit(raw["text_config"])
+    with pytest.raises(ConfigError, match=key):
+        from_hf_dict(raw)
+
+
+@pytest.mark.parametrize("command", ["inspect", "verify", "doctor"])
+def test_the_cli_names_a_bad_config_field(tiny_checkpoint, tmp_path, command):
+    import shutil
+    import subprocess
+    import sys
+
+    d = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint, d)
+    raw = json.loads((d / "config.json").read_text())
+    (raw.get("text_config") or raw)["rms_norm_eps"] = [1]
+    (d / "config.json").write_text(json.dumps(raw))
+    extra = ["--no-measure"] if command == "doctor" else []
+    r = subprocess.run([sys.executable, "-m", "k3.cli.main", command, str(d), *extra], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode != 0 and "rms_norm_eps" in r.stderr + r.stdout and "Traceback" not in r.stderr, r.stderr

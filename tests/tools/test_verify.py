@@ -198,3 +198,31 @@ def test_layout_too_large_to_list_is_refused(ckpt):
     path.write_text(json.dumps(raw))
     report = verify_checkpoint(ckpt)
     assert [p.kind for p in report.problems] == ["config"] and "tensors" in report.problems[0].message
+
+
+def test_inspect_says_a_checkpoint_with_a_shard_missing_is_incomplete(ckpt, capsys):
+    """Issue 42: `k3 inspect` exited 0 without a word; it still shows what the config describes."""
+    shard = sorted(ckpt.glob("*.safetensors"))[1]
+    shard.unlink()
+    assert main(["inspect", str(ckpt)]) == 1
+    out, err = capsys.readouterr()
+    assert "incomplete" in err and shard.name in err and out.strip()
+    assert main(["inspect", str(ckpt), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["missing_shards"] == [shard.name]
+
+
+def test_many_repeated_findings_are_summarised(ckpt, capsys):
+    """Issue 42: 300k bad tensors printed 600k lines. Many unexpected tensors: a screenful, and counts."""
+    from safetensors.torch import save_file
+
+    extra = {f"language_model.model.junk.{i}": torch.zeros(0) for i in range(3000)}
+    save_file(extra, str(ckpt / "junk.safetensors"))
+    index = json.loads((ckpt / INDEX_FILE).read_text())
+    index["weight_map"] |= {name: "junk.safetensors" for name in extra}
+    (ckpt / INDEX_FILE).write_text(json.dumps(index))
+    assert main(["verify", str(ckpt), "--no-hash"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert 3 < len(lines) < 100 and any("more [" in line for line in lines), lines[:20]
+    assert main(["verify", str(ckpt), "--no-hash", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["problems_total"] >= 3000 and len(report["problems"]) <= 1000 and report["problems_by_kind"]

@@ -6,6 +6,9 @@ import json
 import sys
 
 
+MAX_JSON_PROBLEMS = 1000   # with problems_total and problems_by_kind beside them
+
+
 def add_arguments(p) -> None:
     p.add_argument("dir", help="checkpoint directory")
     p.add_argument("--manifest", help="check sizes and sha256 against this manifest (k3 JSON or sha256sum text)")
@@ -27,7 +30,13 @@ def run(args) -> int:
         report = verify_checkpoint(args.dir, args.manifest, check_scales=not args.no_scales,
                                    hash_files=not args.no_hash, progress=tick, scan=args.scan)
     if args.json:
-        print(json.dumps(report.to_dict()))
+        out = report.to_dict()
+        kinds: dict[str, int] = {}
+        for p in report.problems:
+            kinds[p.kind] = kinds.get(p.kind, 0) + 1
+        out |= {"problems": out["problems"][:MAX_JSON_PROBLEMS], "problems_total": len(report.problems),
+                "problems_by_kind": kinds}
+        print(json.dumps(out))
     else:
         _print(report)
     if not report.ok:
@@ -39,12 +48,24 @@ def run(args) -> int:
     return 0
 
 
+SHOWN_PER_KIND = 10
+
+
 def _print(report) -> None:
-    status = "OK" if report.ok else f"{len(report.problems)} PROBLEM(S)"
+    """The status line, then at most SHOWN_PER_KIND problems of each kind with a count of the rest: a broken
+    checkpoint of 300,000 tensors is a screenful, not 600,000 lines."""
+    status = "OK" if report.ok else f"{len(report.problems):,} PROBLEM(S)"
     print(f"{report.root}: {status} - {report.files} shard(s), {report.tensors} tensors, "
           f"{report.bytes_hashed:,} bytes hashed")
+    by_kind: dict[str, list] = {}
     for p in report.problems:
-        print(f"  {p}")
+        by_kind.setdefault(p.kind, []).append(p)
+    for kind, problems in by_kind.items():
+        for p in problems[:SHOWN_PER_KIND]:
+            print(f"  {p}")
+        if len(problems) > SHOWN_PER_KIND:
+            print(f"  ... and {len(problems) - SHOWN_PER_KIND:,} more [{kind}] problems (--json lists up to "
+                  f"{MAX_JSON_PROBLEMS:,})")
     for w in report.warnings[:20]:
         print(f"  warning: {w}")
     if len(report.warnings) > 20:

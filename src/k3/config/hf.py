@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from k3.config.bounds import check_sizes
+from k3.config.bounds import check_fields
 from k3.config.model import LAYER_KDA, LAYER_MLA, MLP_DENSE, MLP_MOE, ConfigError, K3Config
 from k3.config.quant import quant_fields, quantization_config
 
@@ -52,7 +52,7 @@ def text_config_of(raw: dict) -> tuple[dict, dict | None]:
 
 def from_hf_dict(raw: dict) -> K3Config:
     text, quant = text_config_of(raw)
-    check_sizes(text)
+    check_fields(text)
     n = _int(text, "num_hidden_layers")
     known = dict(
         vocab_size=_int(text, "vocab_size"),
