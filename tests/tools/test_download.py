@@ -220,3 +220,51 @@ def test_a_symlinked_directory_inside_dest_never_takes_files_outside(source, tmp
     with Mirror(served) as m, pytest.raises(Exception, match="outside the checkpoint directory"):
         download(options(dest, m))
     assert list(elsewhere.iterdir()) == []
+
+
+def test_an_endless_body_of_unannounced_size_is_cut(source, tmp_path, monkeypatch):
+    """Issue 42: a mirror answering tiktoken.model with an endless chunked body wrote 252 MiB and exited 0."""
+    from k3.tools.download import http
+
+    monkeypatch.setattr(http, "MAX_UNSIZED_BYTES", 4 << 20)
+    with Mirror(source, Faults(endless={"config.json"})) as m:
+        with pytest.raises(DownloadError, match="without an announced size"):
+            download(options(tmp_path / "d", m, retries=1))
+    written = sum(f.stat().st_size for f in (tmp_path / "d").rglob("*") if f.is_file())
+    assert written < 16 << 20
+    assert not (tmp_path / "d" / "config.json").exists()
+
+
+def _interrupted(source, dest):
+    """A download of `source` stopped once a shard has some chunks recorded -> that shard's name."""
+    with Mirror(source, Faults(bytes_per_s=400_000)) as slow:
+        cmd = [sys.executable, "-m", "k3.cli.main", "download", "--dest", str(dest), "--chunk-size", str(CHUNK),
+               "--jobs", "2", "--from", slow.url]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        states = dest / ".k3-download"
+        deadline = time.time() + 60
+        while time.time() < deadline and not any(
+                len(json.loads(s.read_text())["done"]) >= 2 for s in states.glob("*.safetensors.state.json")):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    return [s.name.removesuffix(".state.json") for s in states.glob("*.safetensors.state.json")]
+
+
+@pytest.mark.parametrize("validator", [True, False], ids=["etag", "no-validator"])
+def test_a_resume_after_the_mirror_swapped_the_file_never_mixes_versions(tmp_path, validator):
+    """Issue 42: a resume after the file changed on the mirror gave a mix of both versions, exit 0. With an
+    ETag the saved chunks are of another version and are dropped; without one there is no resume at all."""
+    import shutil
+
+    old = make_checkpoint(tmp_path / "old", tiny(), num_shards=3, seed=3)
+    new = make_checkpoint(tmp_path / "new", tiny(), num_shards=3, seed=4)   # same names and sizes, other bytes
+    src = tmp_path / "served"
+    shutil.copytree(old, src)
+    dest = tmp_path / "d"
+    assert _interrupted(src, dest)
+    for p in new.iterdir():
+        shutil.copy(p, src / p.name)
+    with Mirror(src, Faults(no_validator=not validator)) as m:
+        download(options(dest, m))
+    assert_same_checkpoint(new, dest)

@@ -30,6 +30,8 @@ class Faults:
     stall_seconds: float = 5.0
     bytes_per_s: float | None = None   # throttle
     missing: set[str] = field(default_factory=set)
+    no_validator: bool = False         # send neither ETag nor Last-Modified (a mirror that cannot say its version)
+    endless: set[str] = field(default_factory=set)  # these files: a chunked body without end, no size announced
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -92,13 +94,19 @@ class Mirror:
         if name in self.faults.missing or not path.is_file() or ".." in name:
             return self._status(h, name, rng, 404)
         data = path.read_bytes()
+        if name in self.faults.endless:
+            return self._endless(h, name, rng)
         digest = base64.b64encode(hashlib.sha256(data).digest()).decode()
+        etag = '"' + hashlib.sha256(data).hexdigest()[:32] + '"'   # a strong ETag of this version of the file
         if name in self.faults.corrupt and data:
             data = bytes([data[0]]) + bytes([data[1] ^ 0xFF]) + data[2:] if len(data) > 1 else bytes([data[0] ^ 1])
         if name in self.faults.flip_data and len(data) > 16:
             data = data[:-9] + bytes([data[-9] ^ 0x40]) + data[-8:]
         start, end, status = 0, len(data), 200
         m = RANGE.fullmatch(rng or "")
+        if_range = h.headers.get("If-Range")
+        if if_range is not None and (self.faults.no_validator or if_range != etag):
+            m = None     # RFC 9110: a stale validator gets the whole (current) file
         if m and not self.faults.ignore_range:
             start, end, status = int(m.group(1)), (int(m.group(2)) + 1 if m.group(2) else len(data)), 206
             end = min(end, len(data))
@@ -106,6 +114,8 @@ class Mirror:
             self.requests.append((name, rng, status))
         h.send_response(status)
         h.send_header("Content-Length", str(end - start))
+        if not self.faults.no_validator:
+            h.send_header("ETag", etag)
         if self.faults.advertise_sha256:
             h.send_header("Repr-Digest", f"sha-256=:{digest}:")
         if status == 206:
@@ -142,6 +152,22 @@ class Mirror:
                     time.sleep(len(piece) / self.faults.bytes_per_s)
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    def _endless(self, h: BaseHTTPRequestHandler, name: str, rng: str | None) -> None:
+        """200, chunked, no Content-Length, and bytes until the client hangs up."""
+        with self.lock:
+            self.requests.append((name, rng, 200))
+        h.send_response(200)
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        piece = b"x" * 65536
+        try:
+            while True:
+                h.wfile.write(b"%x\r\n" % len(piece) + piece + b"\r\n")
+                with self.lock:
+                    self.bytes_served += len(piece)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            h.close_connection = True
 
     def _status(self, h, name: str, rng: str | None, status: int) -> None:
         with self.lock:

@@ -19,8 +19,12 @@ WORK_DIR = ".k3-download"
 
 
 class PartialFile:
-    def __init__(self, dest: Path, name: str, size: int | None, sha256: str | None, chunk: int):
-        self.name, self.size, self.sha256 = name, size, sha256
+    def __init__(self, dest: Path, name: str, size: int | None, sha256: str | None, chunk: int,
+                 validator: str | None = None):
+        """`validator`: the mirror's version of the file (ETag or Last-Modified). Saved chunks are resumed only
+        for the same version, and, when no sha256 will check the result, only when there is a version at all:
+        a resume across a swapped file would give a mix of both."""
+        self.name, self.size, self.sha256, self.validator = name, size, sha256, validator
         self.final = writable_member_path(dest, name, source="the download list")
         work = writable_member_path(dest, f"{WORK_DIR}/{name}", source="the download list")
         self.part = work.with_name(work.name + ".part")
@@ -37,7 +41,11 @@ class PartialFile:
     def _load_state(self) -> set[int]:
         try:
             s = json.loads(self.state.read_text())
-            if (s["size"], s["chunk"], s["sha256"]) == (self.size, self.chunk, self.sha256) and self.part.is_file():
+            if self.sha256 is None and self.validator is None:
+                return set()
+            same = (s["size"], s["chunk"], s["sha256"], s.get("validator")) == (self.size, self.chunk, self.sha256,
+                                                                                self.validator)
+            if same and self.part.is_file():
                 return {i for i in s["done"] if 0 <= i < self.num_chunks}
         except (OSError, ValueError, KeyError, TypeError):
             pass
@@ -72,7 +80,8 @@ class PartialFile:
         os.fdatasync(self.fd)
         with self.lock:
             self.done.update(covered)
-            body = {"size": self.size, "chunk": self.chunk, "sha256": self.sha256, "done": sorted(self.done)}
+            body = {"size": self.size, "chunk": self.chunk, "sha256": self.sha256, "validator": self.validator,
+                    "done": sorted(self.done)}
             atomic_write_text(self.state, json.dumps(body))
 
     def reset(self) -> None:

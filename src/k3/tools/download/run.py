@@ -188,7 +188,7 @@ class Session:
         if self.record.matches(final, w.name, w.size, w.sha256):
             self.summary.skipped.append(w.name)
             return None
-        size, sha = w.size, w.sha256
+        size, sha, validator = w.size, w.sha256, None
         if size is None or sha is None:
             found = self._probe(w.name)
             if found is None:
@@ -198,9 +198,10 @@ class Session:
                 self.summary.absent_optional.append(w.name)
                 return None
             size, sha = size if size is not None else found.size, sha or found.sha256
+            validator = found.validator
         if final.is_file() and size is not None and final.stat().st_size == size and self._already_good(final, w, sha):
             return None
-        return FileJob(PartialFile(self.opts.dest, w.name, size, sha, self.opts.chunk_size))
+        return FileJob(PartialFile(self.opts.dest, w.name, size, sha, self.opts.chunk_size, validator))
 
     def _already_good(self, final: Path, w: Wanted, sha: str | None) -> bool:
         try:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from k3.tools.download.http import FetchError, fetch
+from k3.tools.download.http import Changed, FetchError, fetch
 from k3.tools.download.partial import PartialFile
 from k3.tools.download.ratelimit import RateLimit
 
@@ -67,8 +67,12 @@ class ChunkFetcher:
                 self.tick(len(data))
 
             try:
-                fetch(self.client, self.mirrors[m], pf.name, cur, end, pf.size, sink, self.limit)
+                fetch(self.client, self.mirrors[m], pf.name, cur, end, pf.size, sink, self.limit, pf.validator)
                 error = None
+            except Changed as e:   # the saved chunks are of another version: the next run starts over
+                pf.reset()
+                job.error = f"{pf.name}: {e}"
+                return False
             except FetchError as e:
                 error = e
             if span[0] is not None and span[0] <= cur and span[1] > cur:
