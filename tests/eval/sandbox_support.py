@@ -17,3 +17,16 @@ def need_namespaces() -> None:
     if os.environ.get("K3_REQUIRE_SANDBOX") == "1":
         pytest.fail(f"K3_REQUIRE_SANDBOX=1 but the default sandbox cannot run: {why}")
     pytest.skip(f"the default sandbox needs bubblewrap: {why} ({namespaces.INSTALL_HINT})")
+
+
+def sandbox_processes() -> set[int]:
+    """PIDs of every process of any sandbox run (the launcher's command line), seen from the harness."""
+    found = set()
+    for p in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if b"launcher.py" in f.read():
+                    found.add(int(p))
+        except (OSError, ValueError):
+            pass
+    return found

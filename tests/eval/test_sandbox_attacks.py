@@ -13,7 +13,7 @@ import time
 import pytest
 
 from k3.eval.sandbox import Limits, Sandbox
-from sandbox_support import need_namespaces
+from sandbox_support import need_namespaces, sandbox_processes
 
 # x86-64 machine code, called through a ctypes function pointer on an executable mmap (no dlopen)
 KILL = "b83e000000" "bf{pid}" "be09000000" "0f05" "c3"      # mov eax,62; mov edi,PID; mov esi,9; syscall; ret
@@ -71,26 +71,14 @@ def test_raw_kill_syscall_from_machine_code(sandbox, victim):
         assert "returned -" in r.stdout, r.summary()
 
 
-def _launchers() -> set[int]:
-    found = set()
-    for p in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                if b"launcher.py" in f.read():
-                    found.add(int(p))
-        except (OSError, ValueError):
-            pass
-    return found
-
-
 def test_foreign_abi_fork_is_killed_and_nothing_outlives_the_run(sandbox):
-    before = _launchers()
+    before = sandbox_processes()
     code = CALL_MACHINE_CODE.format(code=I386_FORK) + (
         "import os, time\nif ret == 0:\n    os.setsid()\n    time.sleep(30)\nprint('FORKED', ret)\n")
     r = sandbox.run_python(code)
     time.sleep(0.3)
     assert "FORKED" not in r.stdout, r.summary()
-    assert _launchers() - before == set(), "a process of the sandbox outlived its run"
+    assert sandbox_processes() - before == set(), "a process of the sandbox outlived its run"
     if not sandbox.audit_hook:
         # seccomp kills a foreign-ABI syscall (bubblewrap's init reports a signal death as 128 + N)
         assert r.exit_code in (-signal.SIGSYS, 128 + signal.SIGSYS), r.summary()

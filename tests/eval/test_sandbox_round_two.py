@@ -12,7 +12,7 @@ import time
 import pytest
 
 from k3.eval.sandbox import Limits, Sandbox, SandboxViolation
-from sandbox_support import need_namespaces
+from sandbox_support import need_namespaces, sandbox_processes
 
 
 @pytest.fixture(params=["full", "kernel-only"])
@@ -22,30 +22,17 @@ def sandbox(request):
         yield sb
 
 
-def _sandbox_processes() -> set[int]:
-    """Processes of any sandbox run (the launcher's command line), seen from the harness."""
-    found = set()
-    for p in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                if b"launcher.py" in f.read():
-                    found.add(int(p))
-        except (OSError, ValueError):
-            pass
-    return found
-
-
 @pytest.mark.parametrize("ending", ["wall", "output", "exit"])
 def test_no_process_of_the_run_is_left_when_run_python_returns(ending):
     need_namespaces()
     code = {"wall": "import time\ntime.sleep(60)\n",
             "output": "import sys\nwhile True:\n    sys.stdout.write('x' * 4096)\n",
             "exit": "import os\nos._exit(0)\n"}[ending]
-    before = _sandbox_processes()
+    before = sandbox_processes()
     with Sandbox(Limits(wall_s=1.0, output_bytes=8192)) as sb:
         for _ in range(3):
             sb.run_python(code)
-            left = _sandbox_processes() - before   # at once: no sleep gives a slow death time to hide
+            left = sandbox_processes() - before   # at once: no sleep gives a slow death time to hide
             assert not left, f"{len(left)} sandbox process(es) still alive after run_python returned ({ending})"
 
 
@@ -210,3 +197,24 @@ def test_agent_tools_turn_what_the_workspace_holds_into_the_models_problem():
     assert outputs[1].startswith("error") and outputs[2].startswith("error"), outputs
     assert "bad\\xff.py" in outputs[3] and "pipe" in outputs[3], outputs[3]
     json.dumps({"outputs": outputs, "log": log}, ensure_ascii=False).encode("utf-8")
+
+
+def test_landlock_rules_leave_out_hidden_directories_of_a_wheel_install(tmp_path, monkeypatch):
+    """In a wheel install k3 (with its hidden checks) lives in the venv the child needs: the read rules grant
+    every other entry on the way, and only listing for the directories that lead to the hidden one."""
+    from k3.eval.sandbox import hidden
+
+    venv = tmp_path / "venv"
+    site = venv / "lib" / "python3.11" / "site-packages"
+    for d in ("k3/eval/data", "numpy", "rich"):
+        (site / d).mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    monkeypatch.setattr(hidden, "hidden_dirs", lambda: (str(site / "k3"),))
+    hidden.read_rules.cache_clear()
+    try:
+        read, listed = hidden.read_rules((str(venv),))
+    finally:
+        hidden.read_rules.cache_clear()
+    assert str(site / "numpy") in read and str(site / "rich") in read and str(venv / "pyvenv.cfg") in read
+    assert str(site) in listed and str(venv) in listed
+    assert not any(p == str(site / "k3") or p.startswith(str(site / "k3") + "/") for p in read + listed)

@@ -137,26 +137,33 @@ def test_missing_config_is_a_clear_error(source, tmp_path):
 
 def test_killed_download_resumes_without_starting_over(source, tmp_path):
     dest = tmp_path / "d"
-    cmd = [sys.executable, "-m", "k3.cli.main", "download", "--dest", str(dest), "--chunk-size", str(CHUNK),
-           "--jobs", "2"]
-    with Mirror(source, Faults(bytes_per_s=400_000)) as slow:
-        proc = subprocess.Popen(cmd + ["--from", slow.url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        states = dest / ".k3-download"
-        deadline = time.time() + 60
-        while time.time() < deadline and not any(
-                len(json.loads(s.read_text())["done"]) >= 3 for s in states.glob("*.safetensors.state.json")):
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    in_progress = [s.name.removesuffix(".state.json") for s in states.glob("*.safetensors.state.json")]
+    in_progress = _interrupted(source, dest, chunks=3)
     assert in_progress, "the download should have recorded finished chunks before the kill"
     assert not any((dest / name).exists() for name in in_progress)
+    cmd = [sys.executable, "-m", "k3.cli.main", "download", "--dest", str(dest), "--chunk-size", str(CHUNK),
+           "--jobs", "2"]
     with Mirror(source) as fast:
         done = subprocess.run(cmd + ["--from", fast.url], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert_same_checkpoint(source, dest)
     total = sum(os.path.getsize(source / n) for n in shards(source))
     assert fast.bytes_served < total  # resumed: recorded chunks were not fetched again
+
+
+def _interrupted(source, dest, chunks: int = 2):
+    """`k3 download` of `source` killed once a shard has `chunks` chunks recorded -> the shards in progress."""
+    with Mirror(source, Faults(bytes_per_s=400_000)) as slow:
+        cmd = [sys.executable, "-m", "k3.cli.main", "download", "--dest", str(dest), "--chunk-size", str(CHUNK),
+               "--jobs", "2", "--from", slow.url]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        states = dest / ".k3-download"
+        deadline = time.time() + 60
+        while time.time() < deadline and not any(
+                len(json.loads(s.read_text())["done"]) >= chunks for s in states.glob("*.safetensors.state.json")):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    return [s.name.removesuffix(".state.json") for s in states.glob("*.safetensors.state.json")]
 
 
 def test_trunk_group_selects_shards_with_non_expert_tensors(tmp_path):
@@ -233,22 +240,6 @@ def test_an_endless_body_of_unannounced_size_is_cut(source, tmp_path, monkeypatc
     written = sum(f.stat().st_size for f in (tmp_path / "d").rglob("*") if f.is_file())
     assert written < 16 << 20
     assert not (tmp_path / "d" / "config.json").exists()
-
-
-def _interrupted(source, dest):
-    """A download of `source` stopped once a shard has some chunks recorded -> that shard's name."""
-    with Mirror(source, Faults(bytes_per_s=400_000)) as slow:
-        cmd = [sys.executable, "-m", "k3.cli.main", "download", "--dest", str(dest), "--chunk-size", str(CHUNK),
-               "--jobs", "2", "--from", slow.url]
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        states = dest / ".k3-download"
-        deadline = time.time() + 60
-        while time.time() < deadline and not any(
-                len(json.loads(s.read_text())["done"]) >= 2 for s in states.glob("*.safetensors.state.json")):
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    return [s.name.removesuffix(".state.json") for s in states.glob("*.safetensors.state.json")]
 
 
 @pytest.mark.parametrize("validator", [True, False], ids=["etag", "no-validator"])

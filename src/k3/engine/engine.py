@@ -18,6 +18,7 @@ from types import MappingProxyType
 
 import torch
 
+from k3.engine import admission
 from k3.engine.cache.allocator import CacheAllocator
 from k3.engine.cache.manager import fit_capacity
 from k3.engine.cache.prefix_setup import build_prefix_cache, snapshot_budget, snapshot_bytes
@@ -31,7 +32,7 @@ from k3.engine.scheduler import Scheduler
 from k3.engine.spec import SpeculativeConfig
 from k3.engine.spec.setup import build_drafter
 from k3.engine.structured.matcher import Grammars
-from k3.engine.state_file import check_resumable, model_fingerprint, save_state
+from k3.engine.state_file import model_fingerprint, save_state
 
 log = logging.getLogger("k3.engine")
 
@@ -91,7 +92,7 @@ class LLMEngine:
         self.holes = tuple(h for h in getattr(tokenizer, "holes", ()) if h < self.usable_vocab)
         self.sampler = Sampler(self.usable_vocab, self.holes)
         self.grammars: Grammars | None = None   # built on the first constrained request
-        self.max_model_len = _max_model_len(max_model_len, self.capacity, model.config)
+        self.max_model_len = admission.max_model_len(max_model_len, self.capacity, model.config)
         self.requests: dict[str, Request] = {}
         self._seeds = random.Random(seed)
         self._arrivals = 0
@@ -107,24 +108,7 @@ class LLMEngine:
         """resume_state: a SequenceState whose tokens begin `prompt_ids`; they are not computed again.
         save_state_path: when the request finishes, its state is written there (see `k3.engine.state_file`)."""
         params = params or SamplingParams()
-        prompt = self._check_prompt(prompt_ids)
-        biased = [t for t, _ in params.logit_bias or () if t >= self.usable_vocab]
-        if biased:
-            raise ValueError(f"SamplingParams.logit_bias: token ids must be below {self.usable_vocab}, got {biased[:5]}")
-        if resume_state is not None:
-            check_resumable(resume_state, prompt)
-        if params.stop and self.tokenizer is None:
-            raise ValueError("SamplingParams.stop: stop strings need a tokenizer to detokenize; "
-                             "use stop_token_ids, or give the engine a tokenizer")
-        total = len(prompt) + params.max_tokens
-        if total > self.max_model_len:
-            raise ValueError(f"SamplingParams.max_tokens: prompt ({len(prompt):,}) + max_tokens ({params.max_tokens:,}) "
-                             f"is {total:,} tokens, over max_model_len ({self.max_model_len:,}); shorten the prompt "
-                             "or lower max_tokens")
-        if not self.allocator.fits_ever(total):
-            raise ValueError(f"SamplingParams.max_tokens: prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) "
-                             f"needs {total:,} cached tokens, more than the cache holds "
-                             f"({self.capacity.max_cached_tokens:,}); lower max_tokens or raise cache_memory")
+        prompt = admission.check(self, prompt_ids, params, resume_state)
         request_id = request_id or f"req-{self._arrivals}"
         if request_id in self.requests:
             raise ValueError(f"request_id {request_id!r} is already in use")
@@ -150,18 +134,6 @@ class LLMEngine:
         if self.grammars is None:
             self.grammars = Grammars(self.tokenizer, self.vocab_size, self.eos_token_id)
         return self.grammars
-
-    def _check_prompt(self, prompt_ids) -> list[int]:
-        ids = list(prompt_ids)
-        if not ids:
-            raise ValueError("prompt: needs at least one token id")
-        bad = [t for t in ids if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < self.usable_vocab]
-        if bad:
-            raise ValueError(f"prompt: token ids must be integers in [0, {self.usable_vocab}), got {bad[:5]}")
-        holes = set(self.holes).intersection(ids) if self.holes else ()
-        if holes:
-            raise ValueError(f"prompt: token ids {sorted(holes)[:5]} are not in the tokenizer's vocabulary")
-        return ids
 
     def abort(self, request_id: str) -> RequestOutput | None:
         req = self.requests.get(request_id)
@@ -309,16 +281,3 @@ def _prompt_tokens(chunk) -> int:
     """How many of a computed chunk's tokens were prompt tokens (num_computed already includes it)."""
     start = chunk.request.num_computed - chunk.num_tokens
     return min(chunk.num_tokens, max(0, len(chunk.request.prompt_ids) - start))
-
-
-def _max_model_len(asked: int | None, capacity, config) -> int:
-    most = min(config.max_position_embeddings, capacity.max_cached_tokens or config.max_position_embeddings)
-    if asked is None:
-        return most
-    if not isinstance(asked, int) or asked < 2:
-        raise ValueError(f"max_model_len must be an integer >= 2, got {asked!r}")
-    if asked > most:
-        raise ValueError(f"max_model_len={asked:,} is more than this engine can hold for one sequence ({most:,}: "
-                         f"the cache's {capacity.max_cached_tokens or 'unbounded'} tokens, the model's "
-                         f"max_position_embeddings {config.max_position_embeddings:,}); raise cache_memory or ask for less")
-    return asked

@@ -161,14 +161,7 @@ def build_app(server: Server) -> FastAPI:
     async def tokenize(req: TokenizeRequest):
         """As /v1/completions tokenizes a prompt: special names (`[EOS]`) are their ids, as in vLLM, whose
         add_special_tokens adds a BOS; K3 adds none, so the flag is accepted and changes nothing."""
-        if (req.prompt is None) == (req.messages is None):
-            raise HTTPException(400, "give exactly one of prompt or messages")
-        if req.prompt is not None:
-            server.check_text_size(len(req.prompt.encode()), "prompt")
-        ids = await asyncio.to_thread(   # off the loop: a large prompt must not stall every other client
-            lambda: server.tokenizer.encode(req.prompt, special=True) if req.prompt is not None
-            else chat_route.prompt_ids(ChatRequest(model=server.model_name, messages=req.messages), server.tokenizer,
-                                       server.check_text_size)[0])
+        ids = await asyncio.to_thread(_tokenize, server, req)   # off the loop: a large prompt stalls no one
         return {"tokens": ids, "count": len(ids), "max_model_len": server.max_model_len}
 
     @app.get("/tokenizer_info")
@@ -181,6 +174,16 @@ def build_app(server: Server) -> FastAPI:
         return {"prompt": server.tokenizer.decode(req.tokens)}
 
     return app
+
+
+def _tokenize(server: Server, req: TokenizeRequest) -> list[int]:
+    if (req.prompt is None) == (req.messages is None):
+        raise HTTPException(400, "give exactly one of prompt or messages")
+    if req.prompt is not None:
+        server.check_text_size(len(req.prompt.encode()), "prompt")
+        return server.tokenizer.encode(req.prompt, special=True)
+    chat = ChatRequest(model=server.model_name, messages=req.messages)
+    return chat_route.prompt_ids(chat, server.tokenizer, server.check_text_size)[0]
 
 
 def _install_guards(app: FastAPI, server: Server) -> None:

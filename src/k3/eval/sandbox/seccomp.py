@@ -4,6 +4,7 @@
   understands x86-64 numbers, so a foreign ABI must not get through unchecked.
 - No new processes or programs: fork, vfork, execve, execveat fail with EPERM, clone fails unless it
   makes a thread, clone3 reports ENOSYS (libc then falls back to clone). Threads keep working.
+- No leaving the run's process group (setsid, setpgid): killing the group reaches every process.
 - No signals to other processes: kill and tgkill only to itself (pid 0 or its own pid), tkill,
   rt_(tg)sigqueueinfo, the pidfd calls, ptrace and process_vm_* fail with EPERM.
 - No way out of the namespaces or into the kernel's larger surfaces: unshare, setns, mount and the
@@ -38,7 +39,8 @@ DENIED = {"tkill": 200, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "ptrac
           "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
           "keyctl": 250, "add_key": 248, "request_key": 249,
           "memfd_create": 319, "memfd_secret": 447, "sendmsg": 46, "sendmmsg": 307,
-          "shmget": 29, "shmat": 30, "shmctl": 31, "msgget": 68, "msgsnd": 69, "mq_open": 240}
+          "shmget": 29, "shmat": 30, "shmctl": 31, "msgget": 68, "msgsnd": 69, "mq_open": 240,
+          "setsid": 112, "setpgid": 109}
 SOCKETS = {"socket": 41, "socketpair": 53}
 FAMILIES = (1, 2, 10)   # AF_UNIX, AF_INET, AF_INET6
 CLONE_THREAD = 0x00010000

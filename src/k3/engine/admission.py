@@ -1,0 +1,59 @@
+"""What a request must satisfy before the engine admits it: each failure a ValueError naming the field and
+the fix. The engine's own state is only read here (vocabulary, holes, lengths, the cache's size)."""
+
+from __future__ import annotations
+
+from k3.engine.request import SamplingParams
+from k3.engine.state_file import check_resumable
+
+
+def check(engine, prompt_ids, params: SamplingParams, resume_state=None) -> list[int]:
+    """The prompt as a list of ids, or ValueError: ids the engine cannot hold or decode, a logit_bias on such
+    ids, a resume state that does not begin the prompt, stop strings without a tokenizer, a length past
+    max_model_len or past what the cache can ever hold."""
+    prompt = _prompt(engine, prompt_ids)
+    biased = [t for t, _ in params.logit_bias or () if t >= engine.usable_vocab]
+    if biased:
+        raise ValueError(f"SamplingParams.logit_bias: token ids must be below {engine.usable_vocab}, got {biased[:5]}")
+    if resume_state is not None:
+        check_resumable(resume_state, prompt)
+    if params.stop and engine.tokenizer is None:
+        raise ValueError("SamplingParams.stop: stop strings need a tokenizer to detokenize; "
+                         "use stop_token_ids, or give the engine a tokenizer")
+    total = len(prompt) + params.max_tokens
+    if total > engine.max_model_len:
+        raise ValueError(f"SamplingParams.max_tokens: prompt ({len(prompt):,}) + max_tokens ({params.max_tokens:,}) "
+                         f"is {total:,} tokens, over max_model_len ({engine.max_model_len:,}); shorten the prompt "
+                         "or lower max_tokens")
+    if not engine.allocator.fits_ever(total):
+        raise ValueError(f"SamplingParams.max_tokens: prompt ({len(prompt)}) + max_tokens ({params.max_tokens}) "
+                         f"needs {total:,} cached tokens, more than the cache holds "
+                         f"({engine.capacity.max_cached_tokens:,}); lower max_tokens or raise cache_memory")
+    return prompt
+
+
+def _prompt(engine, prompt_ids) -> list[int]:
+    ids = list(prompt_ids)
+    if not ids:
+        raise ValueError("prompt: needs at least one token id")
+    bad = [t for t in ids if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < engine.usable_vocab]
+    if bad:
+        raise ValueError(f"prompt: token ids must be integers in [0, {engine.usable_vocab}), got {bad[:5]}")
+    holes = set(engine.holes).intersection(ids) if engine.holes else ()
+    if holes:
+        raise ValueError(f"prompt: token ids {sorted(holes)[:5]} are not in the tokenizer's vocabulary")
+    return ids
+
+
+def max_model_len(asked: int | None, capacity, config) -> int:
+    """The longest prompt + completion one request may have: `asked`, checked against the cache and the model."""
+    most = min(config.max_position_embeddings, capacity.max_cached_tokens or config.max_position_embeddings)
+    if asked is None:
+        return most
+    if not isinstance(asked, int) or asked < 2:
+        raise ValueError(f"max_model_len must be an integer >= 2, got {asked!r}")
+    if asked > most:
+        raise ValueError(f"max_model_len={asked:,} is more than this engine can hold for one sequence ({most:,}: "
+                         f"the cache's {capacity.max_cached_tokens or 'unbounded'} tokens, the model's "
+                         f"max_position_embeddings {config.max_position_embeddings:,}); raise cache_memory or ask for less")
+    return asked
