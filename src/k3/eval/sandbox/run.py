@@ -12,39 +12,19 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from k3.eval.sandbox import hidden, namespaces, teardown
+from k3.eval.sandbox.namespaces import SandboxUnavailable
 from k3.eval.sandbox.limits import Limits
 from k3.eval.sandbox.paths import SandboxViolation, WorkspaceFiles, printable
+from k3.eval.sandbox.result import RunResult, read_report
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 ISOLATIONS = ("namespaces", "process")
 WEAK_WARNING = ("warning: the eval sandbox runs with isolation 'process' (no user, PID or mount namespaces, no "
                 "total disk cap); install bubblewrap for the default isolation.")
 _warned = []
-
-
-@dataclass
-class RunResult:
-    exit_code: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-    output_exceeded: bool = False
-    layers: list[str] = field(default_factory=list)   # isolation that took hold in the child
-    verdict: dict | None = None    # Sandbox.judge's verdict; None when the run ended before the judge spoke
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and not self.output_exceeded
-
-    def summary(self, limit: int = 4000) -> str:
-        """What a model sees as the tool result."""
-        head = f"exit code {self.exit_code}" + (" (killed: time limit)" if self.timed_out else "") + \
-            (" (killed: output limit)" if self.output_exceeded else "")
-        return f"{head}\n--- stdout ---\n{self.stdout[-limit:]}\n--- stderr ---\n{self.stderr[-limit:]}"
 
 
 class Sandbox:
@@ -100,15 +80,19 @@ class Sandbox:
             self._mount = None
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def write_file(self, rel: str, text: str) -> None:
-        data = text.encode("utf-8", "surrogateescape")
+    def write_file(self, rel: str, text: str | bytes) -> None:
+        data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
         if len(data) > self.limits.file_bytes:
             raise SandboxViolation(f"{rel}: {len(data)} bytes is over the {self.limits.file_bytes}-byte file limit")
         self._files.write(rel, data)
 
     def read_file(self, rel: str, limit: int = 64 * 1024) -> str:
+        return self.read_bytes(rel, limit).decode(errors="replace")
+
+    def read_bytes(self, rel: str, limit: int = 64 * 1024) -> bytes:
+        """At most `limit` bytes of a regular file in the workspace."""
         try:
-            return self._files.read(rel, limit).decode(errors="replace")
+            return self._files.read(rel, limit)
         except FileNotFoundError:
             raise FileNotFoundError(f"{printable(rel)}: no such file in the workspace") from None
 
@@ -150,7 +134,28 @@ class Sandbox:
             files.append(str(checker))
         return self._run(str(LAUNCHER), tuple(files), b"", payload)
 
-    def _run(self, script: str, args: tuple[str, ...], stdin: bytes, payload: dict | None = None) -> RunResult:
+    def exec(self, argv: list[str], stdin: bytes = b"", cwd: str | None = None, env: dict[str, str] | None = None,
+             timeout: float | None = None) -> RunResult:
+        """Run a program (a shell, the interpreter, pytest) in the workspace: unlike `run_python`, it and its
+        children may fork and exec, inside the run's own PID namespace (seccomp keeps every other rule;
+        Landlock, the rlimits and the namespaces hold for all of them; no audit hook, since the program need
+        not be Python). Needs isolation "namespaces": without a PID namespace of its own, a process tree
+        could outlive the run. `cwd` is relative to the workspace; `env` adds to a minimal environment whose
+        PATH has this interpreter's bin directory first; `timeout` (seconds) replaces the wall limit."""
+        if self.isolation != "namespaces":
+            raise SandboxUnavailable("Sandbox.exec needs isolation 'namespaces' (its processes need a PID namespace "
+                                     f"of their own): {namespaces.INSTALL_HINT}")
+        if not argv or not all(isinstance(a, str) and "\x00" not in a for a in argv):
+            raise ValueError("Sandbox.exec: argv must be a non-empty list of strings without NUL bytes")
+        if len(stdin) > 65536:
+            raise ValueError("Sandbox.exec: stdin is limited to 64 KiB (a pipe's buffer)")
+        self._runs += 1
+        program = {"argv": list(argv), "cwd": cwd or "", "env": dict(env or {}),
+                   "bin": os.path.dirname(sys.executable)}
+        return self._run(str(LAUNCHER), (), stdin, program=program, wall_s=timeout)
+
+    def _run(self, script: str, args: tuple[str, ...], stdin: bytes, payload: dict | None = None,
+             program: dict | None = None, wall_s: float | None = None) -> RunResult:
         cfg = self.control / f"run_{self._runs}.json"
         shown = {script: None, **{a: None for a in args if self._is_harness_file(a)}}
         if self.isolation == "namespaces":
@@ -170,8 +175,8 @@ class Sandbox:
             "script": shown[script], "args": [shown.get(a, a) for a in args], "audit_hook": self.audit_hook,
             "outside_ns": namespaces.harness_links(), "readable": readable, "listable": listable,
             "workspace_cap": self.limits.workspace_bytes if self._mount else 0,
-            "judge": {"fd": judge_pipe[0]} if judge_pipe else None}))
-        return self._spawn(shown, shown[str(cfg)], stdin, judge_pipe, payload)
+            "judge": {"fd": judge_pipe[0]} if judge_pipe else None, "program": program}))
+        return self._spawn(shown, shown[str(cfg)], stdin, judge_pipe, payload, wall_s)
 
     def _is_harness_file(self, arg: str) -> bool:
         return os.path.isabs(arg) and os.path.isfile(arg) and not self._under_workspace(arg)
@@ -194,7 +199,7 @@ class Sandbox:
         return [sys.executable, "-I", str(LAUNCHER), cfg]
 
     def _spawn(self, shown: dict[str, str], cfg: str, stdin: bytes, judge_pipe: tuple[int, int] | None = None,
-               payload: dict | None = None) -> RunResult:
+               payload: dict | None = None, wall_s: float | None = None) -> RunResult:
         report_r, report_w = os.pipe()
         info_r, info_w = os.pipe()
         extra = (judge_pipe[0],) if judge_pipe else ()
@@ -221,10 +226,10 @@ class Sandbox:
                     proc.stdin.close()
                 except BrokenPipeError:  # the child exited before reading it
                     pass
-            out, timed_out, exceeded = self._collect(proc)
+            out, timed_out, exceeded = self._collect(proc, self.limits.wall_s if wall_s is None else wall_s)
         finally:
             teardown.end_run(proc, init)
-        layers, verdict = _report(report_r)
+        layers, verdict = read_report(report_r)
         if self._mount and layers:
             layers.insert(0, "bubblewrap")
         # The workspace's random temporary path would make equal runs report different text.
@@ -232,12 +237,12 @@ class Sandbox:
         return RunResult(proc.returncode, text[0], text[1], timed_out, exceeded, layers,
                          verdict if judge_pipe else None)
 
-    def _collect(self, proc) -> tuple[list[bytes], bool, bool]:
+    def _collect(self, proc, wall_s: float) -> tuple[list[bytes], bool, bool]:
         """Read stdout/stderr until both close, the wall limit passes or the output limit is hit."""
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ, 0)
         sel.register(proc.stderr, selectors.EVENT_READ, 1)
-        bufs, total, deadline = [bytearray(), bytearray()], 0, time.monotonic() + self.limits.wall_s
+        bufs, total, deadline = [bytearray(), bytearray()], 0, time.monotonic() + wall_s
         while sel.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -281,18 +286,3 @@ def _write_all(fd: int, data: bytes) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _report(fd: int) -> tuple[list[str], dict | None]:
-    """The launcher's report: the layers that took hold, then (judged runs) the verdict, a JSON line each."""
-    with os.fdopen(fd, "rb") as f:
-        lines = f.read(1 << 20).splitlines()
-    parsed = []
-    for line in lines[:2]:
-        try:
-            parsed.append(json.loads(line))
-        except ValueError:
-            break
-    layers = parsed[0] if parsed and isinstance(parsed[0], list) else []
-    verdict = parsed[1] if len(parsed) > 1 and isinstance(parsed[1], dict) else None
-    return layers, verdict

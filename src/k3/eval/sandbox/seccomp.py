@@ -82,20 +82,27 @@ class _Program:
         return out
 
 
-def program(own_pid: int, signal_to: int | None = None) -> list[tuple[int, int, int, int]]:
+PROCESS_CALLS = ("fork", "vfork", "execve", "execveat")
+GROUP_CALLS = ("setsid", "setpgid")
+
+
+def program(own_pid: int, signal_to: int | None = None, processes: bool = False) -> list[tuple[int, int, int, int]]:
     """(code, jt, jf, k) instructions. `own_pid` is the process kill/tgkill may signal, and `signal_to` one more
-    (the judge's worker, which the judge kills when its check is done)."""
+    (the judge's worker, which the judge kills when its check is done). `processes` (Sandbox.exec, always in a
+    PID namespace of its own): fork, exec, sessions and signals are allowed; every other rule holds."""
     p = _Program()
     p.load(OFF_ARCH)
     p.jump(JEQ, AUDIT_ARCH_X86_64, false="kill")
     p.load(OFF_NR)
     p.jump(JGE, X32_SYSCALL_BIT, true="kill")
-    for name in ("fork", "vfork", "execve", "execveat", *DENIED):
+    denied = [n for n in DENIED if not (processes and n in GROUP_CALLS)]
+    for name in (() if processes else PROCESS_CALLS) + tuple(denied):
         p.jump(JEQ, NR.get(name) or DENIED[name], true="eperm")
-    p.jump(JEQ, NR["clone3"], true="enosys")
-    p.jump(JEQ, NR["clone"], true="clone")
-    p.jump(JEQ, NR["kill"], true="signal")
-    p.jump(JEQ, NR["tgkill"], true="signal")
+    if not processes:
+        p.jump(JEQ, NR["clone3"], true="enosys")
+        p.jump(JEQ, NR["clone"], true="clone")
+        p.jump(JEQ, NR["kill"], true="signal")
+        p.jump(JEQ, NR["tgkill"], true="signal")
     p.jump(JEQ, SOCKETS["socket"], true="family")
     p.jump(JEQ, SOCKETS["socketpair"], true="family")
     p.ret("no-rule", ALLOW)
@@ -129,11 +136,11 @@ class _Prog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Insn))]
 
 
-def install(signal_to: int | None = None) -> bool:
-    """Load the filter into this process (irreversible; inherited by every thread it starts)."""
+def install(signal_to: int | None = None, processes: bool = False) -> bool:
+    """Load the filter into this process (irreversible; inherited by every thread and process it starts)."""
     if platform.machine() != "x86_64":
         return False
-    insns = program(os.getpid(), signal_to)
+    insns = program(os.getpid(), signal_to, processes)
     arr = (_Insn * len(insns))(*[_Insn(*i) for i in insns])
     prog = _Prog(len(insns), ctypes.cast(arr, ctypes.POINTER(_Insn)))
     libc = ctypes.CDLL(None, use_errno=True)

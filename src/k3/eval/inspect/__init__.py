@@ -1,0 +1,4 @@
+"""k3 inside Inspect AI (the `[eval]` extra): k3's sandbox as an Inspect sandbox environment ("k3").
+
+Registered through Inspect's extension entry point (`inspect_ai` in pyproject.toml), so Inspect's own CLI
+finds it: `inspect eval TASK --sandbox k3`."""
