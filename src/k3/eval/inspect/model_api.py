@@ -1,0 +1,60 @@
+"""`--model k3/PATH`: the in-process k3 engine as an Inspect AI model provider (no server).
+
+PATH is a checkpoint directory, or `default` for the bundled model. `-M` model args go to `k3.LLM`
+(`cache_memory`, `max_num_seqs`, `memory_budget`, ...). Each generate call is one `LLM.chat`: K3's chat
+format, reasoning and tool calls parsed, `max_tokens`/`temperature`/`top_p`/`seed` from Inspect's
+GenerateConfig, and reasoning effort and `thinking` (`-M thinking=false`) honoured. The engine is not
+thread-safe, so calls take turns (one lock); evaluations that want batching across samples serve the
+model (`k3 serve`) and use Inspect's OpenAI-compatible provider instead."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from inspect_ai.model import ChatCompletionChoice, GenerateConfig, ModelAPI, ModelOutput, ModelUsage, modelapi
+
+from k3.eval.inspect.messages import from_k3, to_k3, tool_choice_to_k3, tools_to_k3
+
+STOP = {"stop": "stop", "length": "max_tokens", "abort": "unknown", "error": "unknown"}
+
+
+@modelapi(name="k3")
+class K3ModelAPI(ModelAPI):
+    def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
+                 config: GenerateConfig = GenerateConfig(), thinking: bool = True, **llm_kwargs: Any):
+        super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)
+        from k3 import LLM
+        from k3.defaults import default_model
+
+        path = default_model() if model_name in ("default", "default-model") else Path(model_name)
+        self.llm = LLM(str(path), **llm_kwargs)
+        if self.llm.tokenizer is None:
+            raise ValueError(f"{path}: no tokenizer (tiktoken.model) beside the checkpoint; Inspect needs chat")
+        self.thinking = thinking
+        self._lock = asyncio.Lock()
+
+    def max_connections(self) -> int:
+        return 1
+
+    async def generate(self, input, tools, tool_choice, config: GenerateConfig) -> ModelOutput:
+        from k3.engine.request import SamplingParams
+
+        params = SamplingParams(max_tokens=config.max_tokens or 1024,
+                                temperature=1.0 if config.temperature is None else config.temperature,
+                                top_p=config.top_p or 1.0, seed=config.seed,
+                                stop=tuple(config.stop_seqs or ()))
+        messages, k3_tools = to_k3(input), tools_to_k3(tools) or None
+        choice = tool_choice_to_k3(tool_choice) if k3_tools else None
+        effort = config.reasoning_effort if config.reasoning_effort in ("low", "medium", "high") else None
+        async with self._lock:
+            out = (await asyncio.to_thread(self.llm.chat, messages, params, tools=k3_tools, tool_choice=choice,
+                                           thinking=self.thinking, thinking_effort=effort))[0]
+        message = from_k3(out.message)
+        reason = "tool_calls" if message.tool_calls else STOP.get(out.output.finish_reason, "unknown")
+        prompt, completion = len(out.output.prompt_token_ids), len(out.output.token_ids)
+        return ModelOutput(model=self.model_name, choices=[ChatCompletionChoice(message=message, stop_reason=reason)],
+                           usage=ModelUsage(input_tokens=prompt, output_tokens=completion,
+                                            total_tokens=prompt + completion),
+                           error=out.output.error)
