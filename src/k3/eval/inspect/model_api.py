@@ -38,6 +38,10 @@ class K3ModelAPI(ModelAPI):
     def max_connections(self) -> int:
         return 1
 
+    async def count_text_tokens(self, text: str) -> int:
+        """With K3's own tokenizer (Inspect's default estimate would fetch an OpenAI encoding)."""
+        return len(self.llm.tokenizer.encode(text))
+
     async def generate(self, input, tools, tool_choice, config: GenerateConfig) -> ModelOutput:
         from k3.engine.request import SamplingParams
 

