@@ -225,3 +225,20 @@ def test_ids_the_tokenizer_cannot_decode_are_never_sampled_nor_accepted():
         for s in sampler(logits, reqs):
             assert s.tokens and s.tokens[0] not in tok.holes, s
     assert json.dumps(tok.holes[:3])
+
+
+def test_a_request_the_engine_fails_to_admit_fails_alone(llm, base, monkeypatch):
+    """Anything but a validation error raised while admitting one request used to end the engine thread."""
+    real = llm.engine.add_request
+    calls = []
+
+    def once(*a, **k):
+        if not calls:
+            calls.append(1)
+            raise RuntimeError("injected at admission")
+        return real(*a, **k)
+
+    monkeypatch.setattr(llm.engine, "add_request", once)
+    r = _chat(base)
+    assert r.status_code == 500 and "injected at admission" in r.json()["error"]["message"], r.text
+    assert _chat(base).status_code == 200 and httpx.get(base + "/health").json()["status"] == "ok"

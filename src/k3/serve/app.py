@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from k3.serve import chat_route, completion_route
-from k3.serve.async_engine import AsyncEngine, EngineUnavailable, QueueFull
+from k3.serve.async_engine import AdmissionFailed, AsyncEngine, EngineUnavailable, QueueFull
 from k3.serve.guard import Guard
 from k3.serve.metrics import Metrics
 from k3.serve.protocol import (ChatRequest, ClientGone, CompletionRequest, DetokenizeRequest, RequestError, TokenizeRequest,
@@ -200,6 +200,10 @@ def _install_errors(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http(request, exc: StarletteHTTPException):
         return error_response(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(AdmissionFailed)
+    async def not_admitted(request, exc: AdmissionFailed):
+        return error_response(500, str(exc))
 
     @app.exception_handler(EngineUnavailable)
     async def unavailable(request, exc: EngineUnavailable):

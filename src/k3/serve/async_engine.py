@@ -24,6 +24,10 @@ class QueueFull(Exception):
     """More requests are waiting than the server accepts (HTTP 429)."""
 
 
+class AdmissionFailed(Exception):
+    """The engine raised something other than a validation error while admitting one request (HTTP 500)."""
+
+
 class EngineUnavailable(Exception):
     """The engine thread has stopped for good (HTTP 503); `/health` says so and the server exits non-zero."""
 
@@ -165,6 +169,12 @@ class AsyncEngine:
             result = (done.set_result, None)
         except ValueError as e:
             result = (done.set_exception, e)
+        except Exception as e:   # noqa: BLE001 - one request that cannot be admitted fails alone, never the loop
+            import logging
+
+            logging.getLogger("k3.serve").exception("admitting request %s failed", request_id)
+            result = (done.set_exception, AdmissionFailed(f"the engine could not admit this request: "
+                                                          f"{type(e).__name__}: {e}"))
         if loop is not None:
             loop.call_soon_threadsafe(_settle, done, *result)
 
