@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from k3.eval.sandbox import hidden, namespaces, teardown
+from k3.eval.sandbox.cgroup import MemoryCgroup
 from k3.eval.sandbox.namespaces import SandboxUnavailable
 from k3.eval.sandbox.limits import Limits
 from k3.eval.sandbox.paths import SandboxViolation, WorkspaceFiles, printable
@@ -22,6 +23,7 @@ from k3.eval.sandbox.result import RunResult, read_report
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 ISOLATIONS = ("namespaces", "process")
+CGROUP_SLACK = 256 << 20   # the interpreter's own pages and kernel buffers, beyond RLIMIT_AS and the workspace
 WEAK_WARNING = ("warning: the eval sandbox runs with isolation 'process' (no user, PID or mount namespaces, no "
                 "total disk cap); install bubblewrap for the default isolation.")
 _warned = []
@@ -61,6 +63,8 @@ class Sandbox:
         else:
             self.workspace, self.view = host_workspace, str(host_workspace.resolve())
         self._files = WorkspaceFiles(self.workspace, self.view)
+        # Everything a run is charged for, all its processes together (cgroup.py); None where none can be had.
+        self._cgroup = MemoryCgroup.make(limits.memory_bytes + limits.workspace_bytes + CGROUP_SLACK)
         self._runs = 0
         for rel, text in (files or {}).items():
             self.write_file(rel, text)
@@ -72,6 +76,9 @@ class Sandbox:
         self.close()
 
     def close(self) -> None:
+        if getattr(self, "_cgroup", None) is not None:
+            self._cgroup.close()
+            self._cgroup = None
         if getattr(self, "_files", None) is not None:
             self._files.close()
             self._files = None
@@ -206,7 +213,8 @@ class Sandbox:
         home = self.view
         env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
         try:
-            proc = subprocess.Popen([*self._argv(shown, cfg, info_w), str(report_w)],
+            argv = [*self._argv(shown, cfg, info_w), str(report_w)]
+            proc = subprocess.Popen(self._cgroup.wrap(argv) if self._cgroup else argv,
                                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w, info_w, *extra),
                                     start_new_session=True, cwd=self.root if self._mount else self.workspace, env=env)
@@ -232,6 +240,8 @@ class Sandbox:
         layers, verdict = read_report(report_r)
         if self._mount and layers:
             layers.insert(0, "bubblewrap")
+        if self._cgroup and layers:
+            layers.append(self._cgroup.layer)
         # The workspace's random temporary path would make equal runs report different text.
         text = [b.decode(errors="replace").replace(str(self.root), "<sandbox>") for b in out]
         return RunResult(proc.returncode, text[0], text[1], timed_out, exceeded, layers,
