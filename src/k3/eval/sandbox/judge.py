@@ -59,7 +59,7 @@ def serve(req_fd, resp_fd, root):
         except RemoteError:
             os._exit(0)
         try:
-            reply = {"ok": _serve_one(msg, handles)}
+            reply = {"ok": _serve_one(msg, handles, resp_fd)}
         except BaseException as e:  # the tested code may raise anything, SystemExit included
             reply = {"error": [type(e).__name__, str(e)[:2000]]}
         try:
@@ -68,7 +68,9 @@ def serve(req_fd, resp_fd, root):
             send(resp_fd, {"error": ["TypeError", f"unsendable result: {e}"]})
 
 
-def _serve_one(msg, handles):
+def _serve_one(msg, handles, resp_fd):
+    """One request -> its encoded result. "answer" sends the static findings on `resp_fd` first, before the
+    answer runs (so they are taken before any of its code could change them), then runs it."""
     op = msg["op"]
     if op == "import":
         return encode(__import__(msg["name"], fromlist=["*"]), handles)
@@ -76,7 +78,7 @@ def _serve_one(msg, handles):
         with open(msg["path"], encoding="utf-8", errors="replace") as f:
             src = f.read()
         found = _answer_findings(src, msg.get("checker"))
-        send(RESP_FD[0], {"ok": {"d": [["findings", encode(found)]]}})
+        send(resp_fd, {"ok": {"d": [["findings", encode(found)]]}})
         module = types.ModuleType(msg["name"])
         module.__file__ = msg["path"]
         sys.modules[msg["name"]] = module
@@ -106,14 +108,6 @@ def _serve_one(msg, handles):
     if op == "contains":
         return encode(args[0] in target, handles)
     raise ValueError(f"unknown request {op!r}")
-
-
-RESP_FD = [None]   # the worker's response fd, for the answer's findings sent before the answer runs
-
-
-def worker(req_fd, resp_fd, root):
-    RESP_FD[0] = resp_fd
-    serve(req_fd, resp_fd, root)
 
 
 # -- the judge: trusted side ----------------------------------------------------------------------------

@@ -134,7 +134,7 @@ def _judged(cfg, root, layers, report_fd):
             _audit(cfg, root, own)
             judge.send(resp_w, {"layers": own})   # what the tested code runs under, for the report
             os.chdir(root)
-            judge.worker(req_r, resp_w, root)
+            judge.serve(req_r, resp_w, root)
         finally:
             os._exit(0)
     os.close(req_r)
