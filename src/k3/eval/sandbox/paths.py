@@ -132,10 +132,10 @@ class WorkspaceFiles:
         parts.extendleft(reversed(PurePosixPath(target).parts))
         return links
 
-    def _open_file(self, rel: str, flags: int, make_dirs: bool = False) -> tuple[int, int, str]:
+    def _open_file(self, rel: str, flags: int) -> tuple[int, int, str]:
         """-> (fd of the regular file, fd of its directory, its name); the final link is followed by hand."""
         for _ in range(MAX_LINKS + 1):
-            dir_fd, name = self._walk(rel, make_dirs)
+            dir_fd, name = self._walk(rel)
             try:
                 fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
             except OSError as e:
@@ -187,15 +187,6 @@ class WorkspaceFiles:
                 raise
         finally:
             os.close(dir_fd)
-
-    def is_file(self, rel: str) -> bool:
-        try:
-            fd, dir_fd, _ = self._open_file(rel, os.O_RDONLY)
-        except (OSError, SandboxViolation):
-            return False
-        os.close(fd)
-        os.close(dir_fd)
-        return True
 
     def list(self, skip: tuple[str, ...] = ("__pycache__",), limit: int = MAX_LISTED) -> tuple[list[str], bool]:
         """Regular files and links under the workspace, never following a link -> (sorted names, cut short).

@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from k3.eval.sandbox import hidden, namespaces, teardown
+from k3.eval.sandbox import hidden, namespaces, teardown, wire
 from k3.eval.sandbox.cgroup import MemoryCgroup
 from k3.eval.sandbox.namespaces import SandboxUnavailable
 from k3.eval.sandbox.limits import Limits
@@ -222,7 +222,7 @@ class Sandbox:
             for fd in (report_w, info_w, *extra):
                 os.close(fd)
         if judge_pipe:   # the check reaches only the judge, which reads it after the worker has closed the pipe
-            threading.Thread(target=_write_all, args=(judge_pipe[1], json.dumps(payload).encode()), daemon=True).start()
+            threading.Thread(target=_send_payload, args=(judge_pipe[1], payload), daemon=True).start()
         try:
             init = teardown.NamespaceInit(teardown.read_info(info_r, proc).get("child-pid")) if self._mount else None
         finally:
@@ -287,11 +287,10 @@ def _owner(proc_dir: Path) -> int | None:
         return None
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _send_payload(fd: int, payload: dict) -> None:
+    """The judge's check, one JSON line on its pipe (judge.py's wire), then the pipe closed."""
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        wire.send(fd, payload)
     except OSError:   # the run ended before reading it all
         pass
     finally:
