@@ -56,13 +56,18 @@ def check_message(m: dict, where: str) -> None:
         check_depth(fn.get("arguments"), f"{where}.tool_calls[{j}].function.arguments")
 
 
+MAX_TOOLS = 128   # tools one request may offer (OpenAI's limit; thousands stalled rendering and grammar building)
+
+
 def check_tools(tools, where: str = "tools") -> None:
     """OpenAI declarations {"type": "function", "function": {"name", "description", "parameters"}};
-    a bare {"name": ...} (K3's dynamic tool declarations) is accepted too."""
+    a bare {"name": ...} (K3's dynamic tool declarations) is accepted too. At most MAX_TOOLS of them."""
     if tools is None:
         return
     if not isinstance(tools, list):
         raise ChatFormatError(f"{where}: must be a list of tool declarations")
+    if len(tools) > MAX_TOOLS:
+        raise ChatFormatError(f"{where}: {len(tools):,} tools is over the limit of {MAX_TOOLS}")
     for i, tool in enumerate(tools):
         at = f"{where}[{i}]"
         if not isinstance(tool, dict):

@@ -59,12 +59,14 @@ class Server:
             return last
 
         try:
-            return await self._all_choices([one(p) for p in params], request)
+            return await self.all_choices([one(p) for p in params], request)
         finally:
             if own:
                 ticket.close()
 
-    async def _all_choices(self, coroutines: list, request: Request | None) -> list:
+    async def all_choices(self, coroutines: list, request: Request | None) -> list:
+        """The results of `coroutines` (a request's choices), within the request timeout; a client that leaves
+        (ClientGone) or one that fails cancels them all."""
         tasks = [asyncio.ensure_future(c) for c in coroutines]
 
         async def gathered():

@@ -15,7 +15,6 @@ from k3.chat import (ContentDelta, MessageParser, ReasoningDelta, ToolCallDelta,
 from k3.chat.tools import tool_name, tool_names
 from k3.chat.validate import check_tool_choice, check_tools
 from k3.engine.request import SamplingParams
-from k3.engine.structured import bounds
 from k3.serve.protocol import ChatRequest, RequestError
 from k3.serve.structured import request_constraint
 from k3.serve.sse import interleaved, next_output
@@ -82,8 +81,6 @@ def admitted(server, req: ChatRequest) -> tuple[list[int], dict, list[SamplingPa
     """Prompt ids, parser options and one SamplingParams per choice, within the server's max_model_len."""
     thinking = bool((req.chat_template_kwargs or {}).get("thinking", True))
     check_tools(req.tools)
-    if req.tools and len(req.tools) > bounds.MAX_TOOLS:
-        raise RequestError(f"{len(req.tools):,} tools is over the limit of {bounds.MAX_TOOLS}", "tools")
     structured = request_constraint(req, "think" if thinking else "response")   # its 400 names the field
     ids, options = prompt_ids(req, server.tokenizer, server.check_text_size)
     asked = req.max_completion_tokens or req.max_tokens

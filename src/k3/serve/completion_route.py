@@ -68,7 +68,7 @@ async def complete(server, req: CompletionRequest, request=None) -> dict:
     prompt is checked before any runs."""
     prompts, plans = await asyncio.to_thread(_admitted, server, req)   # validation and tokenizing off the loop
     with server.engine.reserve(sum(map(len, plans))) as ticket:   # every prompt's choices, or none
-        results = await server._all_choices([server.run_all(ids, ps, request, ticket) for ids, ps in zip(prompts, plans)],
+        results = await server.all_choices([server.run_all(ids, ps, request, ticket) for ids, ps in zip(prompts, plans)],
                                             None)
     choices = []
     for ids, outs in zip(prompts, results):

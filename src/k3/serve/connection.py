@@ -38,9 +38,6 @@ class HeadTimeoutProtocol(H11Protocol):
         else:
             self._disarm()
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()       # the keep-alive timer covers the idle time until the next head
-
     def connection_lost(self, exc) -> None:
         self._disarm()
         super().connection_lost(exc)
@@ -74,5 +71,7 @@ def config(app, shutdown_timeout: float = 30.0, **kwargs) -> uvicorn.Config:
     """uvicorn's Config as k3 serves: the head timeout's protocol, keys redacted from the access log."""
     kwargs.setdefault("log_level", "info")
     cfg = uvicorn.Config(app, timeout_graceful_shutdown=shutdown_timeout, http=HeadTimeoutProtocol, **kwargs)
-    logging.getLogger("uvicorn.access").addFilter(RedactKeys())   # after Config, which configures logging
+    access = logging.getLogger("uvicorn.access")   # after Config, which configures logging; once a process
+    if not any(isinstance(f, RedactKeys) for f in access.filters):
+        access.addFilter(RedactKeys())
     return cfg

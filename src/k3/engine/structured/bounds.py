@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 
+from k3.chat.validate import MAX_TOOLS
+
 MAX_REFS = 512               # `$ref`s in one schema (all tools of a request together)
 MAX_SCHEMA_NODES = 20_000    # objects and arrays in one schema
 MAX_RULES = 1_000            # rules in a user's Lark grammar
 MAX_CHOICES = 1_000          # strings of a `choice` (a JSON `enum` or a regex takes more)
 MAX_CHOICE_BYTES = 256 << 10
-MAX_TOOLS = 128              # tools offered in one request (OpenAI's limit too)
 MAX_TEXT = 256 << 10         # characters of a regex or grammar
 RULE = re.compile(r"(?m)^\s*[?!]?[A-Za-z_][A-Za-z_0-9]*(?:\.-?\d+)?\s*:")
 
