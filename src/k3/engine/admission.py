@@ -39,7 +39,7 @@ def _prompt(engine, prompt_ids) -> list[int]:
     bad = [t for t in ids if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < engine.usable_vocab]
     if bad:
         raise ValueError(f"prompt: token ids must be integers in [0, {engine.usable_vocab}), got {bad[:5]}")
-    holes = set(engine.holes).intersection(ids) if engine.holes else ()
+    holes = engine.holes.intersection(ids) if engine.holes else ()
     if holes:
         raise ValueError(f"prompt: token ids {sorted(holes)[:5]} are not in the tokenizer's vocabulary")
     return ids

@@ -89,7 +89,7 @@ class LLMEngine:
         # Ids a request may hold: with a tokenizer, only those it can decode (see Sampler).
         decodable = getattr(tokenizer, "vocab_size", None)
         self.usable_vocab = min(self.vocab_size, decodable) if decodable else self.vocab_size
-        self.holes = tuple(h for h in getattr(tokenizer, "holes", ()) if h < self.usable_vocab)
+        self.holes = frozenset(h for h in getattr(tokenizer, "holes", ()) if h < self.usable_vocab)
         self.sampler = Sampler(self.usable_vocab, self.holes)
         self.grammars: Grammars | None = None   # built on the first constrained request
         self.max_model_len = admission.max_model_len(max_model_len, self.capacity, model.config)

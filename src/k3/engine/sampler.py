@@ -43,13 +43,13 @@ class Sample:
 
 
 class Sampler:
-    def __init__(self, sampleable: int | None = None, holes: tuple[int, ...] = ()):
+    def __init__(self, sampleable: int | None = None, holes=()):
         """sampleable: only ids below it are drawn. A checkpoint's vocab_size may exceed what its
         tokenizer can decode (embedding rows padded for alignment, a small tokenizer on a random
         model); those ids are masked from sampling, so no request can fail decoding one. `holes`:
         ids below it that the tokenizer cannot decode either (masked the same way)."""
         self.sampleable = sampleable
-        self.holes = torch.tensor(holes, dtype=torch.long) if holes else None
+        self.holes = torch.tensor(sorted(holes), dtype=torch.long) if holes else None
 
     def __call__(self, logits: torch.Tensor, requests: list[Request],
                  drafts: list[tuple[int, ...]] | None = None) -> list[Sample]:

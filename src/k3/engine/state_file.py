@@ -12,6 +12,7 @@ type-checked before use."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -94,20 +95,29 @@ def state_key() -> bytes:
     given = os.environ.get("K3_STATE_KEY")
     if given:
         return given.encode()
-    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "k3" / "state.key"
+    return _key_file(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "k3" / "state.key")
+
+
+@functools.cache
+def _key_file(path: Path) -> bytes:
+    """The key in `path`, made on first use: written whole to a temporary file, then linked into place, so
+    a process reading it never sees it half-written and two processes making it at once agree."""
     try:
         return path.read_bytes()
     except FileNotFoundError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    key = os.urandom(32).hex().encode()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:   # made meanwhile by another process
-        return path.read_bytes()
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
-        f.write(key)
-    return key
+        f.write(os.urandom(32).hex().encode())
+    try:
+        os.link(tmp, path)          # fails if another process linked its key first: theirs stands
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return path.read_bytes()
 
 
 def _signature(meta: dict, tensors: dict[str, torch.Tensor]) -> str:
