@@ -165,6 +165,20 @@ class WorkspaceFiles:
         with os.fdopen(fd, "rb") as f:
             return f.read(limit)
 
+    def snapshot(self, skip: tuple[str, ...], file_limit: int) -> dict[str, bytes]:
+        """Regular files (a link read through to its target) -> bytes; pipes, sockets and dangling or
+        directory links are left out. More names than MAX_LISTED is an error, never a silent cut."""
+        names, cut = self.list(skip)
+        if cut:
+            raise SandboxViolation(f"the workspace holds more than {MAX_LISTED} files; it cannot be taken whole")
+        out = {}
+        for rel in names:
+            try:
+                out[rel] = self.read(rel, file_limit)
+            except (OSError, SandboxViolation):
+                continue
+        return out
+
     def write(self, rel: str, data: bytes) -> None:
         """Replace the file's content atomically: a temporary file in the same directory, renamed over it."""
         try:

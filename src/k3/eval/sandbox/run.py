@@ -107,6 +107,10 @@ class Sandbox:
         """Files and links in the workspace, never following a link, at most paths.MAX_LISTED of them."""
         return self._files.list()[0]
 
+    def snapshot(self, skip: tuple[str, ...] = ("__pycache__", ".pytest_cache")) -> dict[str, bytes]:
+        """Every regular file in the workspace -> its bytes: what a run left, to judge in another sandbox."""
+        return self._files.snapshot(skip, self.limits.file_bytes)
+
     def run_python(self, code: str | None = None, script: Path | None = None, args: tuple[str, ...] = (),
                    stdin: bytes = b"") -> RunResult:
         """Run `code` (or a script file from outside the workspace) in the child, `stdin` (at most a pipe's
@@ -222,7 +226,7 @@ class Sandbox:
             for fd in (report_w, info_w, *extra):
                 os.close(fd)
         if judge_pipe:   # the check reaches only the judge, which reads it after the worker has closed the pipe
-            threading.Thread(target=_send_payload, args=(judge_pipe[1], payload), daemon=True).start()
+            threading.Thread(target=wire.send_and_close, args=(judge_pipe[1], payload), daemon=True).start()
         try:
             init = teardown.NamespaceInit(teardown.read_info(info_r, proc).get("child-pid")) if self._mount else None
         finally:
@@ -286,12 +290,3 @@ def _owner(proc_dir: Path) -> int | None:
     except OSError:
         return None
 
-
-def _send_payload(fd: int, payload: dict) -> None:
-    """The judge's check, one JSON line on its pipe (judge.py's wire), then the pipe closed."""
-    try:
-        wire.send(fd, payload)
-    except OSError:   # the run ended before reading it all
-        pass
-    finally:
-        os.close(fd)
