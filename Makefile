@@ -25,7 +25,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The agent challenge's pinned sdist comes from the package index once (set-up), then from ~/.cache/k3.
 test: $(STAMP)
+	$(PY) -m k3.eval.challenge fetch
 	$(PY) -m pytest -q
 
 demo: $(STAMP)

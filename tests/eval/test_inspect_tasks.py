@@ -41,7 +41,7 @@ def _scripted(answers: list[str], stop_reason: str = "stop") -> object:
 ], ids=["canonical", "stub"])
 def test_humaneval_through_inspect_is_judged_in_the_sandbox(tmp_path, answer, expected):
     need_namespaces()
-    [log] = inspect_eval(humaneval(limit_problems=N), model=_scripted([answer(p) for p in PROBLEMS]),
+    [log] = inspect_eval(humaneval(limit=N), model=_scripted([answer(p) for p in PROBLEMS]),
                          log_dir=str(tmp_path), display="none")
     assert log.status == "success", log.error
     assert log.results.scores[0].metrics["accuracy"].value == expected
@@ -53,7 +53,7 @@ def test_inspect_cli_finds_k3_humaneval_and_runs_the_bundled_model(tmp_path):
     need_namespaces()
     inspect = Path(sys.executable).with_name("inspect")
     # In the caller's environment: its HOME holds k3's native-kernel cache (a fresh HOME rebuilds it).
-    r = subprocess.run([str(inspect), "eval", "k3/humaneval", "-T", "limit_problems=1", "--model", "k3/default",
+    r = subprocess.run([str(inspect), "eval", "k3/humaneval", "-T", "limit=1", "--model", "k3/default",
                         "-M", "cache_memory=64MiB", "-M", "thinking=false", "--max-tokens", "16", "--log-dir",
                         str(tmp_path), "--log-format", "json", "--display", "plain"],
                        capture_output=True, text=True, timeout=600, cwd=tmp_path)

@@ -1,5 +1,9 @@
-"""k3 eval (--model PATH | --endpoint URL) --tasks refusal,agent,code,constraints,mc:F,gen:F,perplexity:F
-[--limit N] [--output DIR] [--judge URL --judge-model NAME] ... -- the last stdout line is a JSON summary."""
+"""k3 eval TASK... (--model PATH | --endpoint URL): Inspect AI's eval() with k3's tasks, sandbox and report.
+
+TASK: challenge, refusal, humaneval, constraints, bfcl, harmful (k3's; NAME:PATH for a data file of your
+own), or any Inspect task (FILE.py@name, a registry name). Every run writes Inspect logs (`inspect view`
+opens them) and k3's report.md/report.json, derived from those logs, into --log-dir; the last stdout
+line is a JSON summary. --report-from LOG... rebuilds the report from logs without running anything."""
 
 from __future__ import annotations
 
@@ -12,85 +16,99 @@ from k3.cli.trunk_arg import add_trunk_argument
 
 
 def add_arguments(p) -> None:
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--model", help="checkpoint directory with a tokenizer: evaluate it in-process")
+    p.add_argument("task_names", nargs="*", metavar="TASK", help="tasks to run (see above)")
+    p.add_argument("--tasks", help="comma-separated tasks (the same as listing them)")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--model", help="checkpoint directory (or `default`): evaluate it in-process")
     target.add_argument("--endpoint", help="OpenAI-compatible base URL (k3 serve, vLLM, SGLang, a hosted API)")
-    p.add_argument("--tasks", required=True,
-                   help="comma-separated: refusal, agent, code, constraints, humaneval, mc:FILE.jsonl, gen:FILE.jsonl, "
-                        "perplexity:FILE.txt, refusal:FILE, humaneval:FILE.jsonl")
-    p.add_argument("--limit", type=int, help="first N items of each task")
-    p.add_argument("--output", help="report directory; rerunning with the same one resumes (default eval-runs/TIME)")
     p.add_argument("--served-model-name", "--model-name", dest="model_name",
-                   help="endpoint: model id to request (default: the first of /v1/models); the same flag as "
-                        "`k3 bench` and `k3 serve` (--model-name still works)")
+                   help="endpoint: model id to request (default: the first of /v1/models)")
     p.add_argument("--api-key")
-    p.add_argument("--judge", metavar="URL", help="refusal: OpenAI-compatible endpoint of a judge model (a different model)")
+    p.add_argument("-T", "--task-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="a task argument (repeatable), e.g. -T tasks=ordinal-teens or -T path=mine.jsonl")
+    p.add_argument("--limit", type=int, help="items per task, drawn across its classes and lengths (k3's tasks)")
+    p.add_argument("--epochs", type=int, default=1, help="repeats of each item: pass@k and pass^k for k <= epochs")
+    p.add_argument("--judge", metavar="URL", help="OpenAI-compatible endpoint of a judge model (Inspect's grader role)")
     p.add_argument("--judge-model", help="the judge's model id (default: the first of its /v1/models)")
     p.add_argument("--judge-api-key")
-    p.add_argument("--max-tokens", type=int, default=32768, help="per turn (generous: reasoning models; truncation is flagged)")
+    p.add_argument("--approval", help="Inspect approval: `human`, or a policy file (k3/scripted rules, see the guide)")
+    p.add_argument("--max-tokens", type=int, default=32768, help="per turn (generous: reasoning models; truncation is reported)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--agent-steps", type=int, default=12, help="agent: model turns before the step limit")
-    p.add_argument("--samples", type=int, default=1,
-                   help="humaneval: answers per problem; pass@k is reported for k = 1, 10, 100 up to it")
-    p.add_argument("--constraint-lengths", default="0,4,16,48", help="constraints: filler exchanges before the check")
-    p.add_argument("--prices", help="JSON price table {model: {input, output}} in USD per million tokens")
-    p.add_argument("--timeout", type=float, default=600.0, help="endpoint: seconds per request")
-    p.add_argument("--concurrency", type=int, default=1, help="endpoint: items in flight at once (default 1)")
-    p.add_argument("--memory-budget", help="local: weights + cache budget; experts, then layers, beyond it stream from disk")
+    p.add_argument("--log-dir", default=None, help="Inspect logs and k3's report (default eval-runs/TIME)")
+    p.add_argument("--report-from", nargs="+", metavar="LOG", help="only rebuild the report from these Inspect logs")
+    p.add_argument("--memory-budget", help="local: weights + cache budget; experts, then layers, beyond it stream")
     add_trunk_argument(p)
     p.add_argument("--cache-memory", default="1GiB", help="local: sequence-state cache")
-    p.add_argument("--weak-sandbox", action="store_true",
-                   help="agent/code: run model-written code without bubblewrap's namespaces (weaker; warns)")
+    p.add_argument("--no-thinking", action="store_true", help="ask for answers without reasoning")
     p.add_argument("--no-progress", action="store_true")
 
 
 def run(args) -> int:
-    from k3.eval.backends.base import BackendError
-    from k3.eval.prices import load_prices
-    from k3.eval.registry import make_tasks
-    from k3.eval.runner import run_eval, summary_line
-    from k3.eval.tasks.base import Settings
+    from k3.eval.inspect import report as reports
 
-    if args.limit is not None and args.limit < 1:
-        raise ValueError("--limit must be at least 1")
-    if args.concurrency < 1 or (args.model and args.concurrency > 1):
-        raise ValueError("--concurrency must be at least 1, and 1 with --model (the local engine runs one item at a time)")
-    if args.samples < 1:
-        raise ValueError("--samples must be at least 1")
-    if args.samples > 1 and args.temperature == 0:
-        raise ValueError(f"--samples {args.samples} at --temperature 0 draws the same answer {args.samples} times; "
-                         "set a sampling temperature (0.8 is usual for pass@10)")
-    lengths = tuple(int(x) for x in args.constraint_lengths.split(",") if x.strip())
-    settings = Settings(args.max_tokens, args.temperature, args.seed, args.agent_steps, lengths, args.samples)
-    tasks = make_tasks(args.tasks, settings, isolation="process" if args.weak_sandbox else "namespaces")
-    prices = load_prices(args.prices)
-    output = Path(args.output or f"eval-runs/{time.strftime('%Y%m%d-%H%M%S')}")
-    try:
-        backend = _backend(args)
-        judge = None
-        if args.judge:
-            from k3.eval.backends.openai import OpenAIBackend
+    out = Path(args.log_dir or f"eval-runs/{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.report_from:
+        report = reports.build(args.report_from)
+        paths = reports.write(report, out)
+        print(f"wrote {', '.join(map(str, paths))}")
+        print(json.dumps(_summary(report, paths)))
+        return 0
+    tasks = list(args.task_names) + [t.strip() for t in (args.tasks or "").split(",") if t.strip()]
+    if not tasks:
+        raise ValueError("name at least one task: k3 eval challenge refusal ... (see k3 eval --help)")
+    if not (args.model or args.endpoint):
+        raise ValueError("pass --model PATH (in-process) or --endpoint URL (a server)")
+    for name, value in (("--limit", args.limit), ("--epochs", args.epochs)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be at least 1")
+    from k3.eval.inspect import launch
+    from inspect_ai.model import GenerateConfig
 
-            judge = OpenAIBackend(args.judge, args.judge_model, args.judge_api_key, args.timeout)
-        report = run_eval(backend, tasks, settings, output, limit=args.limit, judge=judge, prices=prices,
-                          progress=not args.no_progress, concurrency=args.concurrency)
-    except BackendError as e:
-        print(f"k3 eval: {e}", file=sys.stderr)
-        if (output / "answers.jsonl").is_file():
-            print(f"finished items are saved in {output}/answers.jsonl; rerun with --output {output} to resume",
-                  file=sys.stderr)
-        return 2
-    print(f"wrote {output}/report.json and {output}/report.md")
-    print(json.dumps(summary_line(report, output)))
-    return 0
+    run = launch.Run(tasks, _target(args), judge=_judge(args), task_args=_task_args(args.task_arg), limit=args.limit,
+                     epochs=args.epochs, approval=args.approval, log_dir=str(out), progress=not args.no_progress,
+                     config=GenerateConfig(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed))
+    logs, report, paths = launch.run(run)
+    failed = [log for log in logs if log.status != "success"]
+    for log in failed:
+        print(f"k3 eval: {log.eval.task} ended {log.status}: {log.error.message if log.error else ''}; its log "
+              f"{log.location} keeps the finished samples (inspect eval-retry resumes it)", file=sys.stderr)
+    print(f"wrote {', '.join(map(str, paths))} (Inspect logs in {out}: inspect view --log-dir {out})")
+    print(json.dumps(_summary(report, paths)))
+    return 1 if failed else 0
 
 
-def _backend(args):
+def _target(args):
+    from k3.eval.inspect import launch
+
     if args.model:
-        from k3.eval.backends.local import LocalBackend
+        return launch.local(args.model, cache_memory=args.cache_memory, memory_budget=args.memory_budget,
+                            trunk=args.trunk, thinking=not args.no_thinking)
+    return launch.endpoint(args.endpoint, args.model_name, args.api_key)
 
-        return LocalBackend(args.model, memory_budget=args.memory_budget, cache_memory=args.cache_memory, trunk=args.trunk)
-    from k3.eval.backends.openai import OpenAIBackend
 
-    return OpenAIBackend(args.endpoint, args.model_name, args.api_key, args.timeout)
+def _judge(args):
+    from k3.eval.inspect import launch
+
+    return launch.endpoint(args.judge, args.judge_model, args.judge_api_key) if args.judge else None
+
+
+def _task_args(pairs: list[str]) -> dict:
+    """KEY=VALUE -> {KEY: VALUE}, the value read as JSON when it is (numbers, true/false), else as text."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"-T {pair!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def _summary(report: dict, paths) -> dict:
+    return {"report": str(paths[-1]), "tasks": [{"task": t["task"], "log": t["log"], "status": t["status"],
+                                                "score": t["main"]["excluding_truncated"],
+                                                "score_truncated_as_failed": t["main"]["truncated_as_failed"],
+                                                "truncated": t["main"]["truncated"]} for t in report["tasks"]]}

@@ -142,8 +142,10 @@ def build_app(server: Server) -> FastAPI:
 
     @app.get("/v1/models")
     async def models():
+        # The weights' fingerprint (engine.fingerprint): an evaluation refuses a judge serving the same weights.
+        fingerprint = await asyncio.to_thread(lambda: server.engine.engine.fingerprint)
         return {"object": "list", "data": [{"id": server.model_name, "object": "model", "owned_by": "k3",
-                                             "created": 0}]}
+                                             "created": 0, "fingerprint": fingerprint}]}
 
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest, request: Request):

@@ -21,6 +21,7 @@ from inspect_ai.util import sandbox
 
 from k3.eval.challenge import source, spec, verdict
 from k3.eval.inspect.editor import text_editor
+from k3.eval.inspect.sampling import stratified
 from k3.eval.inspect.sandbox_env import K3SandboxEnvironment
 
 SCORER_FILES = tuple(Path(m.__file__) for m in (verdict, source, spec)) + (Path(__file__),)
@@ -28,10 +29,13 @@ TOOL_TIMEOUT = 180
 
 
 @task
-def challenge(path: str | None = None, tasks: str | None = None, epochs: int = 1, message_limit: int = 60) -> Task:
-    """`path`: a challenge directory (default: the bundled inflection-0.5.1); `tasks`: comma-separated ids."""
+def challenge(path: str | None = None, tasks: str | None = None, epochs: int = 1, message_limit: int = 60,
+              limit: int | None = None) -> Task:
+    """`path`: a challenge directory (default: the bundled inflection-0.5.1); `tasks`: comma-separated ids;
+    `limit`: that many tasks drawn across kinds (bugs and features)."""
     ch = spec.load(path or spec.BUNDLED)
     chosen = [ch.task(t.strip()) for t in tasks.split(",")] if tasks else list(ch.tasks)
+    chosen = stratified(chosen, (lambda t: t.kind,), limit)
     base = source.pristine(ch)
     starts = {t.id: source.start(ch, t, base) for t in chosen}
     dataset = MemoryDataset([Sample(id=t.id, input=ch.prompt(t), metadata={"kind": t.kind}) for t in chosen],
@@ -70,7 +74,7 @@ def tests_after(directory: str, starts: dict[str, dict[str, bytes]]):
         value = {"passed": float(found["resolved"] and found["rules_kept"]),
                  "resolved": float(found["resolved"]), "rules_kept": float(found["rules_kept"])}
         return Score(value=value, answer=found["diff"], explanation=_explain(found),
-                     metadata={**{k: found[k] for k in ("broken", "steering", "error")},
+                     metadata={"group": str(state.sample_id), **{k: found[k] for k in ("broken", "steering", "error")},
                                "failing": found["failing"][:50], "n_failing": len(found["failing"]),
                                "changed": verdict.changed(start, final)})
 

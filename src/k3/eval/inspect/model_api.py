@@ -10,6 +10,7 @@ model (`k3 serve`) and use Inspect's OpenAI-compatible provider instead."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,11 @@ class K3ModelAPI(ModelAPI):
         if self.llm.tokenizer is None:
             raise ValueError(f"{path}: no tokenizer (tiktoken.model) beside the checkpoint; Inspect needs chat")
         self.thinking = thinking
-        self._lock = asyncio.Lock()
+        self._lock = threading.Lock()   # not asyncio's: each Inspect eval() runs its own event loop
+
+    def _chat(self, *args, **kwargs):
+        with self._lock:
+            return self.llm.chat(*args, **kwargs)
 
     def max_connections(self) -> int:
         return 1
@@ -52,9 +57,8 @@ class K3ModelAPI(ModelAPI):
         messages, k3_tools = to_k3(input), tools_to_k3(tools) or None
         choice = tool_choice_to_k3(tool_choice) if k3_tools else None
         effort = config.reasoning_effort if config.reasoning_effort in ("low", "medium", "high") else None
-        async with self._lock:
-            out = (await asyncio.to_thread(self.llm.chat, messages, params, tools=k3_tools, tool_choice=choice,
-                                           thinking=self.thinking, thinking_effort=effort))[0]
+        out = (await asyncio.to_thread(self._chat, messages, params, tools=k3_tools, tool_choice=choice,
+                                       thinking=self.thinking, thinking_effort=effort))[0]
         message = from_k3(out.message)
         reason = "tool_calls" if message.tool_calls else STOP.get(out.output.finish_reason, "unknown")
         prompt, completion = len(out.output.prompt_token_ids), len(out.output.token_ids)

@@ -19,10 +19,10 @@ from k3.eval.tasks.humaneval import ASK, HALLUCINATIONS, LIMITS, answer_code, lo
 
 
 @task
-def humaneval(path: str | None = None, epochs: int = 1, limit_problems: int | None = None) -> Task:
+def humaneval(path: str | None = None, epochs: int = 1, limit: int | None = None) -> Task:
     """HumanEval, judged in k3's sandbox. `path`: a HumanEval-format JSONL(.gz); `epochs`: samples a problem
-    (pass@1 always; pass@k for every k <= epochs)."""
-    problems = load_problems(path)[:limit_problems]
+    (pass@1 always; pass@k for every k <= epochs); `limit`: the first problems (one class: nothing to spread)."""
+    problems = load_problems(path)[:limit]
     dataset = MemoryDataset([Sample(id=p["id"], input=ASK.format(prompt=p["prompt"]), target=p["entry_point"],
                                     metadata={"prompt": p["prompt"], "entry_point": p["entry_point"],
                                               "test": p["test"]}) for p in problems], name="humaneval")

@@ -1,0 +1,116 @@
+"""What `k3 eval` does, over Inspect AI's eval(): the model (in-process `k3/PATH`, or any OpenAI-compatible
+endpoint through Inspect's `openai-api` provider), k3's tasks by short name (or any Inspect task spec),
+the judge as Inspect's "grader" role, provenance in every log, and k3's report derived from the logs."""
+
+from __future__ import annotations
+
+import inspect as pyinspect
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inspect_ai import eval as inspect_eval
+from inspect_ai.model import GenerateConfig, Model, get_model
+
+from k3.eval.inspect import provenance as prov
+from k3.eval.inspect import report as reports
+
+# Short names -> k3's Inspect tasks (registry names); anything else goes to Inspect as it is given.
+TASKS = {"challenge": "k3/challenge", "refusal": "k3/refusal", "humaneval": "k3/humaneval",
+         "constraints": "k3/constraints", "bfcl": "k3/bfcl", "harmful": "k3/harmful"}
+LIKELIHOOD = ("mc", "gen", "perplexity")
+
+
+@dataclass
+class Target:
+    """The model under test (or the judge): how Inspect reaches it and what identifies its weights."""
+    model: Model
+    name: str
+    base_url: str | None = None
+    fingerprint: str | None = None
+
+    def identity(self) -> dict:
+        return {"name": self.name, "base_url": self.base_url, "fingerprint": self.fingerprint}
+
+
+@dataclass
+class Run:
+    tasks: list[str]
+    target: Target
+    judge: Target | None = None
+    task_args: dict = field(default_factory=dict)
+    limit: int | None = None
+    epochs: int = 1
+    approval: str | None = None
+    log_dir: str = "logs"
+    config: GenerateConfig = field(default_factory=GenerateConfig)
+    progress: bool = True
+
+
+def local(path: str, **model_args) -> Target:
+    model = get_model(f"k3/{path}", memoize=False, **model_args)
+    return Target(model, f"k3/{path}", None, model.api.llm.engine.fingerprint)
+
+
+def endpoint(base_url: str, name: str | None, api_key: str | None = None) -> Target:
+    name = name or _first_model(base_url, api_key)
+    model = get_model(f"openai-api/k3/{name}", base_url=base_url, api_key=api_key or "none", memoize=False)
+    return Target(model, name, base_url, prov.served_fingerprint(base_url, name, api_key))
+
+
+def _first_model(base_url: str, api_key: str | None) -> str:
+    import httpx
+
+    try:
+        r = httpx.get(base_url.rstrip("/") + "/models", timeout=30,
+                      headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+        return r.json()["data"][0]["id"]
+    except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as e:
+        raise ValueError(f"{base_url}/models did not list a model ({e}); pass --served-model-name") from None
+
+
+def resolve(spec: str, task_args: dict, limit: int | None, epochs: int):
+    """A task name as given -> (what eval() takes, the parameters it takes). k3's tasks take `NAME:PATH` for
+    their data file, and draw a stratified `limit` and their repeats (`epochs`) themselves; a task argument
+    goes to the tasks that take it."""
+    name, _, path = spec.partition(":")
+    if name in LIKELIHOOD:
+        raise ValueError(f"{spec}: log-likelihood sets run on lm-evaluation-harness against `k3 serve` (see the "
+                         "evaluation guide, 'Log-likelihood sets'): lm_eval --model local-completions ...")
+    if name not in TASKS:
+        return spec, None
+    from inspect_ai._util.registry import registry_lookup
+
+    import k3.eval.inspect.registry  # noqa: F401  (registers k3's tasks)
+
+    fn = registry_lookup("task", TASKS[name])
+    accepted = set(pyinspect.signature(fn).parameters)
+    given = {**task_args, **({"path": path} if path else {}), "limit": limit, "epochs": epochs}
+    return fn(**{k: v for k, v in given.items() if k in accepted and v is not None}), accepted
+
+
+def _resolve_all(r: "Run") -> list[tuple]:
+    """Every task built before any runs (a bad data file fails at once), and each -T argument taken by one."""
+    resolved = [resolve(spec, r.task_args, r.limit, r.epochs) for spec in r.tasks]
+    if all(took is not None for _, took in resolved):
+        unused = sorted(set(r.task_args) - set().union(*(took for _, took in resolved)))
+        if unused:
+            raise ValueError(f"no task given takes the argument {', '.join(unused)}")
+    return resolved
+
+
+def run(r: Run) -> tuple[list, dict, list[Path]]:
+    """-> (Inspect logs, k3's report, the report files). Provenance goes into every log's metadata."""
+    if r.judge is not None:
+        prov.check_judge(r.judge.identity(), r.target.identity())
+    meta = {"k3": prov.provenance(r.target.fingerprint) | {"judge": r.judge.identity() if r.judge else None}}
+    logs = []
+    for task, took in _resolve_all(r):
+        took = took or set()
+        logs += inspect_eval(task, model=r.target.model, model_roles={"grader": r.judge.model} if r.judge else None,
+                             task_args=r.task_args if isinstance(task, str) else {},
+                             limit=None if "limit" in took else r.limit,
+                             epochs=None if "epochs" in took or r.epochs == 1 else r.epochs,
+                             approval=r.approval, log_dir=r.log_dir, metadata=meta,
+                             display="rich" if r.progress else "none", **r.config.model_dump(exclude_none=True))
+    report = reports.build(logs)
+    return logs, report, reports.write(report, Path(r.log_dir))

@@ -1,0 +1,119 @@
+"""k3's report, derived from Inspect logs alone (so `k3 eval --report-from LOG...` rebuilds it from any
+run): report.json, report.md and plots. For each task: Inspect's metrics, the main score under both
+truncation views (a cut answer left out, and counted as failed), rates by group with 95 % Wilson
+intervals (the group a k3 scorer names: a refusal category, a constraint length, a challenge task),
+interventions by kind, tokens and time; the provenance k3 put in the log heads it."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+from inspect_ai.log import EvalLog, read_eval_log
+
+from k3.eval.inspect.interventions import interventions
+from k3.eval.stats import wilson
+
+
+def build(logs: list[EvalLog | str]) -> dict:
+    logs = [read_eval_log(x) if isinstance(x, (str, Path)) else x for x in logs]
+    first = logs[0].eval.metadata or {} if logs else {}
+    return {"provenance": first.get("k3", {}), "tasks": [task_report(log) for log in logs]}
+
+
+def task_report(log: EvalLog) -> dict:
+    samples = log.samples or []
+    usage = defaultdict(int)
+    for s in samples:
+        for u in (s.model_usage or {}).values():
+            usage["input_tokens"] += u.input_tokens
+            usage["output_tokens"] += u.output_tokens
+    limits: dict[str, int] = defaultdict(int)
+    for s in samples:
+        if s.limit is not None:
+            limits[s.limit.type] += 1
+    found = interventions(log)
+    by_kind: dict[str, int] = defaultdict(int)
+    for i in found:
+        by_kind[i["decision"]] += 1
+    return {"task": log.eval.task, "log": log.location, "status": log.status, "model": log.eval.model,
+            "task_args": log.eval.task_args, "metadata": {k: v for k, v in (log.eval.metadata or {}).items() if k != "k3"},
+            "dataset": {"name": log.eval.dataset.name, "samples": log.eval.dataset.samples},
+            "config": log.eval.config.model_dump(exclude_none=True),
+            "generate": log.plan.config.model_dump(exclude_none=True) if log.plan else {},
+            "error": log.error.message if log.error else None,
+            "metrics": _metrics(log), "main": main_views(samples), "groups": groups(samples),
+            "limits_hit": dict(limits), "interventions": {"total": len(found), "by_decision": dict(by_kind), "records": found},
+            "usage": {**usage, "total_time_s": sum(s.total_time or 0 for s in samples),
+                      "working_time_s": sum(s.working_time or 0 for s in samples)}}
+
+
+def _metrics(log: EvalLog) -> dict:
+    if not log.results:
+        return {}
+    return {f"{s.name}" + (f" ({s.reducer})" if s.reducer and s.reducer != "mean" else ""):
+            {k: m.value for k, m in s.metrics.items()} for s in log.results.scores}
+
+
+def main_value(score) -> float | None:
+    """A score's headline as a number, 1 = good: a dict score's "passed" (or its first value)."""
+    v = score.value
+    if isinstance(v, dict):
+        v = v.get("passed", next(iter(v.values()), None))
+    if isinstance(v, str):
+        return {"C": 1.0, "I": 0.0, "P": 0.5}.get(v)
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def _first_score(sample):
+    return next(iter(sample.scores.values())) if sample.scores else None
+
+
+def truncated(sample) -> bool:
+    return bool(sample.output and sample.output.stop_reason == "max_tokens")
+
+
+def main_views(samples) -> dict:
+    """The main score's mean both ways: truncated answers left out, and counted as failed (0)."""
+    rows = [(main_value(sc), truncated(s)) for s in samples if (sc := _first_score(s)) is not None]
+    rows = [(v, cut) for v, cut in rows if v is not None]
+    kept = [v for v, cut in rows if not cut]
+    cut = sum(c for _, c in rows)
+    return {"n": len(rows), "truncated": cut,
+            "excluding_truncated": sum(kept) / len(kept) if kept else None,
+            "truncated_as_failed": sum(0.0 if c else v for v, c in rows) / len(rows) if rows else None}
+
+
+def groups(samples) -> dict:
+    """Rates of the main score by the group its scorer named (score metadata "group"), with Wilson intervals."""
+    tally: dict[str, list[float]] = defaultdict(list)
+    for s in samples:
+        sc = _first_score(s)
+        if sc is None or (sc.metadata or {}).get("group") is None or truncated(s):
+            continue
+        v = main_value(sc)
+        if v is not None:
+            tally[str(sc.metadata["group"])].append(v)
+    out = {}
+    for g, vs in tally.items():
+        k = sum(v >= 1.0 for v in vs)
+        lo, hi = wilson(k, len(vs))
+        out[g] = {"rate": k / len(vs), "k": k, "n": len(vs), "ci95": [lo, hi]}
+    return out
+
+
+def write(report: dict, output: Path) -> list[Path]:
+    """report.json and report.md (and plots) into `output`, each written whole, then renamed."""
+    from k3.eval.inspect.report_md import markdown
+
+    output.mkdir(parents=True, exist_ok=True)
+    md = markdown(report, output)
+    paths = []
+    for name, text in (("report.json", json.dumps(report, indent=1, default=str)), ("report.md", md)):
+        tmp = output / (name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, output / name)
+        paths.append(output / name)
+    return paths
