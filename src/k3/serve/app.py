@@ -145,7 +145,8 @@ def build_app(server: Server) -> FastAPI:
         # The weights' fingerprint (engine.fingerprint): an evaluation refuses a judge serving the same weights.
         fingerprint = await asyncio.to_thread(lambda: server.engine.engine.fingerprint)
         return {"object": "list", "data": [{"id": server.model_name, "object": "model", "owned_by": "k3",
-                                             "created": 0, "fingerprint": fingerprint}]}
+                                             "created": 0, "fingerprint": fingerprint,
+                                             "max_model_len": server.max_model_len}]}
 
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest, request: Request):

@@ -27,6 +27,7 @@ class Target:
     name: str
     base_url: str | None = None
     fingerprint: str | None = None
+    context: int | None = None          # prompt + answer tokens a request may hold
 
     def identity(self) -> dict:
         return {"name": self.name, "base_url": self.base_url, "fingerprint": self.fingerprint}
@@ -48,13 +49,15 @@ class Run:
 
 def local(path: str, **model_args) -> Target:
     model = get_model(f"k3/{path}", memoize=False, **model_args)
-    return Target(model, f"k3/{path}", None, model.api.llm.engine.fingerprint)
+    engine = model.api.llm.engine
+    return Target(model, f"k3/{path}", None, engine.fingerprint, engine.max_model_len)
 
 
 def endpoint(base_url: str, name: str | None, api_key: str | None = None) -> Target:
     name = name or _first_model(base_url, api_key)
     model = get_model(f"openai-api/k3/{name}", base_url=base_url, api_key=api_key or "none", memoize=False)
-    return Target(model, name, base_url, prov.served_fingerprint(base_url, name, api_key))
+    listed = prov.served_model(base_url, name, api_key)
+    return Target(model, name, base_url, listed.get("fingerprint"), listed.get("max_model_len"))
 
 
 def _first_model(base_url: str, api_key: str | None) -> str:
@@ -90,7 +93,9 @@ def resolve(spec: str, task_args: dict, limit: int | None, epochs: int):
 
 def _resolve_all(r: "Run") -> list[tuple]:
     """Every task built before any runs (a bad data file fails at once), and each -T argument taken by one."""
-    resolved = [resolve(spec, r.task_args, r.limit, r.epochs) for spec in r.tasks]
+    # The constraint sweep reaches the model's own context unless told otherwise.
+    args = {"context": r.target.context, **r.task_args} if r.target.context else r.task_args
+    resolved = [resolve(spec, args, r.limit, r.epochs) for spec in r.tasks]
     if all(took is not None for _, took in resolved):
         unused = sorted(set(r.task_args) - set().union(*(took for _, took in resolved)))
         if unused:

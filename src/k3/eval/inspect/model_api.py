@@ -47,6 +47,12 @@ class K3ModelAPI(ModelAPI):
         """With K3's own tokenizer (Inspect's default estimate would fetch an OpenAI encoding)."""
         return len(self.llm.tokenizer.encode(text))
 
+    def count_chat_tokens(self, messages: list[dict]) -> int:
+        """The prompt length of a conversation in K3's chat format (the constraint sweep sizes filler with it)."""
+        from k3.chat.render import render
+
+        return len(self.llm.tokenizer.encode_segments(render(messages, thinking=self.thinking)))
+
     async def generate(self, input, tools, tool_choice, config: GenerateConfig) -> ModelOutput:
         from k3.engine.request import SamplingParams
 

@@ -54,20 +54,17 @@ def hardware() -> dict:
     return out
 
 
-def served_fingerprint(base_url: str, model: str | None, api_key: str | None = None, timeout: float = 30.0) -> str | None:
-    """The weights fingerprint an endpoint lists for `model` in /v1/models (`k3 serve` lists one; other
-    servers do not, and give None)."""
+def served_model(base_url: str, model: str | None, api_key: str | None = None, timeout: float = 30.0) -> dict:
+    """What an endpoint's /v1/models lists for `model` ({} when it lists nothing): `k3 serve` gives the weights'
+    "fingerprint" and "max_model_len", vLLM the latter."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         r = httpx.get(base_url.rstrip("/") + "/models", headers=headers, timeout=timeout)
         r.raise_for_status()
         rows = r.json().get("data", [])
     except (httpx.HTTPError, ValueError, AttributeError):
-        return None
-    for row in rows:
-        if isinstance(row, dict) and (model is None or row.get("id") == model):
-            return row.get("fingerprint")
-    return None
+        return {}
+    return next((row for row in rows if isinstance(row, dict) and (model is None or row.get("id") == model)), {})
 
 
 def check_judge(judge: dict, tested: dict) -> None:
