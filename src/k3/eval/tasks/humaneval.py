@@ -8,8 +8,8 @@ the prompt's stub, keeping the imports and helpers before it; anything else (a b
 completion models write) continues the prompt. The same code-hallucination checks as the `code` task
 (missing imports or module attributes, calls to names nothing defines) run on every sample.
 
-`--samples N` draws N answers a problem (sample j with seed + j); a truncated sample counts as failed
-(pass@k is over every sample drawn) and is counted apart.
+The `k3/humaneval` task (inspect/tasks.py) asks and judges with these helpers; `--epochs N` draws N answers
+a problem, and Inspect's reducers give pass@k.
 """
 
 from __future__ import annotations
@@ -19,12 +19,8 @@ import re
 from pathlib import Path
 
 from k3.eval.sandbox import Limits
-from k3.eval.stats import mean_stderr, pass_at_k, rate
-from k3.eval.tasks.base import Context, ItemsTask, turn_record
-from k3.eval.tasks.code import check_in_sandbox, extract_code
-from k3.eval.tasks.code_checker import empty_result
+from k3.eval.tasks.code import extract_code
 
-KS = (1, 10, 100)  # reported where samples allow, and k = the samples drawn
 LIMITS = Limits(wall_s=15.0, cpu_s=8)
 ASK = ("Complete the following Python function. Reply with the whole function, and any imports it needs, in one "
        "```python code block.\n\n```python\n{prompt}```")
@@ -75,40 +71,3 @@ def program(problem: dict, code: str) -> str:
     stubs = list(re.finditer(rf"^(async\s+)?def\s+{re.escape(problem['entry_point'])}\s*\(", prompt, re.MULTILINE))
     return (prompt[:stubs[-1].start()] if stubs else prompt + "\n\n") + code
 
-
-class HumanEvalTask(ItemsTask):
-    def __init__(self, path: str | None = None, samples: int = 1, limits: Limits = LIMITS,
-                 isolation: str = "namespaces"):
-        self.name = f"humaneval:{Path(path).name}" if path else "humaneval"
-        self._items = load_problems(path)
-        self.samples, self.limits, self.isolation = samples, limits, isolation
-
-    def run(self, item: dict, ctx: Context) -> dict:
-        messages = [{"role": "user", "content": ASK.format(prompt=item["prompt"])}]
-        seed = ctx.settings.seed
-        samples = [self._sample(item, ctx.ask(messages, seed=None if seed is None else seed + j))
-                   for j in range(self.samples)]
-        return {"id": item["id"], "n": len(samples), "passed": sum(s["passes"] for s in samples), "samples": samples,
-                "prompt_tokens": sum(s["prompt_tokens"] for s in samples),
-                "completion_tokens": sum(s["completion_tokens"] for s in samples)}
-
-    def _sample(self, item: dict, c) -> dict:
-        rec = turn_record(c)
-        code = None if c.truncated else answer_code(c.content)
-        if code is None:
-            return rec | {"has_code": False} | empty_result("truncated" if c.truncated else "no code")
-        test = item["test"] + f"\n\ncheck({item['entry_point']})\n"
-        found = check_in_sandbox(program(item, code), test, self.limits, self.isolation, prelude=item["prompt"],
-                                 from_answer=(item["entry_point"],))
-        return rec | {"has_code": True} | {k: found[k] for k in ("parses", "runs", "passes", *HALLUCINATIONS, "error")}
-
-    def summarise(self, records: list[dict]) -> dict:
-        samples = [s for r in records for s in r["samples"]]
-        least = min((r["n"] for r in records), default=0)
-        out = {"problems": len(records), "samples": len(samples), "truncated": sum(s["truncated"] for s in samples),
-               "solved": rate(sum(r["passed"] > 0 for r in records), len(records)),
-               "pass_at_k": {f"pass@{k}": mean_stderr([pass_at_k(r["n"], r["passed"], k) for r in records])
-                             for k in sorted({*KS, least}) if 1 <= k <= least}}
-        out["per_sample"] = {s: rate(sum(bool(x[s]) for x in samples), len(samples)) for s in ("has_code", "parses", "runs", "passes")}
-        out["hallucinations"] = {h: rate(sum(bool(x[h]) for x in samples), len(samples)) for h in HALLUCINATIONS}
-        return out
