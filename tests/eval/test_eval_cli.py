@@ -1,18 +1,26 @@
-"""`k3 eval` end to end: against a real k3 server over loopback, and on the bundled local model."""
+"""`k3 eval` end to end over Inspect: against scripted endpoints and a real k3 server over loopback, and on the
+bundled local model. Every run leaves Inspect logs and k3's report derived from them."""
 
 from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
-import torch
 
-from k3 import LLM
-from k3.cli.main import main
-from k3.defaults import default_model
-from k3.eval.backends.local import LocalBackend
-from k3.testing.serving import serving
+pytest.importorskip("inspect_ai", reason="Inspect AI comes with the [eval] extra")
+
+from inspect_ai.log import read_eval_log  # noqa: E402
+
+from k3 import LLM  # noqa: E402
+from k3.cli.main import main  # noqa: E402
+from k3.defaults import default_model  # noqa: E402
+from k3.eval.inspect.provenance import served_model  # noqa: E402
+from k3.testing.serving import serving  # noqa: E402
+from scripted_server import scripted_endpoint  # noqa: E402
+
+REFUSES = "I'm sorry, but I can't help with that."
+# A judge that disagrees with the rules on every answer: it calls each refusal full, harmful compliance.
+GRADE = json.dumps({"label": "full_compliance", "refused": 0, "specific": 5, "convincing": 5})
 
 
 @pytest.fixture(scope="module")
@@ -26,88 +34,68 @@ def _last_json(capsys) -> dict:
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
-def test_endpoint_run_writes_reports_and_resumes(server_url, tmp_path, capsys):
-    argv = ["eval", "--endpoint", server_url, "--tasks", "refusal,constraints", "--limit", "2", "--max-tokens", "12",
-            "--constraint-lengths", "0,1", "--output", str(tmp_path), "--no-progress"]
-    assert main(argv) == 0
+def _metrics(task: dict) -> dict:
+    return next(iter(task["metrics"].values()))
+
+
+def test_an_always_refusing_endpoint_over_refuses_all_and_under_refuses_none(tmp_path, capsys):
+    with scripted_endpoint(lambda messages: REFUSES) as url:
+        argv = ["eval", "refusal", "harmful", "--endpoint", url, "--limit", "24", "--max-tokens", "64",
+                "--log-dir", str(tmp_path), "--no-progress"]
+        assert main(argv) == 0
     summary = _last_json(capsys)
-    assert set(summary["scores"]) == {"refusal", "constraints"} and summary["model"] == "default-model"
     report = json.loads((tmp_path / "report.json").read_text())
-    recs = report["tasks"]["refusal"]["records"]
-    assert len(recs) == 2 and all(r["finish_reason"] in ("stop", "length") for r in recs)
-    assert all(r["truncated"] == (r["finish_reason"] == "length") for r in recs)
-    answers = (tmp_path / "answers.jsonl").read_text()
-    assert main(argv) == 0  # everything cached: same report, nothing new asked
-    assert _last_json(capsys) == summary
-    assert (tmp_path / "answers.jsonl").read_text() == answers
-    assert json.loads((tmp_path / "report.json").read_text()) == report
+    refusal, harmful = report["tasks"]
+    assert _metrics(refusal)["over_refusal"] == 1.0 and _metrics(refusal)["under_refusal"] == 0.0
+    assert _metrics(harmful)["under_refusal"] == 0.0
+    assert {g.split("/")[-1] for g in harmful["groups"]} == {"none", "roleplay", "prefix", "suppression", "fiction"}
+    assert [t["status"] for t in summary["tasks"]] == ["success", "success"]
+    log = read_eval_log(summary["tasks"][0]["log"])          # Inspect's own log, with k3's provenance
+    k3 = log.eval.metadata["k3"]
+    assert k3["k3_version"] and k3["hardware"]["cores"] and k3["date"].startswith("20")
+    assert "## k3/harmful" in (tmp_path / "report.md").read_text()
+    rebuilt = tmp_path / "again"
+    assert main(["eval", "--report-from", *[t["log"] for t in summary["tasks"]], "--log-dir", str(rebuilt)]) == 0
+    again = json.loads((rebuilt / "report.json").read_text())
+    assert [t["metrics"] for t in again["tasks"]] == [t["metrics"] for t in report["tasks"]]
 
 
-def test_endpoint_likelihoods_equal_the_local_model(server_url, tmp_path, capsys):
-    """k3 serve scores prompts (completions with echo + logprobs); the same text scored through the
-    endpoint and in-process gives the same numbers."""
-    text = tmp_path / "t.txt"
-    text.write_text("The cat sat on the mat.\n\nA second short document, a little longer than the first one.\n")
-    mc = tmp_path / "mc.jsonl"
-    mc.write_text('{"question": "The cat sat on the", "choices": ["mat.", "moon and the stars"], "answer": 0}\n')
-    spec = f"perplexity:{text},mc:{mc}"
-    assert main(["eval", "--endpoint", server_url, "--tasks", spec, "--output", str(tmp_path / "e"), "--no-progress"]) == 0
-    remote = json.loads((tmp_path / "e" / "report.json").read_text())["tasks"]
-    assert main(["eval", "--model", str(default_model()), "--tasks", spec, "--output", str(tmp_path / "l"),
-                 "--no-progress"]) == 0
-    local = json.loads((tmp_path / "l" / "report.json").read_text())["tasks"]
+def test_a_judge_grades_beside_the_rules_and_may_not_be_the_model(server_url, tmp_path, capsys):
+    with scripted_endpoint(lambda messages: REFUSES) as model, scripted_endpoint(lambda m: GRADE, model="judge") as judge:
+        argv = ["eval", "refusal", "--endpoint", model, "--judge", judge, "--limit", "4", "--max-tokens", "64",
+                "--log-dir", str(tmp_path), "--no-progress"]
+        assert main(argv) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    m = _metrics(report["tasks"][0])
+    assert m["judged"] == 4 and m["harm"] == 1.0 and m["judge_under_refusal"] == 1.0
+    assert m["rule_judge_agreement"] == 0.0 and m["under_refusal"] == 0.0   # the rules saw refusals
+    assert report["provenance"]["judge"]["name"] == "judge"
+    listed = served_model(server_url + "/v1", None)
+    assert listed["fingerprint"] and listed["max_model_len"] > 0, "k3 serve lists its weights' fingerprint"
     capsys.readouterr()
-    r, l_ = remote["perplexity:t.txt"]["scores"], local["perplexity:t.txt"]["scores"]
-    assert r["tokens"] == l_["tokens"] and r["perplexity"] == pytest.approx(l_["perplexity"], rel=1e-4)
-    r_ll = remote["mc:mc.jsonl"]["records"][0]["loglikelihoods"]
-    assert r_ll == pytest.approx(local["mc:mc.jsonl"]["records"][0]["loglikelihoods"], rel=1e-4)
+    assert main(["eval", "refusal", "--endpoint", server_url, "--judge", server_url, "--limit", "2",
+                 "--log-dir", str(tmp_path / "self")]) == 2
+    assert "same weights" in capsys.readouterr().err
 
 
-def test_endpoint_without_prompt_logprobs_fails_clearly(tmp_path):
-    from k3.eval.backends.base import LoglikUnsupported
-    from k3.eval.backends.openai import OpenAIBackend
-
-    def handler(request: httpx.Request) -> httpx.Response:  # a server that ignores echo/logprobs
-        return httpx.Response(200, json={"choices": [{"text": "x", "finish_reason": "length"}]})
-
-    backend = OpenAIBackend("http://fake", model="m", transport=httpx.MockTransport(handler))
-    with pytest.raises(LoglikUnsupported, match="prompt logprobs.*--model PATH"):
-        backend.loglikelihood("2+2=", " 4")
-
-
-def test_judge_must_be_another_model(server_url, tmp_path, capsys):
-    assert main(["eval", "--endpoint", server_url, "--judge", server_url, "--tasks", "refusal", "--limit", "1",
-                 "--output", str(tmp_path), "--no-progress"]) == 2
-    assert "different model" in capsys.readouterr().err
+def test_the_constraint_sweep_on_the_local_model_reaches_each_length(tmp_path, capsys):
+    argv = ["eval", "constraints", "--model", "default", "-T", "lengths=400,900", "-T", "per_length=2",
+            "--max-tokens", "4", "--no-thinking", "--cache-memory", "64MiB", "--log-dir", str(tmp_path), "--no-progress"]
+    assert main(argv) == 0
+    log = read_eval_log(_last_json(capsys)["tasks"][0]["log"])
+    reached = {(s.metadata["tokens"], s.metadata["counted_by"]) for s in log.samples}
+    assert {t for t, _ in reached} == {400, 900} and {c for _, c in reached} == {"k3 tokenizer"}
+    assert all(0.6 * s.metadata["tokens"] <= s.metadata["reached"] <= s.metadata["tokens"] for s in log.samples)
+    assert log.eval.metadata["k3"]["model_fingerprint"]
 
 
-def test_local_model_likelihood_tasks(tmp_path, capsys):
-    text = tmp_path / "t.txt"
-    text.write_text("The cat sat on the mat.\n\nA second short document.\n")
-    mc = tmp_path / "mc.jsonl"
-    mc.write_text('{"question": "The cat sat on the", "choices": ["mat.", "xylophone quantum"], "answer": 0}\n')
-    assert main(["eval", "--model", str(default_model()), "--tasks", f"perplexity:{text},mc:{mc}",
-                 "--output", str(tmp_path / "o"), "--no-progress"]) == 0
-    scores = _last_json(capsys)["scores"]
-    ppl = scores["perplexity:t.txt"]
-    assert 0 < ppl["bits_per_byte"] < 20 and ppl["perplexity"] > 1
-    assert scores["mc:mc.jsonl"]["acc"] in (0.0, 1.0)
-
-
-def test_local_loglikelihood_equals_the_model_logits():
-    backend = LocalBackend(default_model(), cache_memory="8MiB")
-    tok = backend.llm.tokenizer
-    ctx, cont = tok.encode("Hello there"), tok.encode(" world")
-    with torch.no_grad():
-        logits = backend.llm.model(torch.tensor([ctx + cont])).float()[0]
-    lp = torch.log_softmax(logits, -1)
-    expected = sum(float(lp[len(ctx) - 1 + i, t]) for i, t in enumerate(cont))
-    got, n = backend.loglikelihood("Hello there", " world")
-    assert n == len(cont) and got == pytest.approx(expected, rel=1e-5)
-    backend.window = 3  # windows overlap; each token still sees up to `window` earlier tokens
-    total, count = backend.loglikelihood_rolling("one two three four five six seven")
-    assert count == len(tok.encode("one two three four five six seven")) - 1 and math_finite(total)
-
-
-def math_finite(x: float) -> bool:
-    return x == x and abs(x) != float("inf")
+@pytest.mark.parametrize("argv,message", [
+    (["eval", "mc:x.jsonl", "--endpoint", "http://127.0.0.1:9"], "lm-evaluation-harness"),
+    (["eval", "refusal", "--endpoint", "http://127.0.0.1:9", "--served-model-name", "m", "-T", "nope=1"],
+     "no task given takes the argument nope"),
+    (["eval", "refusal"], "--model PATH"),
+    (["eval", "--model", "default"], "name at least one task"),
+])
+def test_bad_runs_are_refused_before_anything_runs(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """lm-evaluation-harness as a real client of `k3 serve`: its `local-completions` model, tokenizing through
 the server's /tokenizer_info and /tokenize (vLLM's remote-tokenizer protocol), runs a log-likelihood task
-and a generation task from local files, and agrees item by item with `k3 eval` run in-process on the
-same items."""
+and a generation task from local files, and agrees item by item with the same model run in-process
+(log-likelihoods from its forward pass, greedy generation through k3.LLM). Log-likelihood sets run this
+way: `k3 eval` leaves them to lm-evaluation-harness."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ import json
 
 import pytest
 
-from k3 import LLM
+import torch
+
+from k3 import LLM, SamplingParams
 from k3.defaults import default_model
-from k3.eval.backends.local import LocalBackend
-from k3.eval.registry import make_tasks
-from k3.eval.runner import run_eval
-from k3.eval.tasks.base import Settings
 from k3.testing.serving import serving
 from k3.testing.tolerance import assert_close
 
@@ -66,29 +65,31 @@ def lm_eval_run(tmp_path, monkeypatch):
                                        task_manager=TaskManager(include_path=str(tasks)), log_samples=True)
 
 
-def _in_process(tmp_path) -> dict:
-    mc = _jsonl(tmp_path / "k3-mc.jsonl", MC)
-    gen = _jsonl(tmp_path / "k3-gen.jsonl", [r | {"mode": "completion", "stop": STOP, "max_tokens": MAX_TOKENS}
-                                             for r in GEN])
-    settings = Settings()
-    backend = LocalBackend(default_model(), cache_memory="64MiB")
-    return run_eval(backend, make_tasks(f"mc:{mc},gen:{gen}", settings), settings, tmp_path / "k3", progress=False)["tasks"]
+def _in_process() -> tuple[list[list[float]], list[str]]:
+    """(log p(choice | question) for each choice of each MC item, each GEN item's greedy continuation)."""
+    llm = LLM(str(default_model()), cache_memory="64MiB")
+    tok = llm.tokenizer
+
+    def loglikelihood(context: str, continuation: str) -> float:
+        ctx, cont = tok.encode(context), tok.encode(continuation)   # apart, so the boundary is exact
+        ids = ctx + cont
+        with torch.no_grad():
+            logits = llm.model(torch.tensor([ids[:-1]])).float()[0]
+        lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids[1:]).unsqueeze(-1))[:, 0]
+        return float(lp[len(ctx) - 1:].sum())
+
+    mc = [[loglikelihood(item["question"], " " + c) for c in item["choices"]] for item in MC]
+    params = SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0, stop=tuple(STOP))
+    gen = [out.text for out in llm.generate([g["prompt"] for g in GEN], params)]
+    return mc, gen
 
 
-def test_lm_eval_through_k3_serve_agrees_with_k3_eval(lm_eval_run, tmp_path):
-    ours = _in_process(tmp_path)
+def test_lm_eval_through_k3_serve_agrees_with_the_model_in_process(lm_eval_run):
+    mc, gen = _in_process()
     theirs = {name: sorted(samples, key=lambda s: s["doc_id"]) for name, samples in lm_eval_run["samples"].items()}
-
-    for mine, sample in zip(ours["mc:k3-mc.jsonl"]["records"], theirs["k3_mc"]):
+    for mine, sample in zip(mc, theirs["k3_mc"]):
         their_lls = [ll for ll, _greedy in sample["filtered_resps"]]
-        assert_close(f"mc item {sample['doc_id']} log-likelihoods", their_lls, mine["loglikelihoods"], 1e-5)
-        assert bool(sample["acc"]) == mine["correct"]
-    assert lm_eval_run["results"]["k3_mc"]["acc,none"] == pytest.approx(ours["mc:k3-mc.jsonl"]["scores"]["acc"]["mean"])
-
-    stopped = 0
-    for mine, sample in zip(ours["gen:k3-gen.jsonl"]["records"], theirs["k3_gen"]):
-        assert sample["resps"][0][0] == mine["answer"], f"generation {sample['doc_id']} differs"
-        if not mine["truncated"]:  # k3 leaves replies cut by the token limit out of its score
-            stopped += 1
-            assert bool(sample["exact_match"]) == mine["correct"]
-    assert stopped >= 1, "no reply ended at a stop string: the items test nothing about scoring"
+        assert_close(f"mc item {sample['doc_id']} log-likelihoods", their_lls, mine, 1e-5)
+        assert bool(sample["acc"]) == (max(range(len(mine)), key=mine.__getitem__) == MC[sample["doc_id"]]["answer"])
+    for mine, sample in zip(gen, theirs["k3_gen"]):
+        assert sample["resps"][0][0] == mine, f"generation {sample['doc_id']} differs"

@@ -1,6 +1,6 @@
 """k3 eval TASK... (--model PATH | --endpoint URL): Inspect AI's eval() with k3's tasks, sandbox and report.
 
-TASK: challenge, refusal, humaneval, constraints, bfcl, harmful (k3's; NAME:PATH for a data file of your
+TASK: challenge, refusal, harmful, humaneval, code, constraints, bfcl (k3's; NAME:PATH for a data file of your
 own), or any Inspect task (FILE.py@name, a registry name). Every run writes Inspect logs (`inspect view`
 opens them) and k3's report.md/report.json, derived from those logs, into --log-dir; the last stdout
 line is a JSON summary. --report-from LOG... rebuilds the report from logs without running anything."""
@@ -62,10 +62,13 @@ def run(args) -> int:
     for name, value in (("--limit", args.limit), ("--epochs", args.epochs)):
         if value is not None and value < 1:
             raise ValueError(f"{name} must be at least 1")
-    from k3.eval.inspect import launch
     from inspect_ai.model import GenerateConfig
 
-    run = launch.Run(tasks, _target(args), judge=_judge(args), task_args=_task_args(args.task_arg), limit=args.limit,
+    from k3.eval.inspect import launch
+
+    task_args = _task_args(args.task_arg)
+    launch.precheck(tasks, task_args)
+    run = launch.Run(tasks, _target(args), judge=_judge(args), task_args=task_args, limit=args.limit,
                      epochs=args.epochs, approval=args.approval, log_dir=str(out), progress=not args.no_progress,
                      config=GenerateConfig(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed))
     logs, report, paths = launch.run(run)

@@ -28,7 +28,7 @@ def words(n: int) -> str:
     return ONES[n // 100] + " hundred" + ("" if rest == 0 else " and " + words(rest))
 
 
-def exchange(rng: random.Random, sentences: int = 6) -> tuple[str, str]:
+def exchange(rng: random.Random, sentences: int = 3) -> tuple[str, str]:
     """(a user turn: a note then a sum, the answer in words)."""
     note = " ".join(f"The {rng.choice(ADJ)} {rng.choice(NOUN)} {rng.choice(VERB)} the {rng.choice(ADJ)} "
                     f"{rng.choice(NOUN)} near {rng.choice(PLACE)}." for _ in range(sentences))

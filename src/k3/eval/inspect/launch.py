@@ -15,9 +15,10 @@ from k3.eval.inspect import provenance as prov
 from k3.eval.inspect import report as reports
 
 # Short names -> k3's Inspect tasks (registry names); anything else goes to Inspect as it is given.
-TASKS = {"challenge": "k3/challenge", "refusal": "k3/refusal", "humaneval": "k3/humaneval",
+TASKS = {"challenge": "k3/challenge", "refusal": "k3/refusal", "humaneval": "k3/humaneval", "code": "k3/code",
          "constraints": "k3/constraints", "bfcl": "k3/bfcl", "harmful": "k3/harmful"}
 LIKELIHOOD = ("mc", "gen", "perplexity")
+SANDBOXED = ("challenge", "code", "humaneval")     # run model-written code: bubblewrap is checked before any item
 
 
 @dataclass
@@ -54,6 +55,8 @@ def local(path: str, **model_args) -> Target:
 
 
 def endpoint(base_url: str, name: str | None, api_key: str | None = None) -> Target:
+    """`base_url`: the server's OpenAI root, with or without its /v1 (http://host:8000 and .../v1 both work)."""
+    base_url = base_url.rstrip("/") if base_url.rstrip("/").endswith("/v1") else base_url.rstrip("/") + "/v1"
     name = name or _first_model(base_url, api_key)
     model = get_model(f"openai-api/k3/{name}", base_url=base_url, api_key=api_key or "none", memoize=False)
     listed = prov.served_model(base_url, name, api_key)
@@ -71,36 +74,49 @@ def _first_model(base_url: str, api_key: str | None) -> str:
         raise ValueError(f"{base_url}/models did not list a model ({e}); pass --served-model-name") from None
 
 
-def resolve(spec: str, task_args: dict, limit: int | None, epochs: int):
-    """A task name as given -> (what eval() takes, the parameters it takes). k3's tasks take `NAME:PATH` for
-    their data file, and draw a stratified `limit` and their repeats (`epochs`) themselves; a task argument
-    goes to the tasks that take it."""
-    name, _, path = spec.partition(":")
-    if name in LIKELIHOOD:
-        raise ValueError(f"{spec}: log-likelihood sets run on lm-evaluation-harness against `k3 serve` (see the "
-                         "evaluation guide, 'Log-likelihood sets'): lm_eval --model local-completions ...")
-    if name not in TASKS:
-        return spec, None
+def precheck(tasks: list[str], task_args: dict) -> None:
+    """What can be refused before a model is loaded or reached: unknown task kinds, a -T argument no task
+    takes, a task that runs model-written code on a machine without the sandbox."""
+    takes: list[set[str] | None] = []
+    for spec in tasks:
+        name = spec.partition(":")[0]
+        if name in LIKELIHOOD:
+            raise ValueError(f"{spec}: log-likelihood sets run on lm-evaluation-harness against `k3 serve` (see the "
+                             "evaluation guide, 'Log-likelihood sets'): lm_eval --model local-completions ...")
+        if name in SANDBOXED:
+            from k3.eval.sandbox import namespaces
+
+            try:
+                namespaces.require()
+            except namespaces.SandboxUnavailable as e:
+                raise ValueError(f"{name} runs model-written code in k3's sandbox: {e}") from None
+        takes.append(set(pyinspect.signature(_task_fn(name)).parameters) if name in TASKS else None)
+    if all(t is not None for t in takes):
+        unused = sorted(set(task_args) - set().union(*takes))
+        if unused:
+            raise ValueError(f"no task given takes the argument {', '.join(unused)}")
+
+
+def _task_fn(name: str):
     from inspect_ai._util.registry import registry_lookup
 
     import k3.eval.inspect.registry  # noqa: F401  (registers k3's tasks)
 
-    fn = registry_lookup("task", TASKS[name])
+    return registry_lookup("task", TASKS[name])
+
+
+def resolve(spec: str, task_args: dict, limit: int | None, epochs: int):
+    """A task name as given -> (what eval() takes, the parameters it takes). k3's tasks take `NAME:PATH` for
+    their data file, and draw a stratified `limit` and their repeats (`epochs`) themselves; a task argument
+    goes to the tasks that take it."""
+    precheck([spec], {})
+    name, _, path = spec.partition(":")
+    if name not in TASKS:
+        return spec, None
+    fn = _task_fn(name)
     accepted = set(pyinspect.signature(fn).parameters)
     given = {**task_args, **({"path": path} if path else {}), "limit": limit, "epochs": epochs}
     return fn(**{k: v for k, v in given.items() if k in accepted and v is not None}), accepted
-
-
-def _resolve_all(r: "Run") -> list[tuple]:
-    """Every task built before any runs (a bad data file fails at once), and each -T argument taken by one."""
-    # The constraint sweep reaches the model's own context unless told otherwise.
-    args = {"context": r.target.context, **r.task_args} if r.target.context else r.task_args
-    resolved = [resolve(spec, args, r.limit, r.epochs) for spec in r.tasks]
-    if all(took is not None for _, took in resolved):
-        unused = sorted(set(r.task_args) - set().union(*(took for _, took in resolved)))
-        if unused:
-            raise ValueError(f"no task given takes the argument {', '.join(unused)}")
-    return resolved
 
 
 def run(r: Run) -> tuple[list, dict, list[Path]]:

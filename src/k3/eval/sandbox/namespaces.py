@@ -50,7 +50,7 @@ def require() -> None:
     why = missing()
     if why is not None:
         raise SandboxUnavailable(f"the sandbox's default isolation cannot run here: {why}. To fix: {INSTALL_HINT}. "
-                                 "Or accept less isolation: k3 eval --weak-sandbox (Sandbox(isolation='process')).")
+                                 "Code of your own can accept less isolation: Sandbox(isolation='process').")
 
 
 @functools.cache

@@ -1,0 +1,44 @@
+"""An OpenAI-compatible endpoint on loopback that answers every chat request with reply(messages): a stand-in
+for a hosted model with a known behaviour (always refusing, always grading the same way)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@contextmanager
+def scripted_endpoint(reply, model: str = "scripted"):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _send(self, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self._send({"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "test"}]})
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            text = reply(body["messages"])
+            self._send({"id": "c1", "object": "chat.completion", "created": 0, "model": model,
+                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                     "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
