@@ -119,6 +119,14 @@ def resolve(spec: str, task_args: dict, limit: int | None, epochs: int):
     return fn(**{k: v for k, v in given.items() if k in accepted and v is not None}), accepted
 
 
+def _resolve_all(r: Run) -> list[tuple]:
+    """Every task built before any runs (a bad data file fails at once)."""
+    precheck(r.tasks, r.task_args)
+    # The constraint sweep reaches the model's own context unless told otherwise.
+    args = {"context": r.target.context, **r.task_args} if r.target.context else r.task_args
+    return [resolve(spec, args, r.limit, r.epochs) for spec in r.tasks]
+
+
 def run(r: Run) -> tuple[list, dict, list[Path]]:
     """-> (Inspect logs, k3's report, the report files). Provenance goes into every log's metadata."""
     if r.judge is not None:
