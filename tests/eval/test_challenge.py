@@ -144,3 +144,20 @@ def test_a_broken_challenge_names_its_fault(tmp_path, capsys):
     shutil.rmtree(root / "repo")
     with pytest.raises(ChallengeError, match="repo"):
         challenge(path=str(root))
+
+
+def test_a_scripted_approver_from_a_policy_file_is_counted_in_the_report(tmp_path):
+    need_namespaces()
+    from k3.eval.inspect import report
+
+    policy = tmp_path / "approval.yaml"
+    policy.write_text("approvers:\n  - name: k3/scripted\n    tools: '*'\n    rules:\n"
+                      "      - {tool: bash, match: 'rm -rf', decision: reject, explanation: never delete the repository}\n"
+                      "      - {tool: bash, match: pytest, decision: modify, hint: run only the failing tests}\n")
+    steps = [("bash", {"command": "rm -rf inflection"}), ("bash", {"command": "python -m pytest -q -x test_inflection.py"}),
+             *_solve(BUNDLED.task("ordinal-teens"))]
+    [log] = inspect_eval(challenge(tasks="ordinal-teens"), model=_agent(lambda task: steps), approval=str(policy),
+                         log_dir=str(tmp_path), display="none")
+    assert log.samples[0].scores["tests_after"].value["passed"] == 1.0     # the rejected rm never ran
+    counted = report.task_report(log)["interventions"]
+    assert counted["total"] == 2 and counted["by_decision"] == {"reject": 1, "modify": 1}

@@ -63,3 +63,22 @@ def test_inspect_cli_evaluates_the_bundled_model(tmp_path):
     assert usage["output_tokens"] == 8 and usage["input_tokens"] > 0
     assert sample["output"]["choices"][0]["stop_reason"] == "max_tokens"
     assert sample["output"]["choices"][0]["message"]["content"]
+
+
+def test_an_eval_builds_the_model_once_and_runs_it_on_one_thread(tmp_path):
+    """Inspect looks model facts up by name and, for a name it does not know, builds the provider again: a
+    second copy of the weights. The provider registers its facts, so one LLM serves the whole run."""
+    import gc
+
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model, get_model_info
+
+    from k3 import LLM
+    from k3.eval.inspect.refusal import refusal
+
+    before = sum(isinstance(o, LLM) for o in gc.get_objects())
+    model = get_model("k3/default", cache_memory="64MiB", thinking=False, memoize=False)
+    [log] = inspect_eval(refusal(limit=2), model=model, log_dir=str(tmp_path), display="none", max_tokens=4)
+    assert log.status == "success", log.error
+    assert sum(isinstance(o, LLM) for o in gc.get_objects()) - before == 1
+    assert get_model_info("k3/default").context_length == model.api.llm.engine.max_model_len
