@@ -35,6 +35,7 @@ def add_arguments(p) -> None:
     p.add_argument("--max-tokens", type=int, default=32768, help="per turn (generous: reasoning models; truncation is reported)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prices", help="JSON price table {model: {input, output}} in USD per million tokens: cost in the report")
     p.add_argument("--log-dir", default=None, help="Inspect logs and k3's report (default eval-runs/TIME)")
     p.add_argument("--report-from", nargs="+", metavar="LOG", help="only rebuild the report from these Inspect logs")
     p.add_argument("--memory-budget", help="local: weights + cache budget; experts, then layers, beyond it stream")
@@ -46,10 +47,12 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from k3.eval.inspect import report as reports
+    from k3.eval.prices import load_prices
 
+    prices = load_prices(args.prices)
     out = Path(args.log_dir or f"eval-runs/{time.strftime('%Y%m%d-%H%M%S')}")
     if args.report_from:
-        report = reports.build(args.report_from)
+        report = reports.build(args.report_from, prices)
         paths = reports.write(report, out)
         print(f"wrote {', '.join(map(str, paths))}")
         print(json.dumps(_summary(report, paths)))
@@ -69,7 +72,7 @@ def run(args) -> int:
     task_args = _task_args(args.task_arg)
     launch.precheck(tasks, task_args)
     run = launch.Run(tasks, _target(args), judge=_judge(args), task_args=task_args, limit=args.limit,
-                     epochs=args.epochs, approval=args.approval, log_dir=str(out), progress=not args.no_progress,
+                     epochs=args.epochs, approval=args.approval, log_dir=str(out), progress=not args.no_progress, prices=prices,
                      config=GenerateConfig(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed))
     logs, report, paths = launch.run(run)
     failed = [log for log in logs if log.status != "success"]

@@ -1,7 +1,7 @@
 """Token prices for the cost column: USD per million input and output tokens, by model name.
 
-A local model costs nothing to call. For endpoints, pass --prices FILE (JSON:
-{"model-name": {"input": 0.6, "output": 2.5}, ...}); unknown models are reported with cost null."""
+A local model costs nothing to call. For endpoints, pass `k3 eval --prices FILE` (JSON:
+{"model-name": {"input": 0.6, "output": 2.5}, ...}); a model without a price is reported with cost null."""
 
 from __future__ import annotations
 
@@ -22,10 +22,12 @@ def load_prices(path: str | None) -> dict[str, dict]:
     return table
 
 
-def cost(identity: dict, prompt_tokens: int, completion_tokens: int, table: dict[str, dict]) -> float | None:
-    if identity.get("kind") == "local":
+def cost(model: str, input_tokens: int, output_tokens: int, table: dict[str, dict]) -> float | None:
+    """USD for one model's tokens (Inspect's model name: `k3/PATH` runs in-process and costs nothing; an
+    endpoint's `openai-api/k3/NAME` is priced by NAME or the full name); None without a price."""
+    if model.startswith("k3/"):
         return 0.0
-    p = table.get(identity.get("model"))
+    p = table.get(model) or table.get(model.split("/")[-1])
     if p is None:
         return None
-    return (prompt_tokens * p["input"] + completion_tokens * p["output"]) / 1e6
+    return (input_tokens * p["input"] + output_tokens * p["output"]) / 1e6

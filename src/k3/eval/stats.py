@@ -1,4 +1,4 @@
-"""Rates with confidence intervals, and means with standard errors."""
+"""Rates with confidence intervals."""
 
 from __future__ import annotations
 
@@ -21,20 +21,3 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
 def rate(k: int, n: int) -> dict:
     lo, hi = wilson(k, n)
     return {"rate": k / n if n else None, "k": k, "n": n, "ci95": [lo, hi]}
-
-
-def mean_stderr(values: list[float]) -> dict:
-    n = len(values)
-    if n == 0:
-        return {"mean": None, "stderr": None, "n": 0}
-    mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else 0.0
-    return {"mean": mean, "stderr": math.sqrt(var / n), "n": n}
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k of one problem from n samples of which c passed (Chen et al. 2021, eq. 1):
-    1 - C(n-c, k) / C(n, k), the chance that k of the n drawn without replacement hold a pass."""
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"pass@{k} needs 1 <= k <= n and 0 <= c <= n (n={n}, c={c})")
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)

@@ -18,6 +18,7 @@ import sys
 
 from k3.eval.challenge.spec import Challenge, ChallengeError, Task
 from k3.eval.sandbox import Limits, Sandbox
+from k3.eval.sandbox.paths import printable
 
 # Files that change how pytest or the interpreter runs, whoever wrote them: the judge keeps the starting ones.
 STEERING = ("conftest.py", "*/conftest.py", "pytest.ini", "*/pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml",
@@ -59,7 +60,7 @@ BOOT = ("import sys; sys.path.insert(0, '{home}'); import pytest; sys.path.inser
 
 
 def changed(start: dict[str, bytes], final: dict[str, bytes]) -> list[str]:
-    """Paths added, changed or deleted, sorted."""
+    """Paths added, changed or deleted, sorted (raw: printable() them to show)."""
     return sorted(p for p in start.keys() | final.keys() if start.get(p) != final.get(p))
 
 
@@ -67,7 +68,7 @@ def diff(start: dict[str, bytes], final: dict[str, bytes]) -> str:
     out = []
     for path in changed(start, final):
         a, b = (t.get(path, b"").decode("utf-8", "replace").splitlines(True) for t in (start, final))
-        out += difflib.unified_diff(a, b, f"a/{path}", f"b/{path}")
+        out += difflib.unified_diff(a, b, f"a/{printable(path)}", f"b/{printable(path)}")
     text = "".join(out)
     return text if len(text) <= MAX_DIFF else text[:MAX_DIFF] + f"\n[diff cut at {MAX_DIFF} characters]\n"
 
@@ -77,9 +78,9 @@ def judged_tree(challenge: Challenge, task: Task, start: dict[str, bytes], final
     tree, broken, steering = dict(start), [], []
     for path in changed(start, final):
         rules = [r.text for r in challenge.rules if r.protects(path)]
-        broken += [{"rule": text, "path": path} for text in rules]
+        broken += [{"rule": text, "path": printable(path)} for text in rules]
         if rules or _steers(path):
-            steering += [] if rules else [path]
+            steering += [] if rules else [printable(path)]
             continue
         if path in final:
             tree[path] = final[path]

@@ -23,6 +23,7 @@ from k3.eval.challenge import source, spec, verdict
 from k3.eval.inspect.editor import text_editor
 from k3.eval.inspect.sampling import stratified
 from k3.eval.inspect.sandbox_env import K3SandboxEnvironment
+from k3.eval.sandbox.paths import SandboxViolation, printable
 
 SCORER_FILES = tuple(Path(m.__file__) for m in (verdict, source, spec)) + (Path(__file__),)
 TOOL_TIMEOUT = 180
@@ -69,14 +70,18 @@ def tests_after(directory: str, starts: dict[str, dict[str, bytes]]):
     async def score(state: TaskState, target: Target) -> Score:
         box = sandbox().as_type(K3SandboxEnvironment).sandbox
         start = starts[str(state.sample_id)]
-        final = await asyncio.to_thread(box.snapshot)
+        try:
+            final = await asyncio.to_thread(box.snapshot)
+        except SandboxViolation as e:       # a workspace that cannot be taken whole cannot pass
+            return Score(value={"passed": 0.0, "resolved": 0.0, "rules_kept": 1.0}, explanation=str(e),
+                         metadata={"group": str(state.sample_id), "error": str(e)})
         found = await asyncio.to_thread(verdict.judge, ch, ch.task(str(state.sample_id)), start, final)
         value = {"passed": float(found["resolved"] and found["rules_kept"]),
                  "resolved": float(found["resolved"]), "rules_kept": float(found["rules_kept"])}
         return Score(value=value, answer=found["diff"], explanation=_explain(found),
                      metadata={"group": str(state.sample_id), **{k: found[k] for k in ("broken", "steering", "error")},
                                "failing": found["failing"][:50], "n_failing": len(found["failing"]),
-                               "changed": verdict.changed(start, final)})
+                               "changed": [printable(p) for p in verdict.changed(start, final)]})
 
     return score
 

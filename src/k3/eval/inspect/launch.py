@@ -46,6 +46,7 @@ class Run:
     log_dir: str = "logs"
     config: GenerateConfig = field(default_factory=GenerateConfig)
     progress: bool = True
+    prices: dict = field(default_factory=dict)
 
 
 def local(path: str, **model_args) -> Target:
@@ -141,5 +142,5 @@ def run(r: Run) -> tuple[list, dict, list[Path]]:
                              epochs=None if "epochs" in took or r.epochs == 1 else r.epochs,
                              approval=r.approval, log_dir=r.log_dir, metadata=meta,
                              display="rich" if r.progress else "none", **r.config.model_dump(exclude_none=True))
-    report = reports.build(logs)
+    report = reports.build(logs, r.prices)
     return logs, report, reports.write(report, Path(r.log_dir))

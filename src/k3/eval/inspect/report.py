@@ -14,22 +14,32 @@ from pathlib import Path
 from inspect_ai.log import EvalLog, read_eval_log
 
 from k3.eval.inspect.interventions import interventions
-from k3.eval.stats import wilson
+from k3.eval.prices import cost
+from k3.eval.stats import rate
 
 
-def build(logs: list[EvalLog | str]) -> dict:
+def build(logs: list[EvalLog | str], prices: dict | None = None) -> dict:
+    """`prices`: prices.load_prices' table, for the cost of each task (the judge's tokens included)."""
     logs = [read_eval_log(x) if isinstance(x, (str, Path)) else x for x in logs]
     first = logs[0].eval.metadata or {} if logs else {}
-    return {"provenance": first.get("k3", {}), "tasks": [task_report(log) for log in logs]}
+    return {"provenance": first.get("k3", {}), "tasks": [task_report(log, prices or {}) for log in logs]}
 
 
-def task_report(log: EvalLog) -> dict:
-    samples = log.samples or []
-    usage = defaultdict(int)
+def _usage(samples, prices: dict) -> dict:
+    by_model: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for s in samples:
-        for u in (s.model_usage or {}).values():
-            usage["input_tokens"] += u.input_tokens
-            usage["output_tokens"] += u.output_tokens
+        for model, u in (s.model_usage or {}).items():
+            by_model[model][0] += u.input_tokens
+            by_model[model][1] += u.output_tokens
+    costs = [cost(m, i, o, prices) for m, (i, o) in by_model.items()]
+    return {"input_tokens": sum(i for i, _ in by_model.values()), "output_tokens": sum(o for _, o in by_model.values()),
+            "by_model": {m: {"input_tokens": i, "output_tokens": o} for m, (i, o) in by_model.items()},
+            "cost_usd": None if None in costs else sum(costs)}
+
+
+def task_report(log: EvalLog, prices: dict | None = None) -> dict:
+    samples = log.samples or []
+    usage = _usage(samples, prices or {})
     limits: dict[str, int] = defaultdict(int)
     for s in samples:
         if s.limit is not None:
@@ -96,12 +106,7 @@ def groups(samples) -> dict:
         v = main_value(sc)
         if v is not None:
             tally[str(sc.metadata["group"])].append(v)
-    out = {}
-    for g, vs in tally.items():
-        k = sum(v >= 1.0 for v in vs)
-        lo, hi = wilson(k, len(vs))
-        out[g] = {"rate": k / len(vs), "k": k, "n": len(vs), "ci95": [lo, hi]}
-    return out
+    return {g: rate(sum(v >= 1.0 for v in vs), len(vs)) for g, vs in tally.items()}
 
 
 def write(report: dict, output: Path) -> list[Path]:

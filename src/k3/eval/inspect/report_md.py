@@ -45,8 +45,9 @@ def _task(t: dict) -> list[str]:
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(iv["by_decision"].items())) or "none"
     u = t["usage"]
     lines += ["", f"interventions: {iv['total']} ({kinds}); limits hit: {t['limits_hit'] or 'none'}",
-              f"tokens: {u.get('input_tokens', 0)} in, {u.get('output_tokens', 0)} out; "
-              f"time: {u['total_time_s']:.1f} s in all, {u['working_time_s']:.1f} s working", ""]
+              f"tokens: {u['input_tokens']} in, {u['output_tokens']} out; cost: "
+              + (f"${u['cost_usd']:.4f}" if u["cost_usd"] is not None else "no price given (--prices)")
+              + f"; time: {u['total_time_s']:.1f} s in all, {u['working_time_s']:.1f} s working", ""]
     return lines
 
 

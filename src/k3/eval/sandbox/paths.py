@@ -166,11 +166,12 @@ class WorkspaceFiles:
             return f.read(limit)
 
     def snapshot(self, skip: tuple[str, ...], file_limit: int) -> dict[str, bytes]:
-        """Regular files (a link read through to its target) -> bytes; pipes, sockets and dangling or
-        directory links are left out. More names than MAX_LISTED is an error, never a silent cut."""
-        names, cut = self.list(skip)
+        """Regular files (a link read through to its target) by raw name -> bytes; pipes, sockets and dangling
+        or directory links are left out. More names than MAX_LISTED is an error, never a silent cut."""
+        names, cut = self.list(skip, shown=str)    # raw names (undecodable bytes as surrogates): each file opens
         if cut:
-            raise SandboxViolation(f"the workspace holds more than {MAX_LISTED} files; it cannot be taken whole")
+            raise SandboxViolation(f"the workspace holds more than {MAX_LISTED} files or is deeper than {MAX_DEPTH} "
+                                   "directories; it cannot be taken whole")
         out = {}
         for rel in names:
             try:
@@ -202,9 +203,10 @@ class WorkspaceFiles:
         finally:
             os.close(dir_fd)
 
-    def list(self, skip: tuple[str, ...] = ("__pycache__",), limit: int = MAX_LISTED) -> tuple[list[str], bool]:
+    def list(self, skip: tuple[str, ...] = ("__pycache__",), limit: int = MAX_LISTED, shown=printable) -> tuple[list[str], bool]:
         """Regular files and links under the workspace, never following a link -> (sorted names, cut short).
-        Depth-first without recursion, holding one fd a level: at most MAX_DEPTH levels and `limit` names."""
+        Depth-first without recursion, holding one fd a level: at most MAX_DEPTH levels and `limit` names.
+        `shown` makes each name component text (printable by default; the snapshot keeps the raw name)."""
         found, cut = [], False
         stack: list[tuple[int, str, list[str]]] = []
 
@@ -214,7 +216,7 @@ class WorkspaceFiles:
             except BaseException:
                 os.close(fd)
                 raise
-            found.extend(prefix + printable(n) for n, is_dir in entries if not is_dir)
+            found.extend(prefix + shown(n) for n, is_dir in entries if not is_dir)
             stack.append((fd, prefix, sorted((n for n, is_dir in entries if is_dir and n not in skip), reverse=True)))
 
         try:
@@ -232,7 +234,7 @@ class WorkspaceFiles:
                     sub = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
                 except OSError:
                     continue
-                enter(sub, prefix + printable(name) + "/")
+                enter(sub, prefix + shown(name) + "/")
         finally:
             cut = cut or bool(stack)
             for fd, _, _ in stack:
