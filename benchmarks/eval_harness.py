@@ -94,7 +94,7 @@ def local_costs(items: int) -> dict:
     params = SamplingParams(max_tokens=32, temperature=0.0)
     t0 = time.perf_counter()
     for sample in refusal(limit=3 * items).dataset:    # on the thread that built the model, as the provider runs
-        model.api.on_engine_thread(model.api.llm.chat, [{"role": "user", "content": sample.input}], params, thinking=False)
+        model.api.thread.call(model.api.llm.chat, [{"role": "user", "content": sample.input}], params, thinking=False)
     direct = (time.perf_counter() - t0) / (3 * items)
     per_item = (walls[3 * items] - walls[items]) / (2 * items)
     return {"local_item_s": per_item, "local_direct_item_s": direct, "local_harness_item_s": per_item - direct,

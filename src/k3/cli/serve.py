@@ -75,6 +75,7 @@ def run(args) -> int:
     from k3.cli.target import check_tokenizer
     from k3.defaults import default_model
     from k3.engine import LLM
+    from k3.engine.thread import EngineThread
     from k3.serve.app import Server, run as serve
     from k3.serve.async_engine import AsyncEngine
 
@@ -83,11 +84,12 @@ def run(args) -> int:
     if args.max_model_len is not None and args.max_model_len < 2:
         raise ValueError("--max-model-len must be at least 2")
     sock = bind(args.host, args.port)
-    llm = LLM(str(path), dtype=torch_dtype(args.dtype), device=args.device, max_num_seqs=args.max_num_seqs,
-              max_num_batched_tokens=args.max_num_batched_tokens, cache_memory=args.cache_memory,
-              memory_budget=args.memory_budget, trunk=args.trunk, tokenizer=args.tokenizer, max_model_len=args.max_model_len,
-              **prefix_cache_kwargs(args))
-    engine = AsyncEngine(llm.engine, max_queued=args.max_queued)
+    thread = EngineThread()    # the model is built where it will be stepped (engine/thread.py says why)
+    llm = thread.call(LLM, str(path), dtype=torch_dtype(args.dtype), device=args.device, max_num_seqs=args.max_num_seqs,
+                      max_num_batched_tokens=args.max_num_batched_tokens, cache_memory=args.cache_memory,
+                      memory_budget=args.memory_budget, trunk=args.trunk, tokenizer=args.tokenizer,
+                      max_model_len=args.max_model_len, **prefix_cache_kwargs(args))
+    engine = AsyncEngine(llm.engine, max_queued=args.max_queued, thread=thread)
     served_len = args.max_model_len or min(llm.engine.max_model_len, DEFAULT_MAX_MODEL_LEN)
     server = Server(engine, llm.tokenizer, args.served_model_name or path.name, args.api_key, args.request_timeout,
                     max_model_len=served_len, public_metrics=args.public_metrics)

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 
+from k3.engine.thread import EngineThread
 from k3.engine.engine import LLMEngine
 from k3.engine.request import RequestOutput, SamplingParams
 
@@ -33,7 +34,9 @@ class EngineUnavailable(Exception):
 
 
 class AsyncEngine:
-    def __init__(self, engine: LLMEngine, max_queued: int = 64, metrics=None):
+    def __init__(self, engine: LLMEngine, max_queued: int = 64, metrics=None, thread: EngineThread | None = None):
+        """thread: the EngineThread the model was built on, to step it there too (engine/thread.py says why);
+        a new one otherwise."""
         if engine.driver is not None and engine.driver.running:
             raise RuntimeError("this LLMEngine is already driven by another AsyncEngine (a server running on it); "
                                "shut that one down first, or give this server its own LLM")
@@ -49,13 +52,13 @@ class AsyncEngine:
         self._stop = threading.Event()
         self.dead: str | None = None          # why the engine thread stopped for good
         self.on_death = None                  # called (from the engine thread) once it has
-        self._thread = threading.Thread(target=self._loop, name="k3-engine", daemon=True)
-        self._thread.start()
+        self._thread = thread or EngineThread()
+        self._loop_done = self._thread.submit(self._loop)
 
     @property
     def running(self) -> bool:
         """Its thread still steps the engine."""
-        return self._thread.is_alive()
+        return not self._loop_done.done()
 
     @property
     def in_flight(self) -> int:
@@ -181,7 +184,10 @@ class AsyncEngine:
     def shutdown(self) -> None:
         self._stop.set()
         self._commands.put(("stop",))
-        self._thread.join(timeout=5)
+        try:
+            self._loop_done.result(timeout=5)
+        except Exception:   # noqa: BLE001 - a loop that ended with an error has ended; `dead` says why
+            pass
         if self.engine.driver is self and not self.running:
             self.engine.driver = None
 

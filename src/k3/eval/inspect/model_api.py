@@ -5,23 +5,21 @@ PATH is a checkpoint directory, or `default` for the bundled model. `-M` model a
 format, reasoning and tool calls parsed, `max_tokens`/`temperature`/`top_p`/`seed` from Inspect's
 GenerateConfig, and reasoning effort and `thinking` (`-M thinking=false`) honoured.
 
-The model is built, and every call runs, on one thread of the provider's own (calls take turns, as the
-engine is not thread-safe). One thread, not asyncio's pool: OpenMP gives each thread that starts
-parallel work a team of its own, and once the teams outnumber the cores libgomp stops spinning between
-parallel regions, which made the model 3-4x slower on 2 cores (docs/evaluation.md, "Harness costs").
+The model is built, and every call runs, on one EngineThread (calls take turns, as the engine is not
+thread-safe); engine/thread.py says why one thread, not asyncio's pool.
 Evaluations that want batching across samples serve the model (`k3 serve`) and use Inspect's
 OpenAI-compatible provider instead."""
 
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from inspect_ai.model import (ChatCompletionChoice, GenerateConfig, ModelAPI, ModelInfo, ModelOutput, ModelUsage,
                               modelapi, set_model_info)
 
+from k3.engine.thread import EngineThread
 from k3.eval.inspect.messages import from_k3, to_k3, tool_choice_to_k3, tools_to_k3
 
 STOP = {"stop": "stop", "length": "max_tokens", "abort": "unknown", "error": "unknown"}
@@ -36,8 +34,8 @@ class K3ModelAPI(ModelAPI):
         from k3.defaults import default_model
 
         path = default_model() if model_name in ("default", "default-model") else Path(model_name)
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="k3-engine")
-        self.llm = self._thread.submit(LLM, str(path), **llm_kwargs).result()
+        self.thread = EngineThread()
+        self.llm = self.thread.call(LLM, str(path), **llm_kwargs)
         if self.llm.tokenizer is None:
             raise ValueError(f"{path}: no tokenizer (tiktoken.model) beside the checkpoint; Inspect needs chat")
         # Inspect looks a model's facts up by name, and for a name it does not know it builds the provider
@@ -45,10 +43,6 @@ class K3ModelAPI(ModelAPI):
         set_model_info(f"k3/{model_name}", ModelInfo(organization="Moonshot AI (K3 architecture, run by k3)",
                                                      context_length=self.llm.engine.max_model_len))
         self.thinking = thinking
-
-    def on_engine_thread(self, fn, *args, **kwargs):
-        """fn(*args, **kwargs) on the thread that built the model -> its result (blocking)."""
-        return self._thread.submit(fn, *args, **kwargs).result()
 
     def max_connections(self) -> int:
         return 1
@@ -73,7 +67,7 @@ class K3ModelAPI(ModelAPI):
         messages, k3_tools = to_k3(input), tools_to_k3(tools) or None
         choice = tool_choice_to_k3(tool_choice) if k3_tools else None
         effort = config.reasoning_effort if config.reasoning_effort in ("low", "medium", "high") else None
-        future = self._thread.submit(self.llm.chat, messages, params, tools=k3_tools, tool_choice=choice,
+        future = self.thread.submit(self.llm.chat, messages, params, tools=k3_tools, tool_choice=choice,
                                      thinking=self.thinking, thinking_effort=effort)
         out = (await asyncio.wrap_future(future))[0]
         message = from_k3(out.message)
