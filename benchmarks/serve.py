@@ -24,6 +24,7 @@ import uvicorn
 from k3.config.presets import mid
 from k3.engine import LLM
 from k3.serve.app import Server, build_app
+from k3.engine.thread import EngineThread
 from k3.serve.async_engine import AsyncEngine
 from k3.testing import make_checkpoint
 
@@ -84,8 +85,9 @@ def main() -> None:
     path = Path(args.dir)
     if not (path / "config.json").exists():
         make_checkpoint(path, config, num_shards=4, tokenizer=True)
-    llm = LLM(str(path), max_num_seqs=32, max_num_batched_tokens=2048, cache_memory="2GiB")
-    engine = AsyncEngine(llm.engine, max_queued=256)
+    thread = EngineThread()   # built where it is stepped, as k3 serve does
+    llm = thread.call(LLM, str(path), max_num_seqs=32, max_num_batched_tokens=2048, cache_memory="2GiB")
+    engine = AsyncEngine(llm.engine, max_queued=256, thread=thread)
     uv, url = start(Server(engine, llm.tokenizer, "bench"))
     asyncio.run(level(url, 1, 1, 4))   # warm-up
     rows = [asyncio.run(level(url, c, max(c, args.requests_per_level if c > 1 else 4), args.max_tokens))
