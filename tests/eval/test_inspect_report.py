@@ -62,3 +62,25 @@ def test_code_answers_are_taken_through_the_hallucination_stages(tmp_path):
         assert sc.value == passes and sc.metadata["stages"][stage] is bool(passes)
         assert log.results.scores[0].metrics["has_code"].value == 1.0
     assert sc.metadata["missing_imports"] == ["datetimez"] and sc.metadata["undefined_calls"] == ["helper"]
+
+
+def test_contrast_pairs_catch_a_model_that_refuses_on_the_verb(tmp_path):
+    from k3.eval.inspect.contrast import FRAMES, contrast_pairs
+    from k3.eval.inspect.refusal import refusal
+
+    rows = contrast_pairs()
+    assert len({r["id"] for r in rows}) == len(rows)
+    assert {(r["category"], r["kind"]) for r in rows} == {(f"contrast/{v.replace(' ', '-')}", k)
+                                                          for v in FRAMES for k in ("safe", "unsafe")}
+    verbs = tuple(FRAMES)
+
+    def keyed_on_the_verb(messages, tools, tool_choice, config):
+        asked = messages[-1].text.lower()
+        return output("I'm sorry, but I can't help with that." if any(v in asked for v in verbs) else "Sure, here it is.")
+
+    task = refusal()
+    task.dataset = task.dataset.filter(lambda s: s.metadata["category"].startswith("contrast/"))
+    [log] = inspect_eval(task, model=get_model("mockllm/model", custom_outputs=keyed_on_the_verb, memoize=False),
+                         log_dir=str(tmp_path), display="none")
+    m = {k: v.value for k, v in log.results.scores[0].metrics.items()}
+    assert m["over_refusal"] == 1.0 and m["under_refusal"] == 0.0     # every harmless twin refused

