@@ -31,15 +31,21 @@ class Pinned:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("K3_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "k3"
-    return Path(root) / "packages"
+    """K3_PACKAGES_DIR, else ~/.cache/k3/packages. Apart from K3_CACHE_DIR (figures k3 remembers): pinned
+    files are the same for everyone, and tests, which give K3_CACHE_DIR a fresh folder, read them here."""
+    if os.environ.get("K3_PACKAGES_DIR"):
+        return Path(os.environ["K3_PACKAGES_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "k3" / "packages"
 
 
-def path(pin: Pinned, fetch: bool = True) -> Path:
-    """The pinned file in the cache, fetched with pip when missing (the user's index settings apply)."""
+def path(pin: Pinned, fetch: bool | None = None) -> Path:
+    """The pinned file in the cache, fetched with pip when missing (the user's index settings apply) unless
+    `fetch` is false (default: K3_FETCH, on unless "0"; the tests turn it off: no index at test time)."""
+    fetch = os.environ.get("K3_FETCH", "1") != "0" if fetch is None else fetch
     cached = sorted(p for p in cache_dir().glob(pin.stem + "*") if p.suffix in (".whl", ".gz", ".zip"))
     if not cached and not fetch:
-        raise FetchError(f"{pin.spec} is not in {cache_dir()}; fetch it once with `python -m k3.eval.fetch`")
+        raise FetchError(f"{pin.spec} is not in {cache_dir()}; fetch it once with `python -m k3.eval.fetch` "
+                         "(`make test` does)")
     found = cached[0] if cached else _download(pin)
     got = hashlib.sha256(found.read_bytes()).hexdigest()
     if got != pin.sha256:
@@ -69,9 +75,9 @@ def main() -> int:
     from k3.eval.challenge import source, spec
 
     try:
-        print(f"{path(source.pin(spec.load(spec.BUNDLED)))}")
+        print(f"{path(source.pin(spec.load(spec.BUNDLED)), fetch=True)}")
         for pin in sets.PINS.values():
-            print(f"{path(pin)}")
+            print(f"{path(pin, fetch=True)}")
     except (FetchError, ValueError) as e:
         print(f"k3 fetch: {e}", file=sys.stderr)
         return 2
