@@ -52,7 +52,8 @@ class Run:
 def local(path: str, **model_args) -> Target:
     model = get_model(f"k3/{path}", memoize=False, **model_args)
     engine = model.api.llm.engine
-    return Target(model, f"k3/{path}", None, engine.fingerprint, engine.max_model_len)
+    fingerprint = model.api.thread.call(lambda: engine.fingerprint)   # tensor reads stay on the model's thread
+    return Target(model, f"k3/{path}", None, fingerprint, engine.max_model_len)
 
 
 def endpoint(base_url: str, name: str | None, api_key: str | None = None) -> Target:
