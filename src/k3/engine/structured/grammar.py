@@ -14,6 +14,7 @@ import re
 
 from k3.chat.specials import CLOSE, OPEN, SEP
 from k3.engine.structured.params import StructuredOutputs
+from k3.engine.structured.patterns import ecma_patterns
 from k3.engine.structured.tool_args import xtml_arguments
 
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
@@ -37,7 +38,7 @@ def lark_grammar(so: StructuredOutputs) -> str:
 
 def _body(so: StructuredOutputs) -> str:
     if so.json is not None or so.json_object:
-        schema = {"type": "object"} if so.json_object else so.json
+        schema = {"type": "object"} if so.json_object else ecma_patterns(so.json)
         if isinstance(schema, dict):   # compact JSON: free whitespace lets a weak model pad forever
             schema = {**schema, "x-guidance": {**JSON_STYLE, **schema.get("x-guidance", {})}}
         return f"body: %json {json.dumps(schema)}"
@@ -76,7 +77,9 @@ def _tool_grammar(so: StructuredOutputs) -> str:
             head_text = json.dumps(f'call tool="{name}" index="{i}"')
             rules.append(f'c_{i}_{j}: {OPEN} {head_text} {SEP} args_{j} {CLOSE} "call" {SEP}')
     for j, (_, schema) in enumerate(so.tools):
-        # Arguments as one JSON block, or (as the renderer writes them) one XTML block per argument.
+        # Arguments as one JSON block, or (as the renderer writes them) one XTML block per argument where
+        # that form constrains exactly (tool_args.py).
+        schema = ecma_patterns(schema)
         xtml = xtml_arguments(f"xargs_{j}", schema, JSON_STYLE)
         rules.append(f'args_{j}: {OPEN} "json type=\\"object\\"" {SEP} jargs_{j} {CLOSE} "json" {SEP}'
                      + (f" | xargs_{j}" if xtml else ""))
