@@ -226,8 +226,23 @@ def test_auto_leaves_text_free_and_constrains_only_the_calls(llm):
         assert fits(text) is ok, (city, days)
 
 
+def test_constrained_requests_are_drafted_and_verified_against_the_mask(tmp_path_factory):
+    """A draft model that is the target itself: greedy drafts are the target's own choices, so every window
+    accepts what the grammar allows; the output equals plain constrained decoding token for token."""
+    path = make_checkpoint(tmp_path_factory.mktemp("chat-spec-c"), tiny_chat(), seed=2, tokenizer=True)
+    spec = LLM(str(path), cache_memory="32MiB", speculative_config={
+        "method": "draft_model", "model": str(path), "num_speculative_tokens": 3})
+    plain = LLM(str(path), cache_memory="32MiB")
+    for so in (StructuredOutputs(json=SCHEMAS[13]), StructuredOutputs(regex="[a-z]{3,9}( [a-z]{2,5}){2,4}")):
+        params = SamplingParams(max_tokens=120, temperature=0.0, structured_outputs=so)
+        got, want = spec.generate(["Answer:"], params)[0], plain.generate(["Answer:"], params)[0]
+        assert got.token_ids == want.token_ids and got.finish_reason == want.finish_reason == "stop"
+    stats = spec.engine.stats()
+    assert stats["spec_drafted_tokens"] > 0 and stats["spec_accepted_tokens"] > 0
+
+
 def test_with_speculative_decoding_n_and_logprobs(tmp_path_factory):
-    """Constrained requests decode without drafts beside drafting ones; several choices, logprobs."""
+    """Constrained requests beside unconstrained ones under speculative decoding; several choices, logprobs."""
     path = make_checkpoint(tmp_path_factory.mktemp("chat-spec"), tiny_chat(), seed=2, tokenizer=True)
     spec = LLM(str(path), cache_memory="32MiB", speculative_config={
         "method": "draft_model", "model": str(path), "num_speculative_tokens": 3})

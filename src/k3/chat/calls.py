@@ -38,6 +38,7 @@ class CallBuilder:
         self.arg: tuple[str, str, list[str]] | None = None   # (key, type, value parts) being read
         self.opened = False                       # "{" sent: an arguments object is under way
         self.whole = False                        # a <json> block gave the whole arguments text
+        self.cut = False                          # the output ended inside this call
 
     def start(self) -> ToolCallStart:
         return ToolCallStart(self.index, self.id, self.name)
@@ -123,4 +124,5 @@ class CallBuilder:
         events = self.close_argument() + self.close_json()
         if not self.whole:
             events += self._send("}" if self.opened else "{}")
-        return ToolCall(self.id, self.name, "".join(self.sent)), events + [ToolCallEnd(self.index)]
+        call = ToolCall(self.id, self.name, "".join(self.sent), complete=not self.cut)
+        return call, events + [ToolCallEnd(self.index)]

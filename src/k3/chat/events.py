@@ -47,6 +47,8 @@ class ToolCall:
     id: str
     name: str
     arguments: str      # JSON text of an object (or the model's raw text when it was not valid JSON)
+    complete: bool = True   # False: the output ended inside the call (max_tokens); the arguments hold what
+                            # was generated, closed so they parse, and may lack required keys
 
     def to_openai(self) -> dict:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
@@ -66,6 +68,12 @@ class ParsedMessage:
     tool_calls: list[ToolCall] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     ended: bool = False   # saw <|end_of_msg|>
+
+    def cut_warning(self) -> str | None:
+        """A line for the API's `warning` when the output ended inside a tool call, else None."""
+        cut = [c.name for c in self.tool_calls if not c.complete]
+        return (f"the output ended inside the tool call to {cut[0]!r}: its arguments hold only what was generated "
+                "(closed so they parse); do not run it as it stands") if cut else None
 
     def to_openai(self) -> dict:
         """The assistant message as OpenAI's chat API returns it (plus `reasoning_content`)."""

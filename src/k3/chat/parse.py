@@ -13,7 +13,10 @@ naming an open tag, which closes it (`thought<|close|>think<|open|>response…`)
 marker inside an unclosed think channel (an opened response or tools block, an orphan response
 close, the message end) closes it: the model sometimes omits `<|close|>think<|sep|>` (vLLM 53246).
 
-Choices where peer engines differ: a call without a tool name is dropped (a problem); whitespace
+Choices where peer engines differ: a call the output ends inside (max_tokens) is kept with the arguments
+generated so far, closed so they parse, marked `complete=False` and reported (the server's `warning` says
+so: `{}` or a clipped value must not pass for a finished call); a call without a tool name is dropped (a
+problem); whitespace
 between or inside calls, outside arguments, is not content; a call to a tool that was not offered
 (`tools=` names given) is a problem, and dropped with `reject_unknown_tools=True`; an answer written
 only in the think channel stays reasoning unless `force_nonempty_content=True` (SGLang's option),
@@ -259,6 +262,10 @@ class MessageParser:
             events += self._abandon_header()
         if not self.result.ended:
             self.problem("the message has no <|end_of_msg|>: the output was cut off")
+            if self.call is not None:
+                self.call.cut = True
+                self.problem(f"tool call {self.call.name!r} was cut off before its end: its arguments hold what "
+                             "was generated, closed so they parse")
             if self.stack:
                 events += self._pop_to(self.stack[0])
         if self.force_nonempty_content and self.reasoning and not self.content and not self.result.tool_calls:

@@ -80,6 +80,11 @@ class Sampler:
         if not all(finite_rows(rows).tolist()):
             return Sample(error=NON_FINITE)
         try:
+            if req.constraint is not None:   # row j: what the grammar allows after drafts[:j]
+                allowed = req.constraint.window(drafts)[:, :rows.shape[-1]].to(rows.device)
+                rows = rows.clone()
+                rows[:, :allowed.shape[1]].masked_fill_(~allowed, float("-inf"))
+                rows[:, allowed.shape[1]:] = float("-inf")
             return verify_window(self._no_holes(biased(rows, [req] * rows.shape[0])), req, drafts)
         except Exception as e:  # noqa: BLE001
             return Sample(error=f"sampling failed: {type(e).__name__}: {e}")

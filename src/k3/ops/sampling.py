@@ -12,6 +12,7 @@ forms are tested against.
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 
@@ -193,7 +194,8 @@ def top_logprobs(logits: torch.Tensor, token_id: int, n: int) -> tuple[float, di
 def top_logprobs_batched(logits: torch.Tensor, token_ids: torch.Tensor, ns: list[int]
                          ) -> tuple[list[float], list[dict[int, float]]]:
     """logits [m, V] raw; token_ids [m]; ns the number of alternatives per row -> (each row's chosen
-    log-probability, each row's top-n {token: logprob})."""
+    log-probability, each row's top-n {token: logprob}). Tokens a constraint masked out (logprob -inf)
+    are never among the top: a row with fewer than n allowed tokens lists fewer (JSON has no -inf)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     chosen = logp.gather(1, token_ids.view(-1, 1)).squeeze(1).tolist()
     k = max(ns, default=0)
@@ -201,4 +203,4 @@ def top_logprobs_batched(logits: torch.Tensor, token_ids: torch.Tensor, ns: list
         return chosen, [{} for _ in ns]
     values, ids = torch.topk(logp, k, dim=-1)
     values, ids = values.tolist(), ids.tolist()
-    return chosen, [dict(zip(ids[i][:n], values[i][:n])) for i, n in enumerate(ns)]
+    return chosen, [{t: v for t, v in zip(ids[i][:n], values[i][:n]) if v != -math.inf} for i, n in enumerate(ns)]

@@ -58,10 +58,26 @@ def refuse_unsupported(req) -> None:
                            "not per request", "speculative_config")
 
 
+THINKING_KEYS = ("thinking", "enable_thinking")   # k3's name, and the one vLLM's users send
+
+
+def thinking_on(req: ChatRequest) -> bool:
+    """Whether the answer opens with a think channel: chat_template_kwargs' `thinking` or `enable_thinking`
+    (true or false; both may be given when they agree); on when neither is."""
+    kwargs = req.chat_template_kwargs or {}
+    given = {k: kwargs[k] for k in THINKING_KEYS if k in kwargs}
+    if any(not isinstance(v, bool) for v in given.values()):
+        raise RequestError("chat_template_kwargs: thinking / enable_thinking take true or false", "chat_template_kwargs")
+    if len(set(given.values())) > 1:
+        raise RequestError("chat_template_kwargs: thinking and enable_thinking disagree; give one",
+                           "chat_template_kwargs")
+    return next(iter(given.values()), True)
+
+
 def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None) -> tuple[list[int], dict]:
     """The prompt's token ids, and the parser options that match it (thinking, the tools offered).
     check_text_size(bytes) may refuse the rendered prompt before it is tokenized."""
-    thinking = bool((req.chat_template_kwargs or {}).get("thinking", True))
+    thinking = thinking_on(req)
     tools, choice = req.tools, req.tool_choice
     check_tools(tools)
     name = check_tool_choice(choice)
@@ -79,7 +95,7 @@ def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None) -> tuple[list[
 
 def admitted(server, req: ChatRequest) -> tuple[list[int], dict, list[SamplingParams]]:
     """Prompt ids, parser options and one SamplingParams per choice, within the server's max_model_len."""
-    thinking = bool((req.chat_template_kwargs or {}).get("thinking", True))
+    thinking = thinking_on(req)
     check_tools(req.tools)
     structured = request_constraint(req, "think" if thinking else "response")   # its 400 names the field
     ids, options = prompt_ids(req, server.tokenizer, server.check_text_size)
@@ -92,9 +108,17 @@ def admitted(server, req: ChatRequest) -> tuple[list[int], dict, list[SamplingPa
 
 
 def finish_reason(out, message) -> str:
-    if out.finish_reason == "length":
-        return "length"
+    """OpenAI's reason; "error" (as the engine says it) when generation failed, so a failed stream never
+    ends claiming a normal stop."""
+    if out.finish_reason in ("length", "error"):
+        return out.finish_reason
     return "tool_calls" if message.tool_calls else "stop"
+
+
+def warning(out, message) -> dict:
+    """The choice's `warning` field (k3's, beside OpenAI's): a grammar or a tool call that max_tokens cut."""
+    lines = [w for w in (out.warning, message.cut_warning()) if w]
+    return {"warning": "; ".join(lines)} if lines else {}
 
 
 def usage(prompt_len: int, outs, tokenizer, reasoning_texts) -> dict:
@@ -109,8 +133,7 @@ async def complete(server, req: ChatRequest, request=None) -> dict:
     outs = await server.run_all(ids, params, request)
     messages = [parse_message(server.tokenizer, o.token_ids, **options) for o in outs]
     choices = [{"index": i, "message": m.to_openai(), "finish_reason": finish_reason(o, m),
-                "logprobs": _chat_logprobs(server.tokenizer, o) if req.logprobs else None,
-                **({"warning": o.warning} if o.warning else {})}
+                "logprobs": _chat_logprobs(server.tokenizer, o) if req.logprobs else None, **warning(o, m)}
                for i, (o, m) in enumerate(zip(outs, messages))]
     return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
             "model": server.model_name, "choices": choices,
@@ -152,8 +175,8 @@ async def _choice(server, head, options, index, first, generator, queue):
     The parser's closing events are streamed too, so the chunks add up to the finished message."""
     parser = MessageParser(server.tokenizer, **options)
 
-    def chunk(delta: dict, reason=None, logprobs=None) -> str:
-        choice = {"index": index, "delta": delta, "finish_reason": reason}
+    def chunk(delta: dict, reason=None, logprobs=None, extra=None) -> str:
+        choice = {"index": index, "delta": delta, "finish_reason": reason, **(extra or {})}
         if logprobs is not None:
             choice["logprobs"] = logprobs
         return "data: " + json.dumps(head | {"choices": [choice]}) + "\n\n"
@@ -181,7 +204,7 @@ async def _choice(server, head, options, index, first, generator, queue):
     if out.finish_reason == "error":
         await queue.put("data: " + json.dumps({"error": {"message": out.error, "type": "server_error", "code": 500}})
                         + "\n\n")
-    await queue.put(chunk({}, finish_reason(out, message)))
+    await queue.put(chunk({}, finish_reason(out, message), extra=warning(out, message)))
     await queue.put((out, message))
     return out, message
 

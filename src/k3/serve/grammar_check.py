@@ -27,13 +27,13 @@ class GrammarChecker:
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
 
-    def problem(self, lark: str) -> str | None:
-        """llguidance's complaint about a Lark grammar, or None when it is valid. ValueError when the check
+    def problem(self, grammar: str) -> str | None:
+        """llguidance's complaint about a grammar (its JSON definition), or None when it is valid. ValueError when the check
         itself crashed or timed out (the grammar is refused either way)."""
         with self._lock:
             proc = self._child()
             try:
-                proc.stdin.write((json.dumps({"lark": lark}) + "\n").encode())
+                proc.stdin.write((json.dumps({"grammar": grammar}) + "\n").encode())
                 proc.stdin.flush()
                 ready, _, _ = select.select([proc.stdout], [], [], self.timeout_s)
                 line = proc.stdout.readline() if ready else None
@@ -79,9 +79,9 @@ def _serve() -> None:
     import llguidance
 
     for line in sys.stdin:
-        lark = json.loads(line)["lark"]
+        grammar = json.loads(line)["grammar"]
         try:
-            problem = llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(lark))
+            problem = llguidance.LLMatcher.validate_grammar(grammar)
         except Exception as e:   # the library's Python-level errors are the grammar's problem too
             problem = f"{type(e).__name__}: {e}"
         sys.stdout.write(json.dumps({"problem": problem or None}) + "\n")

@@ -6,6 +6,8 @@ that (at most k). A window that accepts nothing doubles the steps the request th
 drafting (1, 3, 7, ... up to 63); one that accepts anything clears it. So a request whose output
 copies nothing from its context pays for few windows, and one that copies pays for none of this.
 With `disable_by_batch_size`, nothing is drafted while that many requests run (vLLM's meaning).
+A constrained request's drafts are cut at the first token its grammar would refuse; the sampler masks
+each row of its window with what the grammar allows there (Constraint.window).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ class Drafter:
 
     def _want(self, req: Request) -> int:
         """How many drafts this request should get now (0: none)."""
-        if not req.output_ids or req.num_pending != 1 or req.constraint is not None:
-            return 0              # still in prefill, not yet caught up, or constrained (masks are per step)
+        if not req.output_ids or req.num_pending != 1:
+            return 0              # still in prefill, or not yet caught up
         room = req.params.max_tokens - len(req.output_ids) - 1   # leave room for the token after them
         pace = self._pace(req)
         if pace.pause:
@@ -55,7 +57,10 @@ class Drafter:
                 items.append((req.all_ids, k))
                 asked.append(req)
         for req, draft in zip(asked, self.proposer.propose(items) if items else []):
-            req.draft_ids = list(draft)
+            draft = list(draft)
+            if req.constraint is not None:   # drafts the grammar would refuse are never verified
+                draft = draft[:req.constraint.valid_prefix(draft)]
+            req.draft_ids = draft
 
     def observe(self, req: Request, drafted: int, accepted: int) -> None:
         """A window of `drafted` drafts accepted `accepted` of them."""

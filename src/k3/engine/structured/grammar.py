@@ -1,19 +1,24 @@
-"""StructuredOutputs -> a Lark grammar in llguidance's dialect.
+"""StructuredOutputs -> an llguidance grammar: k3's Lark grammar, and the user's text beside it as a grammar of its own.
 
 The body is what the constraint asks for (`%json {schema}`, a regex, a choice of literals, or the
 user's own grammar). For a chat answer the body is framed by K3's XTML: a free thinking channel
 (when thinking is on), then `<|open|>response<|sep|>` BODY `<|close|>response<|sep|><|close|>message<|sep|>`,
 then `<|end_of_msg|>`, the model's EOS, which llguidance allows once the grammar is complete. XTML
 control tokens are special tokens in the grammar, so the parsed message is always well formed.
+
+A user's regex, choice or Lark grammar is never spliced into k3's text: it is a second grammar in the
+same llguidance definition (`{"grammars": [k3's, {"name": "user", ...}]}`), referenced as `@user`. So its
+rule names (`start`, `body`, `?start`) cannot collide with k3's, its literals are never rewritten, and the
+library parses it exactly as it would alone.
 """
 
 from __future__ import annotations
 
 import json
-import re
 
 from k3.chat.specials import CLOSE, OPEN, SEP
 from k3.engine.structured.params import StructuredOutputs
+from k3.engine.structured.finite import finite_numbers
 from k3.engine.structured.patterns import ecma_patterns
 from k3.engine.structured.tool_args import xtml_arguments
 
@@ -25,7 +30,24 @@ THINK_HEAD = f'THINK {CLOSE} "think" {SEP} {OPEN} "response" {SEP}'
 MAX_CALLS = 4   # calls one constrained answer may make
 
 
+
+
+def llguidance_grammar(so: StructuredOutputs) -> str:
+    """The whole definition, as the JSON text llguidance's LLMatcher takes."""
+    grammars = [{"lark_grammar": lark_grammar(so)}]
+    user = _user_grammar(so)
+    if user is not None:
+        grammars.append({"name": "user", "lark_grammar": user})
+    return json.dumps({"grammars": grammars})
+
+
+def for_library(schema):
+    """A JSON schema as validators read it, rewritten for the grammar library (patterns.py, finite.py)."""
+    return finite_numbers(ecma_patterns(schema))
+
+
 def lark_grammar(so: StructuredOutputs) -> str:
+    """k3's own grammar (the user's regex, choice or grammar is `@user` in it)."""
     if so.tools is not None:
         return _tool_grammar(so)
     body_rules = _body(so)
@@ -38,22 +60,35 @@ def lark_grammar(so: StructuredOutputs) -> str:
 
 def _body(so: StructuredOutputs) -> str:
     if so.json is not None or so.json_object:
-        schema = {"type": "object"} if so.json_object else ecma_patterns(so.json)
+        schema = for_library({"type": "object"} if so.json_object else so.json)
         if isinstance(schema, dict):   # compact JSON: free whitespace lets a weak model pad forever
             schema = {**schema, "x-guidance": {**JSON_STYLE, **schema.get("x-guidance", {})}}
         return f"body: %json {json.dumps(schema)}"
+    return "body: @user"
+
+
+def _user_grammar(so: StructuredOutputs) -> str | None:
+    """The user's constraint as a Lark grammar of its own: a regex as one terminal (its unescaped `/`s
+    escaped for Lark's delimiters), a choice as one terminal of literals (a lexeme, not parser rules: the
+    parser holds about 2,000 items a row, the lexer any number), a grammar as given."""
     if so.regex is not None:
-        return "body: BODY_RE\nBODY_RE: /" + so.regex.replace("/", "\\/") + "/"
+        return "start: /" + _slashes(so.regex) + "/"
     if so.choice is not None:
-        return "body: " + " | ".join(json.dumps(c) for c in so.choice)
-    return _embedded(so.grammar)
+        return "start: CHOICE\nCHOICE: " + " | ".join(json.dumps(c) for c in so.choice)
+    return so.grammar
 
 
-def _embedded(grammar: str) -> str:
-    """The user's grammar with its `start` rule renamed `body` (and references to it)."""
-    if not re.search(r"(?m)^\s*start\s*:", grammar):
-        raise ValueError("structured_outputs.grammar: a Lark grammar needs a `start` rule")
-    return re.sub(r"\bstart\b", "body", grammar)
+def _slashes(regex: str) -> str:
+    """`/` -> `\\/` where it is not escaped already (`\\/` stays: both mean a slash)."""
+    out, i = [], 0
+    while i < len(regex):
+        if regex[i] == "\\" and i + 1 < len(regex):
+            out.append(regex[i:i + 2])
+            i += 2
+            continue
+        out.append("\\/" if regex[i] == "/" else regex[i])
+        i += 1
+    return "".join(out)
 
 
 def _tool_grammar(so: StructuredOutputs) -> str:
@@ -79,7 +114,7 @@ def _tool_grammar(so: StructuredOutputs) -> str:
     for j, (_, schema) in enumerate(so.tools):
         # Arguments as one JSON block, or (as the renderer writes them) one XTML block per argument where
         # that form constrains exactly (tool_args.py).
-        schema = ecma_patterns(schema)
+        schema = for_library(schema)
         xtml = xtml_arguments(f"xargs_{j}", schema, JSON_STYLE)
         rules.append(f'args_{j}: {OPEN} "json type=\\"object\\"" {SEP} jargs_{j} {CLOSE} "json" {SEP}'
                      + (f" | xargs_{j}" if xtml else ""))

@@ -10,7 +10,7 @@ import re
 
 import torch
 
-from k3.engine.structured.grammar import lark_grammar
+from k3.engine.structured.grammar import llguidance_grammar
 from k3.engine.structured.params import StructuredOutputs
 
 
@@ -26,6 +26,23 @@ class Constraint:
 
     def accept(self, token: int) -> bool:
         return self.matcher.consume_token(token)
+
+    def valid_prefix(self, tokens: list[int]) -> int:
+        """How many of `tokens` (drafts) the grammar would take from here, in order; nothing is consumed."""
+        return self.matcher.validate_tokens(list(tokens)) if tokens else 0
+
+    def window(self, drafts: list[int]) -> torch.Tensor:
+        """[len(drafts) + 1, vocab] bool: what the grammar allows at a verify window's rows, row j after
+        drafts[:j] (each a valid prefix: `valid_prefix`). The drafts are taken and then rolled back, so the
+        state is as before and the emitted tokens are taken one by one as always."""
+        rows = [self.allowed()]
+        for token in drafts:
+            if not self.matcher.consume_token(token):
+                raise ValueError(f"draft token {token} is not a valid continuation: {self.error()}")
+            rows.append(self.allowed())
+        if drafts and not self.matcher.rollback(len(drafts)):
+            raise RuntimeError(f"the grammar could not roll back {len(drafts)} drafts: {self.error()}")
+        return torch.stack(rows)
 
     @property
     def done(self) -> bool:
@@ -53,22 +70,49 @@ class Grammars:
     def compile(self, so: StructuredOutputs) -> Constraint:
         import llguidance
 
-        grammar = llguidance.LLMatcher.grammar_from_lark(lark_grammar(so))
+        grammar = llguidance_grammar(so)
         matcher = llguidance.LLMatcher(self.lltokenizer, grammar, log_level=0)   # an invalid grammar: is_error()
         if matcher.is_error():
             raise ValueError(f"structured_outputs: {_short(matcher.get_error())}")
+        for probe in [matcher, *(self._bare(schema) for schema in _schemas(so))]:
+            _refuse_unsatisfiable(probe)
         return Constraint(matcher, self.vocab_size)
+
+    def _bare(self, schema):
+        import llguidance
+
+        return llguidance.LLMatcher(self.lltokenizer, llguidance_grammar(StructuredOutputs(json=schema)), log_level=0)
+
+
+def _schemas(so: StructuredOutputs) -> list:
+    """The JSON schemas inside a framed constraint (after free text, where the probe cannot reach them)."""
+    if so.tools is not None:
+        return [schema for _, schema in so.tools]
+    return [so.json] if so.json is not None and so.frame is not None else []
+
+
+def _refuse_unsatisfiable(matcher) -> None:
+    """A grammar no text can complete (a required property that recurses without end) passes every check
+    made without a tokenizer; the library finds out when it expands the tokens the grammar forces (the
+    first `{` here). A copy takes the forced tokens now, so the request is refused, not failed at a step."""
+    probe = matcher.deep_copy()
+    forced = probe.compute_ff_tokens()
+    if probe.is_error() or (forced and not probe.consume_tokens(forced)) or probe.is_error() or (
+            not forced and not probe.is_accepting() and not any(probe.compute_bitmask())):
+        raise ValueError("structured_outputs: no output can satisfy this constraint: the text it forces never ends "
+                         "(a schema whose required properties recurse without end has no finite instance; make the "
+                         "recursion optional)")
 
 
 def validate(so: StructuredOutputs, checker=None) -> None:
     """Raise ValueError if the constraint cannot be compiled (checked without a tokenizer: cheap, early).
-    `checker(lark) -> problem or None` validates elsewhere (the server's child process); by default, here."""
+    `checker(grammar) -> problem or None` validates elsewhere (the server's child process); by default, here."""
     if checker is None:
         import llguidance
 
-        def checker(lark):
-            return llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(lark))
-    problem = checker(lark_grammar(so))
+        def checker(grammar):
+            return llguidance.LLMatcher.validate_grammar(grammar)
+    problem = checker(llguidance_grammar(so))
     if problem:
         raise ValueError(f"structured_outputs: {_short(problem)}")
 
