@@ -81,10 +81,8 @@ class Sampler:
             return Sample(error=NON_FINITE)
         try:
             if req.constraint is not None:   # row j: what the grammar allows after drafts[:j]
-                allowed = req.constraint.window(drafts)[:, :rows.shape[-1]].to(rows.device)
                 rows = rows.clone()
-                rows[:, :allowed.shape[1]].masked_fill_(~allowed, float("-inf"))
-                rows[:, allowed.shape[1]:] = float("-inf")
+                _mask(rows, req.constraint.window(drafts))
             return verify_window(self._no_holes(biased(rows, [req] * rows.shape[0])), req, drafts)
         except Exception as e:  # noqa: BLE001
             return Sample(error=f"sampling failed: {type(e).__name__}: {e}")
@@ -156,10 +154,15 @@ def constrained(logits: torch.Tensor, reqs: list[Request]) -> torch.Tensor:
         return logits
     out = logits.clone()
     for i in rows:
-        allowed = reqs[i].constraint.allowed()[:out.shape[-1]].to(out.device)
-        out[i, :allowed.shape[0]].masked_fill_(~allowed, float("-inf"))
-        out[i, allowed.shape[0]:] = float("-inf")
+        _mask(out[i:i + 1], reqs[i].constraint.allowed().unsqueeze(0))
     return out
+
+
+def _mask(rows: torch.Tensor, allowed: torch.Tensor) -> None:
+    """In place: rows [n, V] at -inf where `allowed` [n, vocab] bool is False, and past the grammar's vocab."""
+    allowed = allowed[:, :rows.shape[-1]].to(rows.device)
+    rows[:, :allowed.shape[1]].masked_fill_(~allowed, float("-inf"))
+    rows[:, allowed.shape[1]:] = float("-inf")
 
 
 def biased(logits: torch.Tensor, reqs: list[Request]) -> torch.Tensor:

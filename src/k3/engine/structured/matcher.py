@@ -97,8 +97,8 @@ def _refuse_unsatisfiable(matcher) -> None:
     first `{` here). A copy takes the forced tokens now, so the request is refused, not failed at a step."""
     probe = matcher.deep_copy()
     forced = probe.compute_ff_tokens()
-    if probe.is_error() or (forced and not probe.consume_tokens(forced)) or probe.is_error() or (
-            not forced and not probe.is_accepting() and not any(probe.compute_bitmask())):
+    stuck = probe.consume_tokens(forced) is False if forced else not (probe.is_accepting() or any(probe.compute_bitmask()))
+    if stuck or probe.is_error():
         raise ValueError("structured_outputs: no output can satisfy this constraint: the text it forces never ends "
                          "(a schema whose required properties recurse without end has no finite instance; make the "
                          "recursion optional)")
