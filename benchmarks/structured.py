@@ -4,7 +4,11 @@
 
 1. decode: compare.py's checkpoint (random weights in K3's proportions, a 32,000-token test vocabulary),
    greedy at batch 1 after a 64-token prompt, without a constraint and with a JSON schema (an array of
-   strings, which a random model keeps filling): tokens/s, alternating, best of --rounds.
+   strings, which a random model keeps filling): tokens/s, alternating, best of --rounds. And the
+   constrained run again with drafts (k=4) that replay its own output (what prompt lookup proposes when
+   the output copies text it can see), each draft checked against the mask at every window position:
+   the output must not change, and the ratio to the constrained run without drafts is what drafting buys
+   under a constraint.
 2. mask: llguidance's time per token to compute the allowed set and take the token, along a constrained
    output, at 32,000 tokens and at K3's 163,840 (a byte-level test vocabulary padded to that size:
    no released tokenizer is available here).
@@ -26,10 +30,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from compare import config as compare_config  # noqa: E402
 from scratch import scratch_dir  # noqa: E402
+from speculative import ReplayProposer  # noqa: E402
 
 import k3  # noqa: E402
 from k3.chat.tokenizer import K3Tokenizer  # noqa: E402
 from k3.engine import LLM, SamplingParams  # noqa: E402
+from k3.engine.spec import Drafter  # noqa: E402
 from k3.engine.structured import StructuredOutputs  # noqa: E402
 from k3.engine.structured.matcher import Grammars  # noqa: E402
 from k3.testing import make_checkpoint  # noqa: E402
@@ -47,7 +53,7 @@ SCHEMAS = {
 }
 
 
-def decode_rate(llm: LLM, prompt, n: int, so) -> float:
+def decode_rate(llm: LLM, prompt, n: int, so) -> tuple[float, list[int]]:
     engine = llm.engine
     rid = engine.add_request(prompt, SamplingParams(max_tokens=n, temperature=0.0, ignore_eos=so is None,
                                                     structured_outputs=so))
@@ -60,7 +66,15 @@ def decode_rate(llm: LLM, prompt, n: int, so) -> float:
         req = engine.requests.get(rid)
         if start is None and req is not None and req.output_ids:
             start = (time.perf_counter(), len(req.output_ids))
-    return (len(done.token_ids) - start[1]) / (time.perf_counter() - start[0])
+    return (len(done.token_ids) - start[1]) / (time.perf_counter() - start[0]), done.token_ids
+
+
+def drafted(path, prompt, output) -> LLM:
+    """An LLM whose drafter replays `output` after `prompt` (every draft right unless the mask cuts it)."""
+    llm = LLM(k3.load(str(path)), tokenizer=str(path), cache_memory="1GiB", enable_prefix_caching=False,
+              speculative_config={"method": "ngram", "num_speculative_tokens": 4})
+    llm.engine.drafter = Drafter(llm.engine.drafter.config, ReplayProposer([prompt + output]))
+    return llm
 
 
 def decode_part(args) -> dict:
@@ -69,12 +83,20 @@ def decode_part(args) -> dict:
                            tokenizer=True)
     llm = LLM(k3.load(str(path)), tokenizer=str(path), cache_memory="1GiB", enable_prefix_caching=False)
     prompt = torch.randint(0, 30000, (64,), generator=torch.Generator().manual_seed(0)).tolist()
-    runs = {"plain": [], "json schema": []}
+    runs = {"plain": [], "json schema": [], "json schema, drafts k=4": []}
+    spec = None
     for _ in range(args.rounds):
-        runs["plain"].append(decode_rate(llm, prompt, args.tokens, None))
-        runs["json schema"].append(decode_rate(llm, prompt, args.tokens, StructuredOutputs(json=ARRAY)))
+        runs["plain"].append(decode_rate(llm, prompt, args.tokens, None)[0])
+        rate, ref = decode_rate(llm, prompt, args.tokens, StructuredOutputs(json=ARRAY))
+        runs["json schema"].append(rate)
+        spec = spec or drafted(path, prompt, ref)
+        rate, out = decode_rate(spec, prompt, args.tokens, StructuredOutputs(json=ARRAY))
+        assert out == ref, "drafts changed the constrained greedy output"
+        runs["json schema, drafts k=4"].append(rate)
     best = {k: max(v) for k, v in runs.items()}
-    return {"tokens_per_s": best, "runs": runs, "constrained_over_plain": best["json schema"] / best["plain"]}
+    stats = {k: v for k, v in spec.engine.stats().items() if k.startswith("spec_")}
+    return {"tokens_per_s": best, "runs": runs, "constrained_over_plain": best["json schema"] / best["plain"],
+            "drafted_over_constrained": best["json schema, drafts k=4"] / best["json schema"], "spec": stats}
 
 
 def mask_part(vocab: int) -> dict:
@@ -118,7 +140,9 @@ def main() -> None:
     result = {"decode": decode_part(args), "mask": [mask_part(32000), mask_part(163840)]}
     d = result["decode"]
     print(f"decode (compare.py's checkpoint): plain {d['tokens_per_s']['plain']:.2f} tok/s, JSON schema "
-          f"{d['tokens_per_s']['json schema']:.2f} tok/s = {d['constrained_over_plain']:.3f}x")
+          f"{d['tokens_per_s']['json schema']:.2f} tok/s = {d['constrained_over_plain']:.3f}x; with drafts "
+          f"{d['tokens_per_s']['json schema, drafts k=4']:.2f} tok/s = {d['drafted_over_constrained']:.2f}x "
+          f"the constrained run ({d['spec']})")
     for m in result["mask"]:
         print(f"vocab {m['vocab']:>7,}: llguidance tokenizer {m['tokenizer_build_s']:.2f} s once; mask + take "
               f"p50 {m['mask_ms_p50']:.3f} ms, p90 {m['mask_ms_p90']:.3f} ms per token; compile "
