@@ -36,4 +36,4 @@ def test_weights_are_trained():
 def test_generate_uses_it_without_model_flag(capsys):
     assert main(["generate", "--prompt", "It is a truth", "--max-tokens", "5", "--ignore-eos",
                  "--cache-memory", "16MiB"]) == 0
-    assert "generated 5" in capsys.readouterr().out
+    assert "generated 5" in capsys.readouterr().err

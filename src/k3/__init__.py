@@ -1,13 +1,15 @@
 """k3: run, check and measure Kimi K3 from Python.
 
-`k3.load(path)` returns the text model (an nn.Module) from a checkpoint in the official layout.
+`k3.load(path)` returns the text model (an nn.Module) from a checkpoint in the official layout. `path`
+is any model reference (k3/models.py): a directory, "default" (the bundled model, `k3.default_model()`),
+or a downloaded Hugging Face repo id such as "moonshotai/Kimi-K3".
 Heavy modules are imported on first use, so `import k3` stays cheap.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["LLM", "K3Config", "SamplingParams", "load", "load_config"]
+__all__ = ["LLM", "K3Config", "SamplingParams", "default_model", "load", "load_config", "resolve_model"]
 
 
 def load(path, dtype=None, device="cpu", *, memory_budget=None, **kwargs):
@@ -30,4 +32,8 @@ def __getattr__(name):
         import k3.config as config
 
         return getattr(config, name)
+    if name in ("default_model", "resolve_model"):
+        import k3.models as models
+
+        return getattr(models, name)
     raise AttributeError(f"module 'k3' has no attribute {name!r}")

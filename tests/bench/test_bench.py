@@ -93,7 +93,7 @@ def test_request_rate_concurrency_and_multi_turn_order():
 
 
 def test_local_run_fills_every_field(tiny_checkpoint, tmp_path, capsys):
-    code = main(["bench", "--model", str(tiny_checkpoint), "--num-prompts", "4", "--input-len", "9",
+    code = main(["bench", "--json", "--model", str(tiny_checkpoint), "--num-prompts", "4", "--input-len", "9",
                  "--output-len", "5", "--concurrency", "2", "--goodput", "ttft:5000", "--cache-memory", "8MiB",
                  "--save", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png")])
     assert code == 0
@@ -117,7 +117,7 @@ def test_local_context_sweep_with_streamed_experts(tiny_checkpoint, capsys):
 
     p = plan_memory(load_config(tiny_checkpoint), 10 ** 12, state_bytes=8 * 2 ** 20)
     budget = p.trunk_bytes + p.state_bytes + 4 * p.expert_bytes
-    assert main(["bench", "--model", str(tiny_checkpoint), "--workload", "context-sweep", "--contexts", "8,32,64",
+    assert main(["bench", "--json", "--model", str(tiny_checkpoint), "--workload", "context-sweep", "--contexts", "8,32,64",
                  "--per-context", "1", "--output-len", "4", "--concurrency", "1", "--cache-memory", "8MiB",
                  "--memory-budget", str(budget)]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -162,7 +162,7 @@ def test_base_url_and_endpoint_path_mean_what_they_mean_in_vllm():
 
 def test_local_run_with_speculative_decoding_reports_acceptance(tiny_checkpoint, capsys):
     spec = '{"method": "draft_model", "model": "%s", "num_speculative_tokens": 3}' % tiny_checkpoint
-    code = main(["bench", "--model", str(tiny_checkpoint), "--num-prompts", "2", "--input-len", "9",
+    code = main(["bench", "--json", "--model", str(tiny_checkpoint), "--num-prompts", "2", "--input-len", "9",
                  "--output-len", "12", "--cache-memory", "8MiB", "--speculative-config", spec])
     assert code == 0
     captured = capsys.readouterr()

@@ -74,9 +74,9 @@ def test_generate_streams_and_summarises(tiny_checkpoint, capsys):
     assert main(["generate", "--model", str(tiny_checkpoint), "--prompt-ids", "1,2,3", "--max-tokens", "6",
                  "--ignore-eos", "--cache-memory", "8MiB"]) == 0
     out = capsys.readouterr()
-    tokens, summary = out.out.strip().splitlines()
+    (tokens,) = out.out.strip().splitlines()          # stdout holds the output only; the summary is on stderr
     assert len(tokens.split()) == 6 and all(t.isdigit() for t in tokens.split())
-    assert "prompt 3 tokens, generated 6, finish length" in summary and "TTFT" in summary
+    assert "prompt 3 tokens, generated 6, finish length" in out.err and "TTFT" in out.err
     assert "cache capacity" in out.err
 
 
@@ -114,7 +114,7 @@ def test_generate_text_prompt(tmp_path, capsys):
     d = make_checkpoint(tmp_path / "c", tiny_chat(), tokenizer=True)
     assert main(["generate", "--model", str(d), "--prompt", "Hello", "--max-tokens", "5", "--ignore-eos",
                  "--cache-memory", "8MiB"]) == 0
-    assert "generated 5, finish length" in capsys.readouterr().out
+    assert "generated 5, finish length" in capsys.readouterr().err
 
 
 def test_synth_writes_tensor_by_tensor_and_slices_real_configs(tmp_path):
@@ -180,7 +180,7 @@ def test_generate_with_a_memory_budget_reports_streaming(tiny_checkpoint, capsys
                  "--cache-memory", "8MiB", "--memory-budget", str(budget)]) == 0
     out = capsys.readouterr()
     assert "memory plan: stream-experts" in out.err
-    assert "GB read per token" in out.out and "hit rate" in out.out
+    assert "GB read per token" in out.err and "hit rate" in out.err
 
 
 def test_generate_resumes_from_the_last_runs_spilled_prefix(tiny_checkpoint, tmp_path, capsys):
@@ -188,11 +188,11 @@ def test_generate_resumes_from_the_last_runs_spilled_prefix(tiny_checkpoint, tmp
     base = ["generate", "--model", str(tiny_checkpoint), "--max-tokens", "3", "--ignore-eos", "--cache-memory", "8MiB",
             "--prefix-cache-spill-dir", str(tmp_path)]
     assert main(base + ["--prompt-ids", ids]) == 0
-    assert "prefix cache" not in capsys.readouterr().out
+    assert "prefix cache" not in capsys.readouterr().err
     assert main(base + ["--prompt-ids", ids + ",7"]) == 0
-    assert "[prefix cache: 20 of 21 prompt tokens reused]" in capsys.readouterr().out
+    assert "[prefix cache: 20 of 21 prompt tokens reused]" in capsys.readouterr().err
     assert main(base + ["--prompt-ids", ids + ",7", "--no-enable-prefix-caching"]) == 0
-    assert "prefix cache" not in capsys.readouterr().out
+    assert "prefix cache" not in capsys.readouterr().err
 
 
 def test_generate_with_speculative_decoding(tiny_checkpoint, capsys):
@@ -202,8 +202,8 @@ def test_generate_with_speculative_decoding(tiny_checkpoint, capsys):
     plain = capsys.readouterr().out.splitlines()[0]
     spec = '{"method": "draft_model", "model": "%s", "num_speculative_tokens": 3}' % tiny_checkpoint
     assert main(base + ["--speculative-config", spec]) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == plain.split()           # greedy: the same tokens
-    assert any("[speculative:" in line and "(100.0%)" in line for line in out)
+    out = capsys.readouterr()
+    assert out.out.splitlines()[0].split() == plain.split()           # greedy: the same tokens
+    assert any("[speculative:" in line and "(100.0%)" in line for line in out.err.splitlines())
     assert main(base + ["--speculative-config", '{"method": "ngram"}']) == 2
     assert "num_speculative_tokens" in capsys.readouterr().err

@@ -32,6 +32,7 @@ def base(llm):
 def scripted_model():
     """A model that emits REPLY's tokens (its `step` counts through the script, shared by requests)."""
     tok = LLM(str(default_model()), cache_memory="8MiB").tokenizer
+    tok.thinking = True   # the script answers as K3 does, reasoning first
     head = tok.encode_segments(render([]))
     script = tok.encode_segments(render([REPLY], add_generation_prompt=False))[len(head):]
     return ScriptedModel(script, tok.vocab_size, tok.end_of_msg_id), tok

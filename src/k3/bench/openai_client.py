@@ -21,6 +21,7 @@ class OpenAIClient:
         self.api, self.model, self.timeout = api, model, timeout
         self.extra = {"ignore_eos": True} if ignore_eos else {}
         self.temperature = temperature
+        self.send_ids = True   # completions: token-id prompts, unless the server's vocabulary is unknown
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout, connect=10.0))
 
@@ -37,13 +38,23 @@ class OpenAIClient:
             except (httpx.HTTPError, KeyError, IndexError, ValueError) as e:
                 raise ValueError(f"cannot list models at {self.base}/models ({e}); pass --served-model-name") from None
 
+    def vocab_size(self) -> int | None:
+        """The server's vocabulary from its /tokenizer_info (k3 and vLLM serve one), or None."""
+        try:
+            r = httpx.get(self.base[:-len("/v1")] + "/tokenizer_info", headers=self.http.headers, timeout=10.0)
+            r.raise_for_status()
+            size = r.json().get("vocab_size")
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return size if isinstance(size, int) and size > 0 else None
+
     def payload(self, p: BenchPrompt) -> dict:
         body = {"model": self.model, "max_tokens": p.max_tokens, "stream": True, "temperature": self.temperature,
                 "stream_options": {"include_usage": True}} | self.extra
         if self.api == "chat":
             body["messages"] = p.messages or [{"role": "user", "content": p.text if p.text is not None else ""}]
         else:
-            body["prompt"] = p.ids if p.ids is not None else p.text
+            body["prompt"] = p.ids if p.ids is not None and self.send_ids else p.text
         return body
 
     async def send(self, p: BenchPrompt, record: RequestRecord) -> None:

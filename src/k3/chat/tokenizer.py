@@ -45,8 +45,13 @@ class TokenizerError(ValueError):
 
 
 class K3Tokenizer:
-    def __init__(self, ranks: dict[bytes, int], configured_names: dict[int, str] | None = None, name: str = "k3"):
+    def __init__(self, ranks: dict[bytes, int], configured_names: dict[int, str] | None = None, name: str = "k3",
+                 thinking: bool = True):
         self.num_ranks = len(ranks)
+        # Whether a chat answer opens with a think channel when the caller does not say: K3 thinks by
+        # default; a model trained without the XTML format (k3's own) never closes one, so its
+        # tokenizer_config.json says `"chat_template_kwargs": {"thinking": false}`.
+        self.thinking = thinking
         # The most text one token can stand for: a prompt longer than N times this cannot fit N tokens.
         self.max_token_bytes = max([len(b) for b in ranks] + [len(n.encode()) for n in (configured_names or {}).values()]
                                    + [1])
@@ -73,7 +78,8 @@ class K3Tokenizer:
             ranks = load_tiktoken_bpe(str(vocab))
         except Exception as e:
             raise TokenizerError(f"{vocab} is not a tiktoken BPE file (base64 token + rank per line): {e}") from None
-        return cls(ranks, _configured_names(vocab.parent / CONFIG_FILE), name=vocab.name)
+        config = _read_config(vocab.parent / CONFIG_FILE)
+        return cls(ranks, _configured_names(config), name=vocab.name, thinking=_thinking_default(config))
 
     @property
     def vocab_size(self) -> int:
@@ -145,19 +151,40 @@ def _split_runs(s: str, limit: int) -> Iterator[str]:
     yield s[start:]
 
 
-def _configured_names(config: Path) -> dict[int, str]:
-    if not config.is_file():
-        return {}
+def _read_config(path: Path) -> tuple[Path, dict]:
+    if not path.is_file():
+        return path, {}
     try:
-        decoder = json.loads(config.read_text()).get("added_tokens_decoder") or {}
+        config = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise TokenizerError(f"{path} is not valid JSON ({e}); re-download it with the checkpoint") from None
+    if not isinstance(config, dict):
+        raise TokenizerError(f"{path} must hold a JSON object; re-download it with the checkpoint")
+    return path, config
+
+
+def _configured_names(config: tuple[Path, dict]) -> dict[int, str]:
+    path, fields = config
+    try:
+        decoder = fields.get("added_tokens_decoder") or {}
         return {int(k): v["content"] for k, v in decoder.items()}
-    except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as e:
-        raise TokenizerError(f"{config}: unreadable added_tokens_decoder ({e!r})") from None
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise TokenizerError(f"{path}: unreadable added_tokens_decoder ({e!r})") from None
 
 
-def save_tokenizer(out_dir: str | Path, ranks: dict[bytes, int], *, with_config: bool = True) -> Path:
+def _thinking_default(config: tuple[Path, dict]) -> bool:
+    path, fields = config
+    value = (fields.get("chat_template_kwargs") or {}).get("thinking", True)
+    if not isinstance(value, bool):
+        raise TokenizerError(f"{path}: chat_template_kwargs.thinking must be true or false, not {value!r}")
+    return value
+
+
+def save_tokenizer(out_dir: str | Path, ranks: dict[bytes, int], *, with_config: bool = True,
+                   thinking: bool = True) -> Path:
     """Write `ranks` as tiktoken.model (base64 token + rank per line) and tokenizer_config.json naming
-    the specials, the files K3 ships; ranks must be 0..n-1 without gaps."""
+    the specials, the files K3 ships; ranks must be 0..n-1 without gaps. thinking=False: chat answers
+    open without a think channel unless a request asks for one (a model not trained on XTML)."""
     if sorted(ranks.values()) != list(range(len(ranks))):
         raise ValueError("tokenizer ranks must be 0..n-1 without gaps or repeats")
     out = Path(out_dir)
@@ -170,5 +197,7 @@ def save_tokenizer(out_dir: str | Path, ranks: dict[bytes, int], *, with_config:
         config = {"tokenizer_class": "TikTokenTokenizer", "bos_token": "[BOS]", "eos_token": "[EOS]",
                   "pad_token": "[PAD]", "unk_token": "[UNK]", "added_tokens_decoder": decoder,
                   "additional_special_tokens": ["<|end_of_msg|>"], "model_max_length": 10 ** 30}
+        if not thinking:
+            config["chat_template_kwargs"] = {"thinking": False}
         (out / CONFIG_FILE).write_text(json.dumps(config, indent=1))
     return out

@@ -7,6 +7,7 @@ One source of truth for the test-checkpoint writer, the loader's checks, `k3 ins
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from k3.checkpoint.header import DTYPE_SIZES
@@ -50,6 +51,13 @@ def a_log_stored_len(c: K3Config) -> int:
 
 
 def expected_tensors(c: K3Config) -> list[TensorSpec]:
+    """Every tensor the text model's checkpoint holds (about 3 million for K3: its experts' are listed one
+    by one), made once per configuration: planning asks several times, and listing takes seconds."""
+    return list(_expected_tensors(c))
+
+
+@functools.lru_cache(maxsize=4)
+def _expected_tensors(c: K3Config) -> tuple[TensorSpec, ...]:
     specs = [_t("model.embed_tokens.weight", (c.vocab_size, c.hidden_size)),
              _t("model.norm.weight", (c.hidden_size,))]
     if c.attn_res_block_size is not None:
@@ -58,7 +66,7 @@ def expected_tensors(c: K3Config) -> list[TensorSpec]:
         specs.append(_t("lm_head.weight", (c.vocab_size, c.hidden_size)))
     for i in range(c.num_hidden_layers):
         specs += layer_tensors(c, i)
-    return specs
+    return tuple(specs)
 
 
 def layer_tensors(c: K3Config, i: int) -> list[TensorSpec]:

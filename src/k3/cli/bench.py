@@ -51,6 +51,7 @@ def add_arguments(p) -> None:
     p.add_argument("--save-result", action="store_true", help="write the result JSON (vLLM's flat keys included)")
     p.add_argument("--result-dir", default=".", help="with --save-result: the directory (default .)")
     p.add_argument("--result-filename", help="with --save-result: the file name (default k3-RATEqps-MODEL-DATE.json)")
+    p.add_argument("--json", action="store_true", help="also print the result as one JSON line (last on stdout)")
     p.add_argument("--plot", metavar="FILE.png", help="latency histograms (and TPOT vs context)")
 
 
@@ -78,6 +79,8 @@ def run(args) -> int:
     from k3.tools.progress import count_progress
 
     parse_goodput(args.goodput)
+    if args.plot:
+        import matplotlib  # noqa: F401  (before the run, not after it: a missing extra is said at once)
     base, args.api = endpoint_target(args)
     if args.dataset_name == "jsonl" and not args.dataset:
         raise ValueError("--dataset-name jsonl needs --dataset-path FILE")
@@ -95,19 +98,24 @@ def run(args) -> int:
 
         client = OpenAIClient(base, args.api, args.api_key, args.served_model_name, args.timeout,
                               args.ignore_eos, args.temperature)
-        vocab = 32000  # token-id prompts go to completion endpoints only; their ids stay below common vocabularies
+        # Token-id prompts go to completion endpoints only, drawn below the server's vocabulary; a server
+        # that does not say its vocabulary gets the same prompts as text.
+        vocab = client.vocab_size() if args.api == "completions" else None
+        client.send_ids = vocab is not None
+        vocab = vocab or 32000
     prompts = build_workload(args, vocab)
     with count_progress("requests", len(prompts)) as tick:
         result, records = run_bench(client, prompts, args, tick)
     from pathlib import Path
 
     result["model_id"] = Path(args.model).name if args.model else getattr(client, "model", None)
-    print(format_table(result), file=sys.stderr)
+    print(format_table(result))
     if args.save:
         save_records(args.save, result, records)
     if args.save_result:
         print(f"result written to {save_result(args, result)}", file=sys.stderr)
     if args.plot:
         plot(args.plot, result, records)
-    print(json.dumps(result))
+    if args.json:
+        print(json.dumps(result))
     return 0

@@ -10,6 +10,7 @@ from k3.cli.trunk_arg import add_trunk_argument
 def add_arguments(p) -> None:
     p.add_argument("target", help="checkpoint directory, config.json, or preset (k3 = the released model)")
     p.add_argument("--memory-budget", help="memory to plan for (e.g. 64GB); default 90%% of available RAM")
+    p.add_argument("--cache-memory", default="1GiB", help="sequence-state cache inside the budget (as k3 plan)")
     add_trunk_argument(p)
     p.add_argument("--no-measure", action="store_true", help="skip the disk and memory bandwidth measurements")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of the report")
@@ -33,6 +34,6 @@ def run(args) -> int:
         ckpt = p if p.is_dir() else None
     budget = parse_size(args.memory_budget) if args.memory_budget else None
     report = diagnose(name, config, ckpt, config_error=error, budget=budget, measure=not args.no_measure,
-                      int8_at_load=args.trunk == "int8")
+                      int8_at_load=args.trunk == "int8", state_bytes=parse_size(args.cache_memory, "--cache-memory"))
     print(json.dumps(report.to_dict()) if args.json else format_doctor(report))
     return 1 if report.problems or error else 0

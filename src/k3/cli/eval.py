@@ -7,12 +7,15 @@ line is a JSON summary. --report-from LOG... rebuilds the report from logs witho
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
 from k3.cli.trunk_arg import add_trunk_argument
+
+DEFAULT_MAX_TOKENS = 32768
 
 
 def add_arguments(p) -> None:
@@ -32,7 +35,9 @@ def add_arguments(p) -> None:
     p.add_argument("--judge-model", help="the judge's model id (default: the first of its /v1/models)")
     p.add_argument("--judge-api-key")
     p.add_argument("--approval", help="Inspect approval: `human`, or a policy file (k3/scripted rules, see the guide)")
-    p.add_argument("--max-tokens", type=int, default=32768, help="per turn (generous: reasoning models; truncation is reported)")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help=f"per turn; default {DEFAULT_MAX_TOKENS:,} (generous: reasoning models), or half the model's "
+                        "context when that is smaller (read from the model or the server); truncation is reported")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--prices", help="JSON price table {model: {input, output}} in USD per million tokens: cost in the report")
@@ -41,7 +46,8 @@ def add_arguments(p) -> None:
     p.add_argument("--memory-budget", help="local: weights + cache budget; experts, then layers, beyond it stream")
     add_trunk_argument(p)
     p.add_argument("--cache-memory", default="1GiB", help="local: sequence-state cache")
-    p.add_argument("--no-thinking", action="store_true", help="ask for answers without reasoning")
+    p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
+                   help="answers with (or without) reasoning; default: the model's own default (on for K3)")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -71,9 +77,11 @@ def run(args) -> int:
 
     task_args = _task_args(args.task_arg)
     launch.precheck(tasks, task_args)
-    run = launch.Run(tasks, _target(args), judge=_judge(args), task_args=task_args, limit=args.limit,
+    target = _target(args)
+    max_tokens = _max_tokens(args.max_tokens, target.max_model_len)
+    run = launch.Run(tasks, target, judge=_judge(args), task_args=task_args, limit=args.limit,
                      epochs=args.epochs, approval=args.approval, log_dir=str(out), progress=not args.no_progress, prices=prices,
-                     config=GenerateConfig(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed))
+                     config=GenerateConfig(max_tokens=max_tokens, temperature=args.temperature, seed=args.seed))
     logs, report, paths = launch.run(run)
     failed = [log for log in logs if log.status != "success"]
     for log in failed:
@@ -89,8 +97,18 @@ def _target(args):
 
     if args.model:
         return launch.local(args.model, cache_memory=args.cache_memory, memory_budget=args.memory_budget,
-                            trunk=args.trunk, thinking=not args.no_thinking)
+                            trunk=args.trunk, thinking=args.thinking)
     return launch.endpoint(args.endpoint, args.model_name, args.api_key)
+
+
+def _max_tokens(asked: int | None, max_model_len: int | None) -> int:
+    """The per-turn budget: what was asked, else 32,768 within half the model's context (a server refuses
+    a request whose prompt and max_tokens exceed it)."""
+    if asked is not None:
+        if asked < 1:
+            raise ValueError("--max-tokens must be at least 1")
+        return asked
+    return DEFAULT_MAX_TOKENS if not max_model_len else min(DEFAULT_MAX_TOKENS, max_model_len // 2)
 
 
 def _judge(args):

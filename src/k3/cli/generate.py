@@ -11,15 +11,22 @@ from k3.cli.trunk_arg import add_trunk_argument
 
 
 def add_arguments(p) -> None:
-    p.add_argument("prompt_text", nargs="?", metavar="PROMPT", help="prompt text (the same as --prompt)")
-    p.add_argument("--model", help="checkpoint directory (default: the bundled model trained on English prose)")
+    p.add_argument("prompt_text", nargs="?", metavar="PROMPT",
+                   help="prompt text (the same as --prompt); `-`, or none with input piped in: read from stdin")
+    p.add_argument("--model", help="checkpoint directory, downloaded repo id, or `default` (the bundled model "
+                                   "trained on English prose; the default)")
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", help="prompt text (needs the checkpoint's tiktoken.model); streams text")
     prompt.add_argument("--prompt-ids", help="comma-separated token ids; streams token ids")
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-k", type=int, default=0, help="0 = off")
+    p.add_argument("--min-p", type=float, default=0.0, help="drop tokens below min-p x the top probability; 0 = off")
+    p.add_argument("--repetition-penalty", type=float, default=1.0, help="1 = off (vLLM's: >1 discourages repeats)")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT", help="stop at this text (repeatable)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for compute (default: torch's, one per core; also OMP_NUM_THREADS)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--ignore-eos", action="store_true")
     p.add_argument("--cache-memory", default="512MiB", help="KDA slots + MLA cache budget")
@@ -34,6 +41,19 @@ def add_arguments(p) -> None:
     add_prefix_cache_arguments(p)
 
 
+def _prompt_text(args) -> str | None:
+    """PROMPT, --prompt, or stdin (`-`, or no prompt at all with input piped in)."""
+    given = [x for x in (args.prompt_text, args.prompt, args.prompt_ids) if x is not None]
+    if len(given) > 1:
+        raise ValueError("give the prompt once: PROMPT, --prompt or --prompt-ids")
+    if args.prompt_text == "-" or (not given and not args.resume_state and not sys.stdin.isatty()):
+        text = sys.stdin.read()
+        if not text:
+            raise ValueError("the prompt read from stdin is empty")
+        return text
+    return args.prompt_text if args.prompt_text is not None else args.prompt
+
+
 def _ids(text: str) -> list[int]:
     try:
         return [int(x) for x in text.replace(" ", "").split(",") if x]
@@ -44,16 +64,15 @@ def _ids(text: str) -> list[int]:
 def run(args) -> int:
     from k3.engine import LLM, SamplingParams
 
-    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
-                            top_k=args.top_k, seed=args.seed, ignore_eos=args.ignore_eos)
-    from k3.cli.target import check_tokenizer
-    from k3.defaults import default_model
+    from k3.cli.target import check_tokenizer, set_threads
+    from k3.models import resolve_model
 
-    if args.prompt_text is not None:
-        if args.prompt is not None or args.prompt_ids is not None:
-            raise ValueError("give the prompt once: PROMPT, --prompt or --prompt-ids")
-        args.prompt = args.prompt_text
-    model = args.model or default_model()
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                            top_k=args.top_k, min_p=args.min_p, repetition_penalty=args.repetition_penalty,
+                            stop=tuple(args.stop), seed=args.seed, ignore_eos=args.ignore_eos)
+    set_threads(args.threads)
+    args.prompt = _prompt_text(args)
+    model = resolve_model(args.model)
     if args.prompt is not None:
         check_tokenizer(model, args.tokenizer, "a text prompt")
     llm = LLM(model, max_num_seqs=1, cache_memory=args.cache_memory, tokenizer=args.tokenizer,
@@ -81,18 +100,19 @@ def run(args) -> int:
     n = len(last.token_ids) if last else 0
     decode_s = end - first if first else 0.0
     rate = (n - 1) / decode_s if n > 1 and decode_s > 0 else float("nan")
-    print(f"\n[prompt {len(last.prompt_token_ids) if last else 0} tokens, generated {n}, finish {last.finish_reason if last else None}, "
-          f"TTFT {(first - start) * 1e3 if first else float('nan'):.1f} ms, {rate:.1f} tokens/s]")
+    print()
+    print(f"[prompt {len(last.prompt_token_ids) if last else 0} tokens, generated {n}, finish {last.finish_reason if last else None}, "
+          f"TTFT {(first - start) * 1e3 if first else float('nan'):.1f} ms, {rate:.1f} tokens/s]", file=sys.stderr)
     stats = llm.engine.stats()
     if stats.get("prefix_cache_hits"):
         print(f"[prefix cache: {stats['prefix_cache_hits']:,} of {stats['prefix_cache_queries']:,} prompt tokens "
-              "reused]")
+              "reused]", file=sys.stderr)
     if stats.get("spec_windows"):
         print(f"[speculative: {stats['spec_accepted_tokens']:,} of {stats['spec_drafted_tokens']:,} drafts accepted "
-              f"({stats['spec_acceptance_rate']:.1%}), {stats['spec_mean_accepted_length']:.2f} tokens per verify step]")
+              f"({stats['spec_acceptance_rate']:.1%}), {stats['spec_mean_accepted_length']:.2f} tokens per verify step]", file=sys.stderr)
     streaming = streaming_summary(stats)
     if streaming:
-        print(streaming)
+        print(streaming, file=sys.stderr)
     return 0 if last is None or last.finish_reason != "error" else 1
 
 

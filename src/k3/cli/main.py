@@ -9,6 +9,7 @@ COMMANDS = {
     "inspect": ("k3.cli.inspect", "sizes and schedule of a checkpoint, a config.json, or a preset"),
     "synth": ("k3.cli.synth", "write a random checkpoint in the official K3 layout"),
     "generate": ("k3.cli.generate", "stream a continuation of a prompt (text or token ids)"),
+    "chat": ("k3.cli.chat", "a conversation in the terminal, streamed (as `ollama run` / `llama-cli -cnv`)"),
     "chat-template": ("k3.cli.chat_template", "render chat messages as K3 XTML segments (and token ids)"),
     "prepare-data": ("k3.cli.prepare_data", "train a tokenizer and tokenize text files for `k3 train`"),
     "train": ("k3.cli.train", "train a K3-architecture model; exports the official layout"),
@@ -25,13 +26,30 @@ COMMANDS = {
 }
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """--help shows each option's default, except where the help text already says it or there is none."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        shown = action.default not in (None, False, argparse.SUPPRESS) and action.option_strings
+        return text + " (default: %(default)s)" if shown and "default" not in text else text
+
+
 def build_parser() -> argparse.ArgumentParser:
     import importlib
+    import platform
 
-    parser = argparse.ArgumentParser(prog="k3", description="Run, check and measure Kimi K3.")
+    from k3 import __version__
+
+    parser = argparse.ArgumentParser(prog="k3", description="Run, check and measure Kimi K3. Models are named the "
+                                     "same everywhere: a checkpoint directory, `default` (the bundled model), a "
+                                     "downloaded repo id (moonshotai/Kimi-K3), or a preset where only a "
+                                     "configuration is needed.")
+    parser.add_argument("--version", action="version",
+                        version=f"k3 {__version__} (Python {platform.python_version()})")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=DefaultsFormatter)
         importlib.import_module(module).add_arguments(p)
         p.set_defaults(module=module)
     return parser
@@ -52,12 +70,15 @@ def missing_extra(error: ModuleNotFoundError) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     import importlib
 
+    args = build_parser().parse_args(argv)   # before anything heavy: --help and --version stay instant
     from k3.checkpoint.errors import CheckpointError
     from k3.config.model import ConfigError
 
-    args = build_parser().parse_args(argv)
     try:
         return importlib.import_module(args.module).run(args) or 0
+    except KeyboardInterrupt:   # Ctrl-C: the user asked to stop; no traceback
+        print(f"\nk3 {args.command}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:   # `k3 ... | head`: the reader left; say nothing more
         _silence_stdout()
         return 1

@@ -8,6 +8,7 @@ drive and this machine's cached memory figure (or a typical one), saying so."""
 from __future__ import annotations
 
 import json
+import sys
 
 from k3.cli.trunk_arg import add_trunk_argument
 
@@ -110,6 +111,8 @@ def bandwidths(args, ckpt) -> tuple[tuple[float, str], tuple[float, str]]:
             return cached(key), "cached"
         if measure is None:
             return assumed, f"assumed; pass {flag} or --measure"
+        print(f"k3 plan: measuring {key.split(':')[0]} read bandwidth (once; cached for next time; {flag} skips it)",
+              file=sys.stderr, flush=True)
         return remember(key, measure()), "measured"
 
     drive = Path(ckpt) if ckpt else None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
 from k3.cli.trunk_arg import add_trunk_argument
@@ -69,17 +70,26 @@ def model_argument(args) -> str | None:
     return args.model_path or args.model
 
 
+def served_name(argument: str | None, path) -> str:
+    """The model id in the API when --served-model-name is not given: a repo id as given (as vLLM
+    does), "default" for the bundled model, else the checkpoint folder's name."""
+    from k3.models import BUNDLED, is_repo_id
+
+    if argument is None or argument == BUNDLED:
+        return BUNDLED
+    return argument if is_repo_id(argument) and not Path(argument).exists() else path.name
+
+
 def run(args) -> int:
-    from pathlib import Path
 
     from k3.cli.target import check_tokenizer
-    from k3.defaults import default_model
+    from k3.models import resolve_model
     from k3.engine import LLM
     from k3.engine.thread import EngineThread
     from k3.serve.app import Server, run as serve
     from k3.serve.async_engine import AsyncEngine
 
-    path = Path(model_argument(args)) if model_argument(args) else default_model()
+    path = resolve_model(model_argument(args))
     check_tokenizer(path, args.tokenizer, "the server")
     if args.max_model_len is not None and args.max_model_len < 2:
         raise ValueError("--max-model-len must be at least 2")
@@ -91,7 +101,7 @@ def run(args) -> int:
                       max_model_len=args.max_model_len, **prefix_cache_kwargs(args))
     engine = AsyncEngine(llm.engine, max_queued=args.max_queued, thread=thread)
     served_len = args.max_model_len or min(llm.engine.max_model_len, DEFAULT_MAX_MODEL_LEN)
-    server = Server(engine, llm.tokenizer, args.served_model_name or path.name, args.api_key, args.request_timeout,
+    server = Server(engine, llm.tokenizer, args.served_model_name or served_name(model_argument(args), path), args.api_key, args.request_timeout,
                     max_model_len=served_len, public_metrics=args.public_metrics)
     print(f"k3 serve: {server.model_name} on http://{args.host}:{args.port} (max_model_len "
           f"{server.max_model_len:,})", file=sys.stderr, flush=True)

@@ -14,6 +14,8 @@ def add_arguments(p) -> None:
     p.add_argument("--experts", type=int, help="routed experts per MoE layer")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--shards", type=int, default=2)
+    p.add_argument("--no-tokenizer", action="store_true",
+                   help="skip the byte-level test tokenizer written where the vocabulary pairs with one (tiny-chat, k3)")
     p.add_argument("--force", action="store_true", help=f"allow more than {MAX_BYTES_WITHOUT_FORCE >> 30} GiB")
 
 
@@ -21,6 +23,7 @@ def run(args) -> int:
     from k3.cli.target import resolve_config
     from k3.config.presets import shrink
     from k3.testing import make_checkpoint
+    from k3.testing.checkpoint import pairs_with_tokenizer
     from k3.tools.inspect import summarize
     from k3.tools.progress import byte_progress
 
@@ -35,7 +38,10 @@ def run(args) -> int:
     if args.shards < 1:
         raise ValueError("--shards must be >= 1")
     with byte_progress("writing tensors", size) as tick:
-        path = make_checkpoint(out, config, seed=args.seed, num_shards=args.shards, tick=tick)
+        tokenizer = pairs_with_tokenizer(config) and not args.no_tokenizer
+        path = make_checkpoint(out, config, seed=args.seed, num_shards=args.shards, tick=tick, tokenizer=tokenizer)
     print(f"wrote a RANDOM-WEIGHT checkpoint ({name}, {config.num_hidden_layers} layers, {config.num_experts} "
-          f"experts, {size:,} tensor bytes, seed {args.seed}) tensor by tensor to {path}")
+          f"experts, {size:,} tensor bytes, seed {args.seed}) tensor by tensor to {path}"
+          + ("; with a byte-level test tokenizer (tiktoken.model), so it can be served" if tokenizer else
+             "; no tokenizer (its vocabulary does not pair with a test one: serve and chat need --tokenizer DIR)"))
     return 0

@@ -5,17 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from k3.config import PRESETS, K3Config, load_config
+from k3.defaults import default_model
+from k3.models import BUNDLED, KNOWN_REPOS, downloaded, is_repo_id
 
 
 def resolve_config(target: str) -> tuple[K3Config, Path | None, str]:
-    """-> (config, checkpoint directory or None, display name)."""
-    p = Path(target)
+    """-> (config, checkpoint directory or None, display name), for a model reference (k3/models.py):
+    a path, "default", a repo id (its download, or its known configuration before one), a preset."""
+    p = Path(target).expanduser()
     if p.exists():
         return load_config(p), (p if p.is_dir() else None), str(p)
+    if target == BUNDLED:
+        return load_config(default_model()), default_model(), "the bundled model"
+    if is_repo_id(target):
+        found = downloaded(target)
+        if found is not None:
+            return load_config(found), found, target
+        if target in KNOWN_REPOS:
+            return PRESETS[KNOWN_REPOS[target]](), None, f"{target} (not downloaded: its published configuration)"
     if target in PRESETS:
         return PRESETS[target](), None, f"preset '{target}'" + (" (Kimi K3 as released)" if target == "k3" else "")
-    raise FileNotFoundError(f"{target!r} is neither a checkpoint directory, a config.json, nor a preset "
-                            f"({', '.join(PRESETS)})")
+    raise FileNotFoundError(f"{target!r} is neither a checkpoint directory, a config.json, {BUNDLED!r} (the bundled "
+                            f"model), a downloaded repo id (ORG/NAME), nor a preset ({', '.join(PRESETS)})")
 
 
 def check_tokenizer(path, tokenizer: str | None, who: str) -> None:
@@ -30,3 +41,14 @@ def check_tokenizer(path, tokenizer: str | None, who: str) -> None:
     if not (where / VOCAB_FILE).is_file():
         raise ValueError(f"{who} needs a tokenizer and {where} has no {VOCAB_FILE}; "
                          f"pass --tokenizer DIR (a directory with {VOCAB_FILE})")
+
+
+def set_threads(threads: int | None) -> None:
+    """--threads: torch's intra-op threads, which k3's native kernels use too (docs/guide/threads.md)."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise ValueError("--threads must be at least 1")
+    import torch
+
+    torch.set_num_threads(threads)

@@ -8,7 +8,7 @@ from dataclasses import fields
 
 
 def add_arguments(p) -> None:
-    from k3.train.loop import TrainConfig
+    from k3.train.settings import TrainConfig
 
     p.add_argument("--config", required=True, help="preset name (e.g. prose, tiny) or a config.json")
     p.add_argument("--data", required=True, help="directory made by `k3 prepare-data`")

@@ -24,6 +24,7 @@ def load_config(path: str | Path) -> K3Config:
         p = p / "config.json"
     if not p.is_file():
         raise ConfigError(f"no config.json at {p}: point k3 at a checkpoint directory or a config.json file")
+    _refuse_other_formats(p)
     try:
         raw = json.loads(p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -31,6 +32,22 @@ def load_config(path: str | Path) -> K3Config:
     except RecursionError:
         raise ConfigError(f"{p} is JSON nested too deeply to be a config; re-download config.json") from None
     return from_hf_dict(raw)
+
+
+OTHER_FORMATS = {b"GGUF": "a GGUF file (llama.cpp's format)", b"PK\x03\x04": "a zip archive (a torch .pt/.bin file?)"}
+
+
+def _refuse_other_formats(p: Path) -> None:
+    """A file that is not JSON at all gets a message naming what it is and what k3 reads."""
+    with p.open("rb") as f:
+        head = f.read(8)
+    kind = next((name for magic, name in OTHER_FORMATS.items() if head.startswith(magic)), None)
+    if kind is None and p.suffix in (".safetensors", ".gguf", ".bin", ".pt"):
+        kind = f"a {p.suffix} file"
+    if kind is not None:
+        raise ConfigError(f"{p} is {kind}, not a config.json. k3 reads safetensors checkpoints in the official "
+                          "layout: give the checkpoint directory (config.json, *.safetensors, tiktoken.model). "
+                          "A GGUF conversion runs in llama.cpp (k3 doctor compares the engines)")
 
 
 def text_config_of(raw: dict) -> tuple[dict, dict | None]:

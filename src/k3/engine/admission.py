@@ -52,8 +52,12 @@ def max_model_len(asked: int | None, capacity, config) -> int:
         return most
     if not isinstance(asked, int) or asked < 2:
         raise ValueError(f"max_model_len must be an integer >= 2, got {asked!r}")
+    if asked > config.max_position_embeddings:
+        raise ValueError(f"max_model_len={asked:,} is past the model's max_position_embeddings "
+                         f"({config.max_position_embeddings:,}, from its config.json); ask for at most that")
     if asked > most:
-        raise ValueError(f"max_model_len={asked:,} is more than this engine can hold for one sequence ({most:,}: "
-                         f"the cache's {capacity.max_cached_tokens or 'unbounded'} tokens, the model's "
-                         f"max_position_embeddings {config.max_position_embeddings:,}); raise cache_memory or ask for less")
+        need = capacity.max_seqs * capacity.slot_bytes + (asked + capacity.block_size) * capacity.token_bytes
+        raise ValueError(f"max_model_len={asked:,} is more than the sequence-state cache holds for one sequence "
+                         f"({most:,} tokens at {capacity.token_bytes:,} B/token): raise cache_memory (--cache-memory) "
+                         f"to at least {-(-need // 2 ** 20):,}MiB, or ask for at most {most:,}")
     return asked

@@ -57,11 +57,17 @@ class LLM:
             self.model = model
         else:
             from k3.model.weights import load_model
+            from k3.models import resolve_model
 
+            model = resolve_model(model)   # a path, "default", a downloaded repo id (k3/models.py)
             self.model = load_model(model, dtype=dtype, device=device, memory_budget=memory_budget,
                                     state_bytes=cache_bytes, trunk=trunk)
             if tokenizer is None and (Path(model) / VOCAB_FILE).is_file():
                 tokenizer = model
+        if str(device).startswith("cpu"):
+            from k3.ops.native import native
+
+            native()   # a first-use kernel build happens here, while loading, not inside the first request's TTFT
         if isinstance(tokenizer, (str, Path)):
             tokenizer = K3Tokenizer.load(tokenizer)
         self.tokenizer = tokenizer
@@ -123,11 +129,14 @@ class LLM:
                 self.engine.abort(request_id)
 
     def chat(self, conversations, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,
-             tools: list[dict] | None = None, thinking: bool = True, thinking_effort: str | None = None,
+             tools: list[dict] | None = None, thinking: bool | None = None, thinking_effort: str | None = None,
              tool_choice=None, response_format: dict | None = None) -> list[ChatOutput]:
         """One conversation (a list of messages) or a list of them -> rendered as K3 XTML, generated,
-        and parsed into reasoning, content and tool calls (with any problems the parser found)."""
+        and parsed into reasoning, content and tool calls (with any problems the parser found).
+        thinking: whether answers open with a think channel; None: the model's default (on for K3, off
+        for a model trained without the chat format, such as the bundled one)."""
         tok = self._need_tokenizer("chat")
+        thinking = tok.thinking if thinking is None else thinking
         tools, tool_choice = named_choice(tools, tool_choice)
         convs = [conversations] if conversations and isinstance(conversations[0], dict) else list(conversations)
         prompts = [tok.encode_segments(render(c, tools=tools, thinking=thinking, thinking_effort=thinking_effort,

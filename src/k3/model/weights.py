@@ -24,6 +24,7 @@ from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.fused import fuse_inputs
 from k3.model.int8_load import check_stored_scales, int8_weights, quantise_into, quantised
 from k3.model.k3 import K3ForCausalLM
+from k3.models import resolve_model
 from k3.model.streaming import attach_streamed_experts, attach_streamed_trunk, memory_plan
 from k3.ops import huge_pages
 from k3.ops.mxfp4 import MXFP4FormatError, check_scales
@@ -61,6 +62,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     the README). A checkpoint written by `k3 quantize --trunk int8` is int8 already, with or without it."""
     if trunk not in (None, "int8"):
         raise ValueError(f"trunk={trunk!r}: expected None (as stored) or 'int8'")
+    path = resolve_model(path)
     config = load_config(path)
     device = torch.device(device)
     storage, compute = resolve_dtypes(dtype, device)

@@ -16,6 +16,7 @@ from fastapi.responses import FileResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from k3 import __version__
 from k3.serve import chat_route, completion_route
 from k3.serve.async_engine import AdmissionFailed, AsyncEngine, EngineUnavailable, QueueFull
 from k3.serve.guard import Guard
@@ -41,7 +42,8 @@ class Server:
         config = self.engine.engine.model.config
         token = {key: names.get(getattr(config, f"{key}_id", None)) for key in ("bos_token", "eos_token", "pad_token")}
         return {"tokenizer_class": "K3Tokenizer", **token, "model_max_length": self.max_model_len,
-                "vocab_size": self.tokenizer.vocab_size, "chat_template": None}
+                "vocab_size": self.tokenizer.vocab_size, "chat_template": None,
+                "chat_template_kwargs": {"thinking": self.tokenizer.thinking}}   # the defaults a request overrides
 
     async def run_all(self, ids: list[int], params: list, request: Request | None = None, ticket=None) -> list:
         """Every choice's final output, admitted all together or not at all (`ticket`: places reserved for them
@@ -142,11 +144,17 @@ def build_app(server: Server) -> FastAPI:
 
     @app.get("/v1/models")
     async def models():
-        # The weights' fingerprint (engine.fingerprint): an evaluation refuses a judge serving the same weights.
-        fingerprint = await asyncio.to_thread(lambda: server.engine.engine.fingerprint)
-        return {"object": "list", "data": [{"id": server.model_name, "object": "model", "owned_by": "k3",
-                                             "created": 0, "fingerprint": fingerprint,
-                                             "max_model_len": server.max_model_len}]}
+        return {"object": "list", "data": [await _model_card(server)]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str):
+        """OpenAI's retrieve (`client.models.retrieve(id)`); ids may hold a slash (moonshotai/Kimi-K3)."""
+        server.check_model(model_id)
+        return await _model_card(server)
+
+    @app.get("/version")
+    async def version():
+        return {"version": __version__}
 
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest, request: Request):
@@ -179,6 +187,13 @@ def build_app(server: Server) -> FastAPI:
         return {"prompt": server.tokenizer.decode(req.tokens)}
 
     return app
+
+
+async def _model_card(server: Server) -> dict:
+    # The weights' fingerprint (engine.fingerprint): an evaluation refuses a judge serving the same weights.
+    fingerprint = await asyncio.to_thread(lambda: server.engine.engine.fingerprint)
+    return {"id": server.model_name, "object": "model", "owned_by": "k3", "created": 0, "fingerprint": fingerprint,
+            "max_model_len": server.max_model_len}
 
 
 def _tokenize(server: Server, req: TokenizeRequest) -> list[int]:

@@ -61,9 +61,10 @@ def refuse_unsupported(req) -> None:
 THINKING_KEYS = ("thinking", "enable_thinking")   # k3's name, and the one vLLM's users send
 
 
-def thinking_on(req: ChatRequest) -> bool:
+def thinking_on(req: ChatRequest, default: bool = True) -> bool:
     """Whether the answer opens with a think channel: chat_template_kwargs' `thinking` or `enable_thinking`
-    (true or false; both may be given when they agree); on when neither is."""
+    (true or false; both may be given when they agree); the model's default (its tokenizer_config.json)
+    when neither is."""
     kwargs = req.chat_template_kwargs or {}
     given = {k: kwargs[k] for k in THINKING_KEYS if k in kwargs}
     if any(not isinstance(v, bool) for v in given.values()):
@@ -71,13 +72,13 @@ def thinking_on(req: ChatRequest) -> bool:
     if len(set(given.values())) > 1:
         raise RequestError("chat_template_kwargs: thinking and enable_thinking disagree; give one",
                            "chat_template_kwargs")
-    return next(iter(given.values()), True)
+    return next(iter(given.values()), default)
 
 
 def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None) -> tuple[list[int], dict]:
     """The prompt's token ids, and the parser options that match it (thinking, the tools offered).
     check_text_size(bytes) may refuse the rendered prompt before it is tokenized."""
-    thinking = thinking_on(req)
+    thinking = thinking_on(req, tokenizer.thinking)
     tools, choice = req.tools, req.tool_choice
     check_tools(tools)
     name = check_tool_choice(choice)
@@ -95,7 +96,7 @@ def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None) -> tuple[list[
 
 def admitted(server, req: ChatRequest) -> tuple[list[int], dict, list[SamplingParams]]:
     """Prompt ids, parser options and one SamplingParams per choice, within the server's max_model_len."""
-    thinking = thinking_on(req)
+    thinking = thinking_on(req, server.tokenizer.thinking)
     check_tools(req.tools)
     structured = request_constraint(req, "think" if thinking else "response")   # its 400 names the field
     ids, options = prompt_ids(req, server.tokenizer, server.check_text_size)

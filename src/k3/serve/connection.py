@@ -4,12 +4,14 @@
   opening or of the previous response: uvicorn's h11 protocol waits for it forever, so a client
   sending a byte every half second held a connection (and a slot of the server) indefinitely.
   The body has its own read timeout in guard.py.
+- A forced shut-down (a second Ctrl-C) logs no CancelledError tracebacks (QuietCancel).
 - The access log never shows an API key: `?api_key=` (the chat page's way to send it) is redacted
   before the line is written.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 
@@ -67,6 +69,19 @@ class RedactKeys(logging.Filter):
         return True
 
 
+class QuietCancel(logging.Filter):
+    """Drops the tracebacks uvicorn logs for tasks it cancels itself (a second Ctrl-C forces shut-down:
+    the lifespan and the requests in flight end with CancelledError). The user asked for that; it is not
+    an error to show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        # starlette reports its lifespan's cancellation as the traceback's text, not as exc_info
+        text = record.msg if isinstance(record.msg, str) else ""
+        told = text.startswith("Traceback") and text.rstrip().endswith("CancelledError")
+        return not (isinstance(exc, asyncio.CancelledError) or told)
+
+
 def config(app, shutdown_timeout: float = 30.0, **kwargs) -> uvicorn.Config:
     """uvicorn's Config as k3 serves: the head timeout's protocol, keys redacted from the access log."""
     kwargs.setdefault("log_level", "info")
@@ -74,4 +89,7 @@ def config(app, shutdown_timeout: float = 30.0, **kwargs) -> uvicorn.Config:
     access = logging.getLogger("uvicorn.access")   # after Config, which configures logging; once a process
     if not any(isinstance(f, RedactKeys) for f in access.filters):
         access.addFilter(RedactKeys())
+    errors = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, QuietCancel) for f in errors.filters):
+        errors.addFilter(QuietCancel())
     return cfg

@@ -25,7 +25,7 @@ class BodyTimeout(Exception):
     pass
 OPEN_PATHS = ("/health",)
 KNOWN_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize",
-               "/detokenize", "/", "/openapi.json")
+               "/detokenize", "/", "/openapi.json", "/version", "/tokenizer_info")
 
 
 class Guard:

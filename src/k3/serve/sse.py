@@ -36,10 +36,13 @@ def event(obj: dict) -> str:
 
 async def next_output(generator, out, deadline: float, timeout_s: float, queue: asyncio.Queue):
     """-> (the generator's next output, False); past `deadline`: the generator is aborted, a timeout
-    error event queued, and (`out` marked finished with reason "length", True) returned."""
+    error event queued, and (`out` marked finished with reason "length", True) returned.
+    asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation that arrives as the output
+    does, and the worker then streams on after a forced shut-down cancelled it (the process never exits)."""
     try:
-        return await asyncio.wait_for(anext(generator), max(0.0, deadline - time.monotonic())), False
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+            return await anext(generator), False
+    except TimeoutError:
         await generator.aclose()
         await queue.put(event({"error": {"message": f"request took longer than {timeout_s:g} s", "type": "timeout",
                                          "code": 504}}))

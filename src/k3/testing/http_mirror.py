@@ -46,6 +46,7 @@ class Mirror:
         self.root, self.faults = Path(root), faults or Faults()
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str | None, int]] = []  # (path, Range header, status)
+        self.seen: list[tuple[str, str | None]] = []  # (the request's whole path, its Authorization header)
         self.bytes_served = 0
         self.server = QuietServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -86,6 +87,7 @@ class Mirror:
         return Handler
 
     def _serve(self, h: BaseHTTPRequestHandler) -> None:
+        self.seen.append((h.path, h.headers.get("Authorization")))
         name = unquote(h.path.split("/resolve/main/", 1)[-1])
         path = self.root / name
         rng = h.headers.get("Range")

@@ -35,7 +35,8 @@ class DoctorReport:
 
 
 def diagnose(name: str, config: K3Config | None, checkpoint: Path | None, *, config_error: str | None = None,
-             budget: int | None = None, measure: bool = True, int8_at_load: bool = False) -> DoctorReport:
+             budget: int | None = None, measure: bool = True, int8_at_load: bool = False,
+             state_bytes: int = 2 ** 30) -> DoctorReport:
     report = DoctorReport(name)
     if config_error:
         report.unsupported.append(f"config.json: {config_error}")
@@ -49,7 +50,7 @@ def diagnose(name: str, config: K3Config | None, checkpoint: Path | None, *, con
         report.code_paths = code_paths(config)
         budget = budget if budget is not None else int(machine.mem_available * 0.9)
         report.plan = estimate(config, budget, machine.mem_bytes_per_s, machine.disk_read_bytes_per_s,
-                               int8_at_load).to_dict()
+                               int8_at_load, state_bytes).to_dict()
     return report
 
 

@@ -20,9 +20,12 @@ def format_doctor(r) -> str:
     m = r.machine
     cold = "" if m["disk_read_cold"] else " (may be cached)"
     lines += ["", f"machine: {m['cpus']} CPUs, {gb(m['mem_total'])} RAM ({gb(m['mem_available'])} available), "
-              f"{gb(m['disk_free'])} free at {m['disk_path']}",
-              f"  measured: disk read {gb(m['disk_read_bytes_per_s'])}/s{cold}, memory copy "
-              f"{gb(m['mem_bytes_per_s'])}/s"]
+              f"{gb(m['disk_free'])} free at {m['disk_path']}"]
+    if m["disk_read_bytes_per_s"] or m["mem_bytes_per_s"]:
+        lines.append(f"  measured: disk read {gb(m['disk_read_bytes_per_s'])}/s{cold}, memory copy "
+                     f"{gb(m['mem_bytes_per_s'])}/s")
+    else:
+        lines.append("  bandwidths not measured (--no-measure)")
     if r.plan:
         lines += ["", *plan_lines(r.plan)]
     lines += ["", "other engines and what they need for this checkpoint:"]

@@ -32,13 +32,15 @@ class Estimate:
         return asdict(self)
 
 
-def estimate(c: K3Config, budget: int, mem_bw: float, disk_bw: float, int8_at_load: bool = False) -> Estimate:
+def estimate(c: K3Config, budget: int, mem_bw: float, disk_bw: float, int8_at_load: bool = False,
+             state_bytes: int = 2 ** 30) -> Estimate:
+    """state_bytes: the sequence-state cache inside the budget (`k3 plan`'s and the engine's default 1GiB)."""
     trunk, _, experts = weight_bytes(c, None)
     measured = mem_bw > 0 and disk_bw > 0
     at_load = int8_at_load and c.trunk_format is None
     fmt = "int8 at load" if at_load else c.trunk_format or "as stored"
     try:
-        p = plan_memory(c, budget, int8_at_load=int8_at_load)
+        p = plan_memory(c, budget, int8_at_load=int8_at_load, state_bytes=state_bytes)
     except ValueError as e:  # what `k3 plan`/`generate`/`serve` say at this budget
         return Estimate("refused", budget, trunk, experts, 0, expert_sizes(c, experts)[2], 0.0, 0.0, None, str(e),
                         trunk_format=fmt)

@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -23,34 +23,10 @@ from k3.config import K3Config, from_hf_dict, to_hf_dict
 from k3.train import distributed, observe
 from k3.train.data import TokenData
 from k3.train.init import init_model
+from k3.train.settings import TrainConfig
 
 CHECKPOINT = "checkpoint.pt"
 LOG = "train_log.jsonl"
-
-
-@dataclass
-class TrainConfig:
-    data: str
-    out: str
-    steps: int = 200
-    batch_size: int = 16          # sequences per optimizer step (global, all ranks, all micro-batches)
-    grad_accum: int = 1
-    seq_len: int = 128
-    lr: float = 3e-3
-    min_lr: float = 3e-4
-    warmup: int = 20
-    weight_decay: float = 0.1
-    clip: float = 1.0
-    bias_rate: float = 1e-3       # router correction-bias step (auxiliary-loss-free balancing)
-    qat_steps: int = 0            # last N steps see MXFP4-rounded experts (straight-through)
-    eval_every: int = 50
-    eval_batches: int = 8
-    save_every: int = 100
-    log_every: int = 10
-    seed: int = 0
-    dtype: str = "float32"        # or bfloat16 (autocast)
-    device: str = "auto"          # auto = cuda when present, else cpu
-    resume: bool = True
 
 
 def lr_at(cfg: TrainConfig, step: int) -> float:

@@ -26,7 +26,8 @@ def prepare(texts: list[str | Path], out_dir: str | Path, vocab_size: int = 4096
         raise FileNotFoundError(f"no such text file(s): {missing}")
     contents = [p.read_text(encoding="utf-8") for p in sources]
     if tokenizer_dir is None:
-        tokenizer_dir = save_tokenizer(out / "tokenizer", train_tokenizer(contents, vocab_size))
+        # Plain text, not XTML conversations: the model will not close a think channel (thinking off).
+        tokenizer_dir = save_tokenizer(out / "tokenizer", train_tokenizer(contents, vocab_size), thinking=False)
     tok = K3Tokenizer.load(tokenizer_dir)
     dtype = np.uint16 if tok.vocab_size <= 2 ** 16 else np.uint32
     train, val, per_file = [], [], {}

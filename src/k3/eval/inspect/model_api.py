@@ -13,7 +13,6 @@ OpenAI-compatible provider instead."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from inspect_ai.model import (ChatCompletionChoice, GenerateConfig, ModelAPI, ModelInfo, ModelOutput, ModelUsage,
@@ -28,12 +27,12 @@ STOP = {"stop": "stop", "length": "max_tokens", "abort": "unknown", "error": "un
 @modelapi(name="k3")
 class K3ModelAPI(ModelAPI):
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
-                 config: GenerateConfig = GenerateConfig(), thinking: bool = True, **llm_kwargs: Any):
+                 config: GenerateConfig = GenerateConfig(), thinking: bool | None = None, **llm_kwargs: Any):
         super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)
         from k3 import LLM
-        from k3.defaults import default_model
+        from k3.models import resolve_model
 
-        path = default_model() if model_name in ("default", "default-model") else Path(model_name)
+        path = resolve_model(model_name)
         self.thread = EngineThread()
         self.llm = self.thread.call(LLM, str(path), **llm_kwargs)
         if self.llm.tokenizer is None:
@@ -42,7 +41,7 @@ class K3ModelAPI(ModelAPI):
         # again (a second copy of the weights); registered here, the lookup finds them.
         set_model_info(f"k3/{model_name}", ModelInfo(organization="Moonshot AI (K3 architecture, run by k3)",
                                                      context_length=self.llm.engine.max_model_len))
-        self.thinking = thinking
+        self.thinking = self.llm.tokenizer.thinking if thinking is None else thinking   # None: the model's default
 
     def max_connections(self) -> int:
         return 1
