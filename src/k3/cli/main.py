@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=DefaultsFormatter)
         importlib.import_module(module).add_arguments(p)
+        for action in p._actions:   # argparse prints no line for an option without help, hence no default
+            if action.help is None and action.option_strings and action.default not in (None, False):
+                action.help = "default: %(default)s"
         p.set_defaults(module=module)
     return parser
 
