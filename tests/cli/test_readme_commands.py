@@ -1,5 +1,5 @@
-"""Every `k3 ...` command in the README's shell blocks parses with today's CLI, so the README cannot
-drift from it. A full command must parse as written; a usage line (with `[...]`, `|` or `/`
+"""Every `k3 ...` command in the shell blocks of the README and the docs parses with today's CLI, so
+they cannot drift from it (tests/docs runs the commands of the pages it can). A full command must parse as written; a usage line (with `[...]`, `|` or `/`
 alternatives) must name a real command and only flags that command has."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import pytest
 from k3.cli.main import build_parser
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+PAGES = [README, *sorted((README.parent / "docs").rglob("*.md"))]
 
 
 def readme_commands() -> list[str]:
-    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(), re.S)
+    blocks = [b for page in PAGES for b in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)]
     lines = [line.strip() for b in blocks for line in b.replace("\\\n", " ").splitlines()]
     return [re.sub(r"\s+#.*$", "", line) for line in lines if line.startswith("k3 ")]
 
@@ -43,7 +44,7 @@ def test_each_readme_command_parses(line):
         try:
             parser.parse_args(words)
         except SystemExit:
-            pytest.fail(f"README command does not parse: {line}")
+            pytest.fail(f"documented command does not parse: {line}")
         return
     commands = _subparsers(parser)
     assert words[0] in commands, f"unknown command in README: {line}"

@@ -60,7 +60,7 @@ def lm_eval_run(tmp_path, monkeypatch):
           filter_list=[{"name": "strip", "filter": [{"function": "remove_whitespace"}, {"function": "take_first"}]}])
     llm = LLM(str(default_model()), max_num_seqs=4, cache_memory="64MiB")
     with serving(llm) as url:
-        args = f"model=default-model,base_url={url}/v1/completions,tokenizer_backend=remote,max_length=512"
+        args = f"model=default,base_url={url}/v1/completions,tokenizer_backend=remote,max_length=512"
         return lm_eval.simple_evaluate(model="local-completions", model_args=args, tasks=["k3_mc", "k3_gen"],
                                        task_manager=TaskManager(include_path=str(tasks)), log_samples=True)
 

@@ -5,7 +5,7 @@ import time
 
 from k3.testing.serving import serving, start_server  # noqa: F401  (re-exported for the serve tests)
 
-MODEL = "default-model"
+MODEL = "default"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
 # What the scripted model "generates" for the tool-call tests.
 REPLY = {"role": "assistant", "reasoning_content": "Look it up.", "content": "",

@@ -99,17 +99,17 @@ def test_32_concurrent_streams_equal_their_requests_alone(base, llm):
 
 @pytest.mark.parametrize("body,status,param", [
     (b"{not json", 400, None),
-    (b'{"model": "default-model", "messages": "hi"}', 400, "messages"),
-    (b'{"model": "default-model", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}', 400, "max_tokens"),
-    (b'{"model": "default-model", "messages": [{"role": "user", "content": "x"}], "max_tokens": 10000000}', 400,
+    (b'{"model": "default", "messages": "hi"}', 400, "messages"),
+    (b'{"model": "default", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}', 400, "max_tokens"),
+    (b'{"model": "default", "messages": [{"role": "user", "content": "x"}], "max_tokens": 10000000}', 400,
      "max_tokens"),
-    (b'{"model": "default-model", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}', 400,
+    (b'{"model": "default", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}', 400,
      "temperature"),
     (b'{"messages": [{"role": "user", "content": "x"}]}', 400, "model"),
     (b'{"model": "other", "messages": [{"role": "user", "content": "x"}]}', 404, None),
-    (b'{"model": "default-model", "messages": [{"role": "user", "content": [{"type": "image_url", '
+    (b'{"model": "default", "messages": [{"role": "user", "content": [{"type": "image_url", '
      b'"image_url": {"url": "x"}}]}]}', 400, None),
-    (b'{"model": "default-model", "messages": [{"role": "wizard", "content": "x"}]}', 400, None),
+    (b'{"model": "default", "messages": [{"role": "wizard", "content": "x"}]}', 400, None),
 ])
 def test_malformed_requests_get_4xx_and_the_server_keeps_serving(base, body, status, param):
     r = httpx.post(base + "/v1/chat/completions", content=body, headers={"content-type": "application/json"})

@@ -46,7 +46,7 @@ def test_json_schema_whole_and_streamed(url):
 def test_completions_structured_outputs_choice_and_regex(url):
     for body, ok in (({"choice": ["red", "green", "blue"]}, lambda t: t in ("red", "green", "blue")),
                      ({"regex": "[A-Z][a-z]{2,5} [0-9]{2}"}, lambda t: t[0].isupper() and t[-2:].isdigit())):
-        r = httpx.post(url + "/v1/completions", json={"model": "default-model", "prompt": "The answer:", "max_tokens": 20,
+        r = httpx.post(url + "/v1/completions", json={"model": "default", "prompt": "The answer:", "max_tokens": 20,
                                                       "temperature": 1.0, "structured_outputs": body}, timeout=60)
         assert r.status_code == 200, r.text
         assert ok(r.json()["choices"][0]["text"]), r.json()
@@ -61,7 +61,7 @@ def test_completions_structured_outputs_choice_and_regex(url):
     ({"response_format": {"type": "yaml"}}, "response_format"),
 ])
 def test_bad_constraints_are_400s_naming_the_field(url, body, param):
-    r = httpx.post(url + "/v1/chat/completions", json={"model": "default-model", "max_tokens": 5,
+    r = httpx.post(url + "/v1/chat/completions", json={"model": "default", "max_tokens": 5,
                                                        "messages": [{"role": "user", "content": "hi"}], **body}, timeout=60)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"] == param
@@ -87,7 +87,7 @@ def test_required_tool_calls_validate_against_their_parameters(url):
 
 
 def test_a_structured_output_cut_by_max_tokens_says_so(url):
-    r = httpx.post(url + "/v1/completions", json={"model": "default-model", "prompt": "x", "max_tokens": 3,
+    r = httpx.post(url + "/v1/completions", json={"model": "default", "prompt": "x", "max_tokens": 3,
                                                   "structured_outputs": {"json": SCHEMA}}, timeout=60)
     choice = r.json()["choices"][0]
     assert choice["finish_reason"] == "length" and "max_tokens" in choice["warning"]

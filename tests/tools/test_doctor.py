@@ -45,22 +45,22 @@ def test_doctor_plans_an_int8_trunk_at_load(capsys):
 
 def test_estimate_modes_and_arithmetic():
     c = released()
-    fits = estimate(c, 10 ** 13, mem_bw=20e9, disk_bw=3e9)
+    fits = estimate(c, 10 ** 13, mem_bw=20e9, disk_bw=3e9, state_bytes=0)   # arithmetic without a state cache
     assert fits.mode == "resident" and fits.hit_rate == 1.0 and fits.streamed_bytes_per_token == 0
     assert fits.seconds_per_token == pytest.approx((fits.trunk_bytes + fits.expert_bytes_per_token) / 20e9)
-    small = estimate(c, 64 * 10 ** 9, mem_bw=20e9, disk_bw=3e9)
+    small = estimate(c, 64 * 10 ** 9, mem_bw=20e9, disk_bw=3e9, state_bytes=0)
     assert small.trunk_bytes > 64 * 10 ** 9                                  # spec: ~111 GB of BF16 trunk
     plan = plan_memory(c, 64 * 10 ** 9)                                      # so layers stream too
     assert small.mode == "stream-trunk" and small.streamed_layers == len(plan.streamed_layers) > 0
     assert small.seconds_per_token == pytest.approx(plan.seconds_per_token(3e9, 20e9))
     assert small.streamed_bytes_per_token > small.trunk_streamed_bytes_per_token > 0
-    tiny_budget = estimate(c, 8 * 10 ** 9, mem_bw=20e9, disk_bw=3e9)
+    tiny_budget = estimate(c, 8 * 10 ** 9, mem_bw=20e9, disk_bw=3e9, state_bytes=0)
     with pytest.raises(ValueError) as planner:
         plan_memory(c, 8 * 10 ** 9)
     # doctor says what k3 does at this budget: the planner's refusal, never a plan nothing runs
     assert tiny_budget.mode == "refused" and tiny_budget.seconds_per_token is None
     assert tiny_budget.refusal == str(planner.value)
-    mid = estimate(c, 200 * 10 ** 9, mem_bw=20e9, disk_bw=3e9)
+    mid = estimate(c, 200 * 10 ** 9, mem_bw=20e9, disk_bw=3e9, state_bytes=0)
     expect_hit = ((200 * 10 ** 9 - mid.trunk_bytes) // PER_EXPERT) / (mid.expert_bytes_total // PER_EXPERT)
     assert mid.hit_rate == pytest.approx(expect_hit)
     assert mid.seconds_per_token == pytest.approx(

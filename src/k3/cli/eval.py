@@ -78,7 +78,7 @@ def run(args) -> int:
     task_args = _task_args(args.task_arg)
     launch.precheck(tasks, task_args)
     target = _target(args)
-    max_tokens = _max_tokens(args.max_tokens, target.max_model_len)
+    max_tokens = _max_tokens(args.max_tokens, target.context)
     run = launch.Run(tasks, target, judge=_judge(args), task_args=task_args, limit=args.limit,
                      epochs=args.epochs, approval=args.approval, log_dir=str(out), progress=not args.no_progress, prices=prices,
                      config=GenerateConfig(max_tokens=max_tokens, temperature=args.temperature, seed=args.seed))

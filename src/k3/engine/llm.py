@@ -65,9 +65,9 @@ class LLM:
             if tokenizer is None and (Path(model) / VOCAB_FILE).is_file():
                 tokenizer = model
         if str(device).startswith("cpu"):
-            from k3.ops.native import native
+            from k3.ops.dispatch import prepare
 
-            native()   # a first-use kernel build happens here, while loading, not inside the first request's TTFT
+            prepare()   # a first-use kernel build happens here, while loading, not inside the first request's TTFT
         if isinstance(tokenizer, (str, Path)):
             tokenizer = K3Tokenizer.load(tokenizer)
         self.tokenizer = tokenizer

@@ -63,6 +63,12 @@ def eligible(args: tuple, kwargs: dict) -> bool:
             and native() is not None)
 
 
+def prepare() -> bool:
+    """Build (once) and load the native kernels now, where the caller can afford the wait: a model being
+    loaded, not a request being timed. -> whether they are available."""
+    return not _forced_reference() and native() is not None
+
+
 def native_helpers():
     """The native module, or None, for the helpers that are no model op and so no dispatch choice: the
     check behind the layers' bound decode steps (layers/direct.py, ops/native/held.cpp)."""

@@ -126,6 +126,7 @@ def build_app(server: Server) -> FastAPI:
     app = FastAPI(title="k3", docs_url=None, redoc_url=None)
     _install_guards(app, server)
     _install_errors(app)
+    _install_info(app, server)
 
     @app.get("/", include_in_schema=False)
     async def page():
@@ -141,20 +142,6 @@ def build_app(server: Server) -> FastAPI:
     @app.get("/metrics")
     async def metrics():
         return Response(server.metrics.render(server.engine.engine.stats_snapshot()), media_type=CONTENT_TYPE_LATEST)
-
-    @app.get("/v1/models")
-    async def models():
-        return {"object": "list", "data": [await _model_card(server)]}
-
-    @app.get("/v1/models/{model_id:path}")
-    async def model(model_id: str):
-        """OpenAI's retrieve (`client.models.retrieve(id)`); ids may hold a slash (moonshotai/Kimi-K3)."""
-        server.check_model(model_id)
-        return await _model_card(server)
-
-    @app.get("/version")
-    async def version():
-        return {"version": __version__}
 
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest, request: Request):
@@ -177,16 +164,33 @@ def build_app(server: Server) -> FastAPI:
         ids = await asyncio.to_thread(_tokenize, server, req)   # off the loop: a large prompt stalls no one
         return {"tokens": ids, "count": len(ids), "max_model_len": server.max_model_len}
 
-    @app.get("/tokenizer_info")
-    async def tokenizer_info():
-        """vLLM's: what a client tokenizing on its own side needs (lm-eval's remote tokenizer reads it)."""
-        return server.tokenizer_info()
-
     @app.post("/detokenize")
     async def detokenize(req: DetokenizeRequest):
         return {"prompt": server.tokenizer.decode(req.tokens)}
 
     return app
+
+
+def _install_info(app: FastAPI, server: Server) -> None:
+    """What a client asks before it sends work: the model, the version, the tokenizer."""
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [await _model_card(server)]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str):
+        """OpenAI's retrieve (`client.models.retrieve(id)`); ids may hold a slash (moonshotai/Kimi-K3)."""
+        server.check_model(model_id)
+        return await _model_card(server)
+
+    @app.get("/version")
+    async def version():
+        return {"version": __version__}
+
+    @app.get("/tokenizer_info")
+    async def tokenizer_info():
+        """vLLM's: what a client tokenizing on its own side needs (lm-eval's remote tokenizer reads it)."""
+        return server.tokenizer_info()
 
 
 async def _model_card(server: Server) -> dict:

@@ -35,7 +35,7 @@ def start_server(server):
 
 
 @contextlib.contextmanager
-def serving(llm, model_name: str = "default-model", **server_kwargs):
+def serving(llm, model_name: str = "default", **server_kwargs):
     """A server around `llm` on a free loopback port for the duration of the block; yields its URL."""
     from k3.serve.app import Server
     from k3.serve.async_engine import AsyncEngine

@@ -1,0 +1,82 @@
+"""Run a benchmark and keep its result: the JSON line it prints last, with the date, the commit, the
+command and the CPU, appended to benchmarks/results/<script>.jsonl. The docs' results page is generated
+from these files (scripts/gen_docs.py), so every published figure says where it came from.
+
+    .venv/bin/python benchmarks/record.py benchmarks/engine.py --rounds 2
+    .venv/bin/python benchmarks/record.py --from-log run.txt benchmarks/engine.py --rounds 2   # a run already made
+
+The commit is HEAD's; a working tree with changes under src/ or benchmarks/ is refused (the figure would
+name code that was not what ran), unless --dirty says so, which the record then carries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def cpu() -> dict:
+    """The CPU's model name and kind: the instruction set level k3's kernels use on it."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")),
+                platform.processor() or "unknown")
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
+    kind = "AVX-512" if {"avx512f", "avx512bw", "avx512vl"} <= set(flags) else "AVX2" if "avx2" in flags else "other"
+    vendor = "AMD" if "AMD" in name else "Intel" if "Intel" in name else ""
+    return {"model": name, "kind": f"{vendor} {kind}".strip(), "cores": len(
+        [line for line in info.splitlines() if line.startswith("processor")])}
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def last_json(text: str) -> dict:
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise SystemExit("the benchmark printed no JSON line")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--from-log", help="take the JSON line from this file instead of running the command")
+    ap.add_argument("--dirty", action="store_true", help="record although src/ or benchmarks/ have changes")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="benchmarks/NAME.py [its arguments]")
+    args = ap.parse_args()
+    if not args.command or not args.command[0].endswith(".py"):
+        ap.error("give the benchmark script and its arguments: benchmarks/NAME.py ...")
+    changed = git("status", "--porcelain", "--", "src", "benchmarks")
+    changed = [line for line in changed.splitlines() if "benchmarks/results/" not in line]
+    if changed and not args.dirty:
+        raise SystemExit("uncommitted changes under src/ or benchmarks/: commit first, or pass --dirty")
+    if args.from_log:
+        text = Path(args.from_log).read_text()
+    else:
+        run = subprocess.run([sys.executable, *args.command], cwd=ROOT, capture_output=True, text=True)
+        sys.stderr.write(run.stderr[-2000:])
+        print(run.stdout)
+        if run.returncode:
+            raise SystemExit(f"the benchmark failed (exit {run.returncode}); nothing recorded")
+        text = run.stdout
+    record = {"date": time.strftime("%Y-%m-%d"), "commit": git("rev-parse", "--short", "HEAD"),
+              "dirty": bool(changed), "command": " ".join(["python", *args.command]), "cpu": cpu(),
+              "result": last_json(text)}
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / (Path(args.command[0]).stem + ".jsonl")
+    with out.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+    print(f"recorded in {out.relative_to(ROOT)}; regenerate the docs: python scripts/gen_docs.py")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Tables from recorded benchmark results (benchmarks/results/*.jsonl; see benchmarks/record.py).
+
+Each benchmark gets a section; each CPU kind its latest record, with the date, commit and command it came
+from. Benchmarks with a known shape show their headline figures; any other shows its scalar results.
+"""
+
+from __future__ import annotations
+
+ABOUT = {
+    "compare": "k3 against llama.cpp (and mlx-lm) on one random checkpoint in K3's proportions, side by side",
+    "engine": "the engine against a bare loop; decode against context length and batch size",
+    "structured": "the cost of constrained decoding; the grammar library's time per token",
+    "tool_calls": "tool calls whose arguments fail their schema, over generated and real-world schemas",
+    "prefix_cache": "time to first token with the prefix cache on and off, multi-turn and shared-prefix",
+    "speculative": "speculative decoding against plain decoding",
+    "eval_harness": "the evaluation harness's own costs (sandbox, Inspect)",
+    "engine_thread": "a served request with the model built on the stepping thread or not",
+}
+
+
+def _fmt(v) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _flat(d: dict, prefix: str = "", depth: int = 0) -> list[tuple[str, object]]:
+    rows = []
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and depth < 2:
+            rows += _flat(v, key + ".", depth + 1)
+        elif isinstance(v, (int, float, str, bool)) and not (isinstance(v, str) and len(v) > 60):
+            rows.append((key, v))
+    return rows
+
+
+def _engine(r: dict) -> list[str]:
+    rows = ["| measure | " + " | ".join(c["checkpoint"] for c in r["results"]) + " | target |",
+            "|---|" + "---|" * len(r["results"]) + "---|"]
+    for label, key, target in (("engine / bare loop, batch 1", "engine_over_bare", "≥ 0.95"),
+                               ("decode at 16K / at 256 context", "context_16k_over_256", "≥ 0.85"),
+                               ("decode batch 32 / batch 1", "batch32_over_batch1", "≥ 10"),
+                               ("engine, batch 1 (tok/s)", "engine_tok_s", ""),
+                               ("weights read per token (MB)", "weight_bytes_per_token", "")):
+        vals = [c[key] / 1e6 if key.endswith("bytes_per_token") else c[key] for c in r["results"]]
+        rows.append(f"| {label} | " + " | ".join(_fmt(v) for v in vals) + f" | {target} |")
+    return rows
+
+
+def _structured(r: dict) -> list[str]:
+    d = r["decode"]
+    rows = ["| measure | value |", "|---|---|",
+            f"| constrained / plain decode | {_fmt(d['constrained_over_plain'])} |"]
+    if "drafted_over_constrained" in d:
+        rows.append(f"| constrained with drafts (k=4) / constrained | {_fmt(d['drafted_over_constrained'])} |")
+    for m in r["mask"]:
+        rows.append(f"| mask + take at {m['vocab']:,} tokens, p50 / p90 (ms) | {_fmt(m['mask_ms_p50'])} / "
+                    f"{_fmt(m['mask_ms_p90'])} |")
+    return rows
+
+
+def _compare(r: dict) -> list[str]:
+    other = "llama.cpp"
+    rows = ["| measure | k3 | llama.cpp | k3 / llama.cpp |", "|---|---|---|---|"]
+    turns = r.get("interleaved", {})
+    if turns:
+        rows.append(f"| decode in turns (tok/s) | {_fmt(turns['decode_tok_s']['k3'])} | "
+                    f"{_fmt(turns['decode_tok_s'][other])} | **{_fmt(turns[f'decode_ratio_k3_over_{other}'])}** |")
+    med = r["median"]
+    rows += [f"| decode, separate runs (tok/s, median) | {_fmt(med['k3']['decode_tok_s'])} | "
+             f"{_fmt(med[other]['decode_tok_s'])} | {_fmt(r[f'decode_ratio_k3_over_{other}'])} |",
+             f"| prefill at 512 tokens (tok/s, median) | {_fmt(med['k3']['prefill_tok_s'])} | "
+             f"{_fmt(med[other]['prefill_tok_s'])} | **{_fmt(r[f'prefill_ratio_k3_over_{other}'])}** |",
+             f"| decode time / bandwidth floor | {_fmt(r['decode_over_floor']['k3'])} | "
+             f"{_fmt(r['decode_over_floor'][other])} | |"]
+    return rows
+
+
+SHAPES = {"engine": _engine, "structured": _structured, "compare": _compare}
+
+
+def _table(name: str, result: dict) -> list[str]:
+    if name in SHAPES:
+        try:
+            return SHAPES[name](result)
+        except (KeyError, TypeError):
+            pass                                   # an older record's shape: show its scalars
+    return ["| result | value |", "|---|---|"] + [f"| {k} | {_fmt(v)} |" for k, v in _flat(result)]
+
+
+def _latest_by_kind(records: list[dict]) -> dict[str, dict]:
+    latest: dict[str, dict] = {}
+    for rec in records:
+        latest[rec["cpu"]["kind"]] = rec           # files are appended in time order
+    return latest
+
+
+def results_page(records: dict[str, list[dict]]) -> str:
+    out = ["# Benchmark results", "",
+           "Generated from the JSON lines the benchmark scripts print, kept by `benchmarks/record.py` in "
+           "`benchmarks/results/`. Each table is the latest run on that CPU kind; how each benchmark "
+           "measures is in [methodology](methodology.md). Ratios are the figures to read: absolute rates "
+           "move with the machine's memory bandwidth from one run to the next.", ""]
+    if not records:
+        out.append("No results recorded yet.")
+    for name, recs in records.items():
+        out += [f"## {name}", "", ABOUT.get(name, f"`benchmarks/{name}.py`") + ".", ""]
+        for kind, rec in sorted(_latest_by_kind(recs).items()):
+            dirty = " (uncommitted changes)" if rec.get("dirty") else ""
+            out += [f"### {kind}", "", f"{rec['date']}, commit `{rec['commit']}`{dirty}, {rec['cpu']['model']} "
+                    f"({rec['cpu']['cores']} cores): `{rec['command']}`", "", *_table(name, rec["result"]), ""]
+        if len(recs) > 1:
+            out += [f"{len(recs)} runs recorded in `benchmarks/results/{name}.jsonl`.", ""]
+    return "\n".join(out)
+
+
+def headline_table(records: dict[str, list[dict]]) -> str:
+    """The README's one table: k3 against llama.cpp per CPU kind (latest run), else the engine's ratios."""
+    if records.get("compare"):
+        rows = ["| CPU | decode, k3 / llama.cpp (in turns) | prefill at 512, k3 / llama.cpp | k3 decode / bandwidth floor "
+                "| date, commit |", "|---|---|---|---|---|"]
+        for kind, rec in sorted(_latest_by_kind(records["compare"]).items()):
+            r = rec["result"]
+            turns = r.get("interleaved", {}).get("decode_ratio_k3_over_llama.cpp", r["decode_ratio_k3_over_llama.cpp"])
+            rows.append(f"| {kind} | {_fmt(turns)} | {_fmt(r['prefill_ratio_k3_over_llama.cpp'])} | "
+                        f"{_fmt(r['decode_over_floor']['k3'])} | {rec['date']}, `{rec['commit']}` |")
+        return "\n".join(rows)
+    recs = records.get("engine", [])
+    if not recs:
+        return "No benchmark results recorded yet (see the docs' benchmark pages)."
+    rows = ["| CPU | engine / bare loop | 16K / 256 context | batch 32 / 1 | date, commit |", "|---|---|---|---|---|"]
+    for kind, rec in sorted(_latest_by_kind(recs).items()):
+        c = next((c for c in rec["result"]["results"] if c["checkpoint"] == "compare"), rec["result"]["results"][0])
+        rows.append(f"| {kind} | {_fmt(c['engine_over_bare'])} | {_fmt(c['context_16k_over_256'])} | "
+                    f"{_fmt(c['batch32_over_batch1'])} | {rec['date']}, `{rec['commit']}` |")
+    return "\n".join(rows)

@@ -1,0 +1,121 @@
+"""Runs the commands of a Markdown page as a reader would, against stand-ins for what a test cannot have:
+a 1.56 TB checkpoint becomes a tiny one in the same layout, a remote server a `k3 serve` on loopback, the
+Hugging Face hub a loopback mirror (HF_ENDPOINT). ```python blocks run in one namespace per page; ```bash
+lines run one by one (`k3 ...` as `python -m k3.cli.main ...`; `k3 serve` in the background, on a free
+port that replaces the page's 8000, until the page ends)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from k3.testing.serving import free_port
+
+FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
+# Commands a test does not run, and why (each is run elsewhere, or is set-up the test itself stands on).
+NOT_RUN = {
+    "make ": "the set-up commands: CI runs make test; tests/cli/test_demo.py runs the demo",
+    "python3 -m venv": "installing k3: the environment this test runs in",
+    ".venv/bin/pip": "installing k3: the environment this test runs in",
+    "mkdocs": "tests/docs/test_docs.py builds the site",
+    "inspect view": "a log viewer (a GUI)",
+    ".venv/bin/python benchmarks/": "benchmarks run for minutes; benchmarks/record.py keeps their results",
+}
+
+
+@dataclass
+class Page:
+    path: Path
+    workdir: Path
+    env: dict
+    subs: dict[str, str]
+    servers: list = field(default_factory=list)
+    ran: list[str] = field(default_factory=list)
+
+    def blocks(self) -> list[tuple[str, str]]:
+        return [(lang, body) for lang, body in FENCE.findall(self.path.read_text()) if lang in ("bash", "python")]
+
+    def sub(self, text: str) -> str:
+        for old, new in self.subs.items():
+            text = text.replace(old, new)
+        return text
+
+    def run(self) -> list[str]:
+        namespace: dict = {}
+        try:
+            for lang, body in self.blocks():
+                if lang == "python":
+                    self._python(self.sub(body), namespace)
+                else:
+                    for line in _lines(body):
+                        self._command(line)
+        finally:
+            for proc in self.servers:
+                proc.send_signal(signal.SIGINT)
+                proc.wait(30)
+        return self.ran
+
+    def _python(self, source: str, namespace: dict) -> None:
+        cwd = os.getcwd()
+        os.chdir(self.workdir)
+        try:
+            exec(compile(source, str(self.path), "exec"), namespace)   # noqa: S102 - the docs' own examples
+        finally:
+            os.chdir(cwd)
+        self.ran.append(source.splitlines()[0])
+
+    def _command(self, line: str) -> None:
+        if any(line.startswith(prefix) for prefix in NOT_RUN):
+            return
+        argv = shlex.split(self.sub(line), comments=True)
+        stdin = None
+        if "|" in argv:                                   # `echo TEXT | k3 ...`
+            cut = argv.index("|")
+            assert argv[0] == "echo", line
+            stdin, argv = " ".join(argv[1:cut]) + "\n", argv[cut + 1:]
+        assert argv[0] == "k3", f"{self.path}: a command the docs runner does not know: {line}"
+        argv = [sys.executable, "-m", "k3.cli.main", *argv[1:]]
+        if argv[3] == "serve":
+            return self._serve(argv, line)
+        run = subprocess.run(argv, cwd=self.workdir, env=self.env, input=stdin, capture_output=True, text=True,
+                             timeout=600)
+        assert run.returncode == 0, f"{self.path}: `{line}` exited {run.returncode}:\n{run.stderr[-3000:]}"
+        self.ran.append(line)
+
+    def _serve(self, argv: list[str], line: str) -> None:
+        port = self.subs["8000"]
+        proc = subprocess.Popen(argv + (["--port", port] if "--port" not in argv else []), cwd=self.workdir,
+                                env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.servers.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        end = time.monotonic() + 180
+        while time.monotonic() < end:
+            assert proc.poll() is None, f"{self.path}: `{line}` exited: {proc.stderr.read()[-3000:]}"
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    self.ran.append(line)
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        raise AssertionError(f"{self.path}: `{line}` did not come up")
+
+
+def _lines(body: str):
+    """Logical command lines: continuations joined, comments and blanks dropped."""
+    for line in body.replace("\\\n", " ").splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            yield line
+
+
+def page(path: Path, workdir: Path, subs: dict[str, str], env: dict) -> Page:
+    return Page(path, workdir, env, {**subs, "8000": str(free_port())})
