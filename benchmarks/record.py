@@ -58,6 +58,7 @@ def main() -> int:
     changed = [line for line in changed.splitlines() if "benchmarks/results/" not in line]
     if changed and not args.dirty:
         raise SystemExit("uncommitted changes under src/ or benchmarks/: commit first, or pass --dirty")
+    commit = git("rev-parse", "--short", "HEAD")     # what runs, read before it runs
     if args.from_log:
         text = Path(args.from_log).read_text()
     else:
@@ -67,7 +68,7 @@ def main() -> int:
         if run.returncode:
             raise SystemExit(f"the benchmark failed (exit {run.returncode}); nothing recorded")
         text = run.stdout
-    record = {"date": time.strftime("%Y-%m-%d"), "commit": git("rev-parse", "--short", "HEAD"),
+    record = {"date": time.strftime("%Y-%m-%d"), "commit": commit,
               "dirty": bool(changed), "command": " ".join(["python", *args.command]), "cpu": cpu(),
               "result": last_json(text)}
     RESULTS.mkdir(exist_ok=True)
