@@ -1,7 +1,7 @@
 """The int8 trunk (issue 25): what it costs in accuracy, and what its decode GEMV gains in speed.
 
 Quality: `k3.load(ckpt, trunk="int8")` (every int8_target matrix quantised at load, per-32 bf16 scales)
-against `k3.load(ckpt)` (the bf16 weights, fp32 compute) on held-out text (this README, never trained
+against `k3.load(ckpt)` (the bf16 weights, fp32 compute) on held-out text (the README and the docs' guides, never trained
 on; seeded random ids for a checkpoint without a tokenizer, such as a random-weight slice from
 `k3 synth`). Two paths: a prefill (many rows: dequantised matrices and fp32 GEMMs, so the weights'
 rounding alone) and teacher-forced decode steps (one row: the native int8 GEMV, which also rounds
@@ -34,13 +34,15 @@ from k3.chat.tokenizer import K3Tokenizer
 from k3.defaults import default_model
 from k3.testing.tolerance import rel_l2
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+# Held-out English (never trained on): the README and the docs' guides, in a fixed order.
+TEXTS = [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def input_ids(checkpoint: Path, vocab: int, n: int) -> tuple[torch.Tensor, str]:
     if (checkpoint / "tiktoken.model").is_file():
-        return torch.tensor([K3Tokenizer.load(checkpoint).encode(README.read_text())[:n]]), "README text"
+        return torch.tensor([K3Tokenizer.load(checkpoint).encode("\n".join(p.read_text() for p in TEXTS))[:n]]), "README and guide text"
     return torch.randint(0, vocab, (1, n), generator=torch.Generator().manual_seed(0)), "random ids"
 
 

@@ -26,7 +26,7 @@ from k3.ops.speculative import verify_greedy, verify_sampled
 def finite_rows(logits: torch.Tensor) -> torch.Tensor:
     """[N, V] -> [N] bool: whether every entry of a row is finite. Through the row's largest magnitude
     (amax propagates NaN, and an infinity is its own maximum): one reduction, where isfinite().all()
-    made a [N, V] mask first (12 against 68 us for one 32,000-entry row on 2 cores)."""
+    made a [N, V] mask first."""
     return torch.isfinite(logits.abs().amax(dim=-1))
 
 

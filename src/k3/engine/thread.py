@@ -3,9 +3,8 @@
 Why: OpenMP (which ATen and k3's native kernels use) gives each thread that starts parallel work a team of
 worker threads of its own. A model loaded on one thread and stepped on another leaves two teams; once
 OpenMP's threads outnumber the cores, libgomp stops spinning between parallel regions and every small
-parallel op pays a sleep and a wake-up. On 2 cores that made decoding 3-4x slower (a served request, or
-the Inspect provider's calls, against the same model stepped where it was built): benchmarks/serve.py's
-"built on another thread" row, and docs/evaluation.md, "Harness costs".
+parallel op pays a sleep and a wake-up, and decoding slows several times (benchmarks/engine_thread.py;
+docs/benchmarks/results.md).
 
 A daemon thread of its own rather than a ThreadPoolExecutor's: the engine loop may block waiting for
 work, and an executor's threads are joined at interpreter exit, which would then never come."""

@@ -118,7 +118,7 @@ class TokenGroup:
     @cached_property
     def index(self) -> torch.Tensor:
         """[b, T] packed positions of the group's tokens. Built on first use: a decode step's native path
-        needs only `seqs` and `whole`, and these three small tensors cost about 90 us of a decode token
+        needs only `seqs` and `whole`, and these three small tensors cost a decode token real time
         when built cold (after the weight streams have evicted the interpreter's working set)."""
         starts = torch.tensor(self.starts, dtype=torch.long, device=self.device)
         return starts.unsqueeze(1) + torch.arange(self.tokens, device=self.device).unsqueeze(0)

@@ -4,7 +4,7 @@ KDA's q/k/v/gate/f_a/beta projections all read the layer's normalised input, as 
 gate, the dense MLP's gate/up and the MoE's latent down-projection with the shared expert's gate/up.
 At batch 1 each is a GEMV that streams its weight once; one [sum(out), in] matrix instead of six
 separate ones keeps the memory system busy without a restart per call and pays Python's per-call cost
-once (measured: 1.4 ms against 1.75 ms for KDA's six at hidden 2048 on 2 cores).
+once (benchmarks/decode_profile.py).
 
 The loader allocates the matrix and reads each checkpoint tensor straight into its row block
 (`SharedInput.allocate`); each Linear's weight is a view of that block, so nothing is held twice,

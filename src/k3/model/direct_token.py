@@ -2,9 +2,8 @@
 
 Each decoder layer already decodes in one native call (`layer_decode`), but between those calls the
 interpreter prepared each layer's arguments, checked each layer's binding and ran the embedding, the
-output mix and norm and the vocabulary projection as separate calls: about 0.4-0.5 ms of a 14 ms
-`compare.py` token on a Zen 5, most of it the first touch of Python's and ATen's working set after the
-weight streams evicted it. Here the whole model binds once (`layers/direct.py`: one record of every
+output mix and norm and the vocabulary projection as separate calls, much of that time the first touch of
+Python's and ATen's working set after the weight streams evicted it (benchmarks/decode_profile.py). Here the whole model binds once (`layers/direct.py`: one record of every
 object the step reads, one native check a step instead of one a layer), and a step prepares only
 what changes with the state (each attention's state tensors and MLA's new cache rows), then makes one
 call. `token_decode` runs the kernels the per-layer path runs, in its order, so the logits are the same

@@ -52,7 +52,7 @@ def attach_streamed_trunk(model, config: K3Config, path: str | Path, reader: Che
     would need its members' bytes side by side, which their places in the shards rarely allow (the
     result is the same bit for bit: layers/fused.py)."""
     # Twice the experts' readers: a layer is one long run of large reads, and a deeper queue read it
-    # faster (benchmarks/streaming.py on this machine's disk: 2.99 against 3.33 s a token).
+    # faster (benchmarks/streaming.py).
     store = TrunkStore(path, trunk_extents(reader, config, plan.streamed_layers), io_threads=2 * io_threads,
                        direct_io=direct_io)
     for i in plan.streamed_layers:

@@ -38,7 +38,7 @@ EXPERT_NAME = re.compile(r"(.*\.block_sparse_moe)\.experts\.(\d+)\.(w[123])\.(we
 def resolve_dtypes(dtype: torch.dtype | None, device: torch.device) -> tuple[torch.dtype | None, torch.dtype]:
     """(storage dtype for float weights, None = as stored; compute dtype).
 
-    On a CPU without bf16 matmul units, bf16 GEMMs are >100x slower than fp32, so the default
+    On a CPU without bf16 matmul units, bf16 GEMMs are far slower than fp32, so the default
     keeps the checkpoint's compact bf16 bytes and computes in fp32. On GPUs the default is bf16.
     """
     if dtype is not None:
@@ -58,8 +58,8 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     layers' large matrices too (see k3.offload). `model.memory_plan` says how.
 
     trunk="int8": the trunk's projection matrices (k3.checkpoint.layout.int8_target) are quantised to
-    int8 with per-32 scales as they are read (half the memory and bytes per token; error measured in
-    the README). A checkpoint written by `k3 quantize --trunk int8` is int8 already, with or without it."""
+    int8 with per-32 scales as they are read (half the memory and bytes per token; error measured by
+    benchmarks/int8_trunk.py). A checkpoint written by `k3 quantize --trunk int8` is int8 already, with or without it."""
     if trunk not in (None, "int8"):
         raise ValueError(f"trunk={trunk!r}: expected None (as stored) or 'int8'")
     path = resolve_model(path)

@@ -3,8 +3,7 @@
 Reference: the ATen ops below (conv1d for prefill, tap sums for a few tokens). Native (fp32, outside
 autograd): `short_conv_silu` in ops/native/kda.cpp, the taps added in order and SiLU as the native decode
 step computes them (so a prefill token gets the decode step's bits), rows over threads, no transposed
-copies (the reference's three convolutions cost a 512-token prefill about 40 ms a KDA layer's worth of
-copies and conv calls). `k3.ops.dispatch` picks.
+copies (the reference's three convolutions spend a prefill's time on copies and conv calls). `k3.ops.dispatch` picks.
 """
 
 from __future__ import annotations

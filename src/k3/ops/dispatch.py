@@ -81,7 +81,7 @@ def direct_kernels(x: torch.Tensor):
 
     A layer's decode fast path asks this once per call, checks its own weights, and then calls the
     kernels its forward would pick, in the same order (so the same bits), without the per-op dispatch
-    and glue: those were about a fifth of a decode token's time at hidden 2048 on 2 cores."""
+    and glue, a sizeable share of a decode token's time (benchmarks/decode_profile.py)."""
     if (_forced_reference() or torch.is_grad_enabled() or x.dtype != torch.float32 or x.dim() != 2
             or x.shape[0] > MAX_ROWS or not x.is_cpu):
         return None

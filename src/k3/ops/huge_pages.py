@@ -3,8 +3,7 @@
 A decode token streams every active weight once. On 4 KB pages that is one TLB entry per 4 KB: the
 764 MB of `compare.py`'s checkpoint walk some 190,000 pages a token, and the walks, plus the TLB
 misses of the interpreter's and the kernels' own data after the stream has evicted their entries,
-cost measurably (Zen 5, 2 cores: a decode token 0.92x the time with the embedding, head and unfused
-trunk weights moved from the shard's 4 KB memory map onto 2 MB pages, 16 alternating in-process pairs).
+cost measurably (docs/design/kernels.md).
 
 `empty(shape, dtype)` gives an uninitialised CPU tensor whose bytes start on a 2 MB boundary of an
 anonymous mapping advised MADV_HUGEPAGE before anything touches it, so the page faults of the first

@@ -10,8 +10,8 @@ fp32. Every exponential here is of a non-positive difference; see `_decayed_prod
 
 Reference: the torch form below (matmuls over every chunk and head at once; differentiable). Native
 (fp32 on the CPU, outside autograd): `kda_chunk` (ops/native/kda_chunk.cpp), the same equations one
-(sequence, head) at a time with the decay exponentials taken per key channel, 2.5-3.5x faster at K3's
-head sizes. `k3.ops.dispatch` picks.
+(sequence, head) at a time with the decay exponentials taken per key channel, several times faster at
+K3's head sizes (benchmarks/forward.py). `k3.ops.dispatch` picks.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def chunk_kda_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: to
     """Same contract as `recurrent_kda`: q, k, g [B, T, H, K]; v [B, T, H, V]; beta [B, T, H].
 
     Returns (o [B, T, H, V], final state [B, H, K, V]) in fp32 (or fp64 for fp64 inputs). Subnormal
-    intermediates are flushed to zero on CPU (see ops/subnormal.py): they made prefill 3x slower.
+    intermediates are flushed to zero on CPU (see ops/subnormal.py): x86 multiplies them through a slow microcode assist.
     """
     if q.device.type != "cpu":
         return _chunk_kda(q, k, v, g, beta, scale, initial_state, chunk_size)

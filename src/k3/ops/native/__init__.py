@@ -39,7 +39,7 @@ FUNCTIONS = ["set_simd", "set_gemv_sequential", "set_prefetch_nta", "set_int8_ac
              "mlp_decode_step", "attn_res_norm_rows",
              "layer_decode", "token_decode", "set_part_timing", "part_seconds", "objects_held"]
 CFLAGS = ["-O3", "-ffp-contract=off", "-fopenmp"]
-MAX_ROWS = 32  # measured: above ~32-48 rows, dequantise-then-GEMM (compute bound) wins
+MAX_ROWS = 32  # above this, dequantise-then-GEMM (compute bound) wins: the weight is reused across rows
 SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}
 
 
@@ -98,16 +98,15 @@ def prefill_gemm() -> str:
     """Who multiplies prefill-sized products (more than MAX_ROWS rows): "native" (gemm.cpp, widening or
     decoding the weight as it packs it) or "torch" (the weight widened to fp32, then MKL). K3_PREFILL_GEMM
     chooses. The default is native wherever MKL runs without its AVX-512 code: on CPUs with AVX2 but not
-    AVX-512 (Zen 3, 2 threads: 1.2-1.6x MKL with the widening MKL needs) and on AMD CPUs, where MKL takes
-    its AVX2 code (Zen 5, 2 threads: the AVX-512 tile at 340-400 against 146-193 GFLOP/s); torch on Intel
-    CPUs with AVX-512, where MKL uses it (the native AVX-512 tile is unmeasured there)."""
+    AVX-512, and on AMD CPUs, where MKL takes its AVX2 code; torch on Intel CPUs with AVX-512, where MKL
+    uses it (the native AVX-512 tile is unmeasured there). Measured: docs/benchmarks/results.md."""
     level = simd_level()
     native_default = level == 1 or (level == 2 and cpu_vendor() != "GenuineIntel")
     return _choice("K3_PREFILL_GEMM", PREFILL_GEMMS, "native" if native_default else "torch")
 
 
 def _amd_avx512() -> bool:
-    """Where the decode memory-access choices below were measured to pay (a Zen 5): AMD with AVX-512."""
+    """Where the decode memory-access choices below were measured to pay: AMD with AVX-512."""
     return cpu_vendor() == "AuthenticAMD" and simd_level() == 2
 
 
@@ -120,11 +119,9 @@ def decode_gemv() -> str:
     decode): "sequential" (each thread reads its share of the rows in order as two streams, from the
     start and the middle of its share, each prefetched 2 KB ahead) or "tiles" (eight rows at a time with
     AVX-512, four with AVX2, each prefetched, the next tile into L2). Every output's sum is the same
-    either way. K3_DECODE_GEMV chooses. The default is sequential on AMD CPUs with AVX-512 (Zen 5: a
-    decode token of compare.py's checkpoint 16.6-18.3 against 23.5 ms; int8 GEMVs 35-41 against 27-32
-    GB/s) and tiles elsewhere: Sapphire Rapids measured eight streams faster than four (25-28 against
-    23-25 GB/s), Zen 3 (AVX2) four faster than eight (17.5 against 15.9); sequential is unmeasured on
-    both (a Zen 5 capped at AVX2 read 36-38 against 35-36 GB/s)."""
+    either way. K3_DECODE_GEMV chooses. The default is sequential on AMD CPUs with AVX-512, where it read
+    the weights faster, and tiles elsewhere (eight rows faster than four on Intel's AVX-512, four faster
+    than eight on AVX2), where sequential is unmeasured. Figures: docs/benchmarks/results.md."""
     return _choice("K3_DECODE_GEMV", DECODE_GEMVS, "sequential" if _amd_avx512() else "tiles")
 
 
@@ -135,9 +132,9 @@ WEIGHT_PREFETCHES = ("nta", "t0")
 def weight_prefetch() -> str:
     """The cache hint of the decode products' software prefetches of their weights: "nta" (non-temporal:
     the weights, read once a token, displace less of what is read again) or "t0" (into every level).
-    Results do not depend on it. K3_WEIGHT_PREFETCH chooses. The default is nta on AMD CPUs with AVX-512
-    (Zen 5: a decode token of compare.py's checkpoint 0.96x the time, in all 20 alternating pairs) and t0
-    elsewhere, where nta is unmeasured (Zen 3 and Intel)."""
+    Results do not depend on it. K3_WEIGHT_PREFETCH chooses. The default is nta on AMD CPUs with AVX-512,
+    where it made a decode token faster in every alternating pair, and t0 elsewhere, where nta is
+    unmeasured."""
     return _choice("K3_WEIGHT_PREFETCH", WEIGHT_PREFETCHES, "nta" if _amd_avx512() else "t0")
 
 

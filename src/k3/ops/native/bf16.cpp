@@ -14,8 +14,8 @@ namespace {
 // The weights are widened without a shuffle: a 32-bit lane holding bf16 columns (2j, 2j+1) gives column
 // 2j as lane << 16 and column 2j+1 as lane & 0xFFFF0000, so a block of 2L columns (L lanes) is two
 // vectors, even and odd columns, matched by activations split the same way once per call (see
-// SplitRows). Against zero-extending each half (a shuffle-port instruction per 16 weights) this read
-// 29 against 27 GB/s on 8336 x 2048 and 25 against 22 on 2048 x 1024 (2-core Xeon, prefetch on both).
+// SplitRows). Zero-extending each half instead costs a shuffle-port instruction per 16 weights, and the loop
+// was bound by that port, not by memory.
 inline float finish_dot(float lanes, const uint16_t* w, const float* x, int64_t k, int64_t K) {
   for (; k < K; ++k) lanes += bf16_to_f32(w[k]) * x[k];
   return lanes;
@@ -40,10 +40,8 @@ struct SplitRows {
 // The AVX-512 form: 16-lane accumulators over k in steps of 32 (used for every tile at that level, so
 // the one-fixed-order rule holds there too). Returns how far k got. Besides the near prefetch, each row
 // of the next tile (the rows_after rows past this one, at most NO) is prefetched into L2 at the same
-// column: a tile's rows start on fresh pages, where the hardware prefetcher starts over. Measured on a
-// 2-core Xeon, cold weights: 2048 x 1024 read in 174 against 203 us, 3072 x 768 in 203 against 246 us,
-// 2048 x 128 in 29 against 35 us; 2048-wide rows unchanged; about 1 ms less a token on compare.py's
-// checkpoint.
+// column: a tile's rows start on fresh pages, where the hardware prefetcher starts over (cold weights
+// read faster; wide rows unchanged).
 template <int NO, int NN, int64_t Ahead = kPrefetchBf16>
 K3_AVX512 int64_t linear_tile_avx512(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0,
                                      int64_t rows_after, float (&sums)[NO][NN]) {
@@ -93,9 +91,7 @@ inline void block_avx2(const uint16_t* w, const float* x, int64_t K, int64_t o0,
 
 // The AVX2 form: 8-lane accumulators over k in blocks of 16, two blocks (a 64-byte line of each weight
 // row) per step, then a last lone block: the same order as one block per step. Prefetches as the
-// AVX-512 form. Zen 3, 2 cores, cold weights, against one block per step and the near prefetch alone
-// (three alternating runs, GB/s): 2048 x 1024 12.5-14.0 against 8.0-11.8, 3072 x 768 10.6-11.8 against
-// 7.1-10.4, 2048 x 128 7.5-9.4 against 5.6-8.1; 8336 x 2048 about the same.
+// AVX-512 form (cold weights read faster than with one block per step and the near prefetch alone).
 template <int NO, int NN, int64_t Ahead = kPrefetchBf16>
 int64_t linear_tile_avx2(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0, int64_t rows_after,
                          float (&sums)[NO][NN]) {
@@ -165,9 +161,7 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   float* yp = y.data_ptr<float>();
   // Tiles of 4 outputs x 4 or 2 rows: 16 or 8 independent accumulators. A lone row (decode) takes 8
   // outputs at a time on AVX-512: 8 weight rows streaming at once keep more memory reads in flight
-  // (measured 21-26 GB/s against 20-21 for 4 on a 2-core Xeon). On AVX2 (Zen 3, 2 cores, cold, four
-  // alternating runs) 4 read faster: 17.5 against 15.9 GB/s on 8336 x 2048, 17.0 against 14.2 on 4096 x
-  // 2048, 13.3 against 12.3 on 2048 x 1024. Each output's sum is the same either way.
+  // there; on AVX2, 4 read faster. Each output's sum is the same either way.
   // The sequential decode form (k3.ops.native.decode_gemv): W's rows one at a time in two streams per
   // thread, each row prefetched kPrefetchSequential bytes ahead; the same per-output sums as the tiles.
   if (N == 1 && g_simd >= 1 && g_gemv_sequential) {

@@ -28,22 +28,20 @@ bool g_gemv_sequential = false;  // decode GEMVs (bf16, int8): W's rows one afte
 
 // Software prefetch for the weight streams of decode products, `Bytes` ahead of the load. A GEMV reads
 // each weight once, from several short row streams per thread (or, for the MXFP4 experts, one stream per
-// thread): with the hardware prefetcher alone a core read bf16 rows at 13 GB/s against 15-16 with this,
-// 2 KB rows (K = 1024) at 18 against 22 GB/s, and an in-model MXFP4 expert layer took 1.4 against 1.0 ms
-// (2-core Xeon, measured; 512 bytes ahead suited the bf16 rows, 1024 the slower-consumed MXFP4 codes).
+// thread): the hardware prefetcher alone read them more slowly, short rows most of all. 512 bytes ahead
+// suited the bf16 rows, 1024 the slower-consumed MXFP4 codes.
 // Past the end of a row it fetches the start of the next one, which the kernels read next.
 // With g_prefetch_nta the hint is non-temporal: the weights (read once a token, far more than the caches
 // hold) then displace less of what is read again, the KDA states, the activations and the interpreter's
-// own objects (a Zen 5 decode token of compare.py's checkpoint: 0.96x the time, in all 20 alternating
-// pairs, every part of it faster, the GEMVs' included).
+// own objects (faster on AMD with AVX-512, where it is the default; docs/design/kernels.md).
 constexpr int64_t kPrefetchBf16 = 512, kPrefetchMxfp4 = 1024, kPrefetchSequential = 2048;
 bool g_prefetch_nta = false;
 
 // A prefetch further ahead (a later row's line, into L2): with g_prefetch_nta non-temporal too. A T1
 // hint there installs every line in the caches' normal way, so on AMD, whose L3 takes the lines L2
 // evicts, the experts' 94 MB a token of compare.py's checkpoint flushed the whole L3 each token (a
-// microbenchmark: 12 MB read between 700 MB streams stayed in L3, at about 140 GB/s, only when the
-// streams' every prefetch was non-temporal).
+// microbenchmark kept a small working set in L3 between large streams only when every prefetch of the
+// streams was non-temporal).
 inline void prefetch_far(const void* p) {
   if (g_prefetch_nta)
     _mm_prefetch(static_cast<const char*>(p), _MM_HINT_NTA);
@@ -62,9 +60,8 @@ inline void prefetch_ahead(const void* p) {
 
 // row(o) for every o in [0, O), as the sequential decode GEMVs read W: each OpenMP thread takes a
 // contiguous share of the rows and walks it as two sequential streams, a row from its first half, then
-// one from its second. Two independent streams per core kept more reads in flight than one (a Zen 5
-// decode token of compare.py's checkpoint: 16.6 against 18.2 ms in alternating runs), and each stays
-// in order for the hardware prefetcher.
+// one from its second. Two independent streams per core keep more reads in flight than one, and each
+// stays in order for the hardware prefetcher.
 template <class Row>
 void rows_in_two_streams(int64_t O, Row row) {
 #pragma omp parallel
@@ -275,7 +272,7 @@ bool set_prefetch_nta(bool on) {
 // Flush-to-zero and denormals-are-zero (MXCSR bits 15 and 6) on the calling thread (the region's thread
 // 0) and every thread of the OpenMP pool, which ATen and MKL share with these kernels (one libgomp per process). Chunked KDA
 // multiplies long decay products whose subnormal results x86 handles through microcode assists: a
-// batched matmul with subnormal operands measured 67x slower. Returns whether it was on before.
+// batched matmul with subnormal operands is many times slower. Returns whether it was on before.
 bool set_flush_denormal(bool on) {
   const unsigned bits = 0x8040;
   const bool before = (_mm_getcsr() & bits) == bits;

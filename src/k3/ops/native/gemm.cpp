@@ -4,18 +4,15 @@
 // A blocked GEMM in the BLIS shape: for each block of kGemmDepth columns of K, x's rows are packed in
 // tiles of R ([depth][R]) and each panel of C weight rows is widened (bf16) or decoded (MXFP4, exactly)
 // and transposed as it is packed ([depth][C], in L1), so the weight becomes fp32 once per use instead of
-// into a full fp32 copy first (as fresh memory, a 68 MB copy cost this VM 27 ms). The micro-kernel keeps
+// into a full fp32 copy first (fresh memory, costly to fault in and write). The micro-kernel keeps
 // R x C accumulators in registers: one broadcast of x and C / lanes FMAs per row and k. AVX2: R = 6,
 // C = 16 (12 of its 16 registers); AVX-512: R = 12, C = 32 (24 of its 32).
 //
 // Every output is summed the same way whatever M, N, the thread count or the instruction set: within a
 // depth block, one FMA chain over k in order (one vector lane per output); the blocks' sums added to y in
 // order. So a row's result never depends on its batch, and AVX2 and AVX-512 give the same bits.
-// GFLOP/s on 2 threads against widening the weight and torch's MKL sgemm:
-//   Zen 3 (AVX2): 512 x 2048 x 8336 120-136 against 83-84, 512 x 5632 x 2048 99-114 against 74-87, an
-//   expert's 64 x 1024 x 1024 from MXFP4 110 against 70 (dequantise + MKL);
-//   Zen 5 (AVX-512; MKL takes its AVX2 code on AMD), same shapes: 341 / 370 / 400 (MXFP4 376) against
-//   146 / 157 / 164 widen + MKL (171 / 194 / 179 on a weight widened beforehand), the AVX2 tile 215-227.
+// Faster than widening the weight for MKL's sgemm where MKL runs without its AVX-512 code (AVX2-only
+// CPUs; AMD CPUs, where MKL takes its AVX2 code): docs/design/kernels.md, benchmarks/forward.py.
 // Used where k3.ops.native.prefill_gemm() says.
 
 namespace {
@@ -127,7 +124,7 @@ void gemm_micro(const float* rows, const float* panel, int64_t kc, float* y, int
       }
     }
     // Unrolled, so the accumulators stay registers: with a loop over r here GCC kept a copy of all 12
-    // in memory, stored on every k (measured 2x slower).
+    // in memory, stored on every k.
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       __m256 lo = acc[r][0], hi = acc[r][1];

@@ -1,8 +1,7 @@
 // The check behind a bound decode step (layers/direct.py, Taken.still_held): are the objects a binding
 // took still the ones its modules hold, and do its tensors still have their storage? Asked before every
 // decode step of every layer, with the layer's objects evicted by the weight streams since the last
-// step: the same test in the interpreter took about 70 us a layer there (some 65 reads, one miss after
-// another). Here each round of loads is prefetched for every entry first, so the misses overlap.
+// step: in the interpreter the same test was some 65 reads a layer, one cache miss after another. Here each round of loads is prefetched for every entry first, so the misses overlap.
 
 namespace {
 

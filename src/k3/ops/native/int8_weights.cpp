@@ -7,9 +7,8 @@
 // The GEMV rounds x to int16 once per call, with one scale max|x_g| / 32767 per group of 32 inputs (so
 // an outlier costs precision in its own group only), and multiplies the codes as integers (pmaddwd: two
 // products summed per 32-bit lane, exact); each group's integer sum is converted once and scaled by
-// s[o, g] * xs[n, g]. Widening every weight to fp32 instead (convert, scale, fma) was compute-bound at
-// about 30 GB/s on 2 cores, below the memory's rate; the integer form does half the vector work per
-// weight. Its only rounding beyond fp32 summation is x's:
+// s[o, g] * xs[n, g]. Widening every weight to fp32 instead (convert, scale, fma) was compute-bound, below
+// the memory's rate; the integer form does half the vector work per weight. Its only rounding beyond fp32 summation is x's:
 //   |y - y_exact| <= sum_g (max|x_g| / 65534) * sum_{k in g} |w[o, k]|
 // (2^-16 of each group's largest input; tests/ops/test_int8.py checks every output against it). Tiles and the fixed per-output
 // order follow bf16.cpp (batch invariance); each weight byte is read once.

@@ -19,8 +19,7 @@ namespace {
 // The SIMD levels run the channels in passes over all P, one tap at a time (each channel's sum in the
 // same order as the scalar level's channel-at-a-time loop, so the same bits): every pass is a vector
 // loop, and the taps' stride Kc is a constant for K3's 4, which lets the compiler take w's columns with
-// shuffles. One K3 layer's three convolutions (6144 channels) with their SiLU: about 9 against 19 us
-// (one core, Zen 5).
+// shuffles.
 template <int Kc>
 void conv_silu_passes(const float* x, const float* w, float* tail, float* y, int64_t P) {
   for (int64_t c = 0; c < P; ++c) y[c] = tail[c] * w[c * Kc];
@@ -83,7 +82,7 @@ void delta_rule_step(const float* q, const float* k, const float* v, const float
 // only that column, so its prediction, u and output stay in registers through both passes over the rows
 // (the generic loop keeps them in memory and takes 8 lanes). `next` (or nullptr): the next head's state,
 // whose same columns are prefetched row by row during the first pass, while this head's rows are
-// computed. One K3 layer's 16 heads of 128 x 128 on 2 cores (Zen 5), from cache: about 16 against 23 us.
+// computed.
 template <int NV>
 K3_AVX512 void delta_rule_columns_avx512(const float* q, const float* k, const float* v, const float* decay,
                                          float beta, float* S, float* o, int64_t K, int64_t V, float scale,

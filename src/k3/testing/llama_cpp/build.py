@@ -3,8 +3,8 @@
 The `llama-cpp-python` sdist vendors a llama.cpp with Kimi-K3 support (model graph, and a converter
 that repacks compressed-tensors MXFP4 experts into ggml's MXFP4). One pinned version is fetched with
 pip (a package registry, not a model hub), unpacked, and built with cmake + ninja for this CPU
-(GGML_NATIVE): `libllama` (for the logits oracle) and `llama-bench` (for the speed anchor). About
-6 minutes once on 2 cores (measured); later calls find the build and return at once.
+(GGML_NATIVE): `libllama` (for the logits oracle) and `llama-bench` (for the speed anchor). Minutes
+once; later calls find the build and return at once.
 
     python -m k3.testing.llama_cpp build          # or: make llama-cpp
 """

@@ -15,7 +15,7 @@ from k3.testing.llama_cpp.build import AnchorError, bin_dir, is_built, source_di
 
 def _require_built(root: Path | None) -> None:
     if not is_built(root):
-        raise AnchorError("llama.cpp is not built: run `make llama-cpp` (about 6 minutes once on 2 cores)")
+        raise AnchorError("llama.cpp is not built: run `make llama-cpp` (minutes, once)")
 
 
 def bench(gguf: str | Path, *, threads: int, prompt: int = 0, generate: int = 0, depth: int = 0,
