@@ -22,7 +22,7 @@ def _fmt(v) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+        return f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}" if abs(v) < 1000 else f"{v:,.0f}"
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)
@@ -81,7 +81,39 @@ def _compare(r: dict) -> list[str]:
     return rows
 
 
-SHAPES = {"engine": _engine, "structured": _structured, "compare": _compare}
+def _tool_calls(r: dict) -> list[str]:
+    rows = ["| model | calls | finished | arguments that fail their schema |", "|---|---|---|---|"]
+    for model, t in r["totals"].items():
+        rows.append(f"| {model} | {_fmt(t['calls'])} | {_fmt(t['finished'])} | **{_fmt(t['invalid'])}** |")
+    return rows
+
+
+def _prefix_cache(r: dict) -> list[str]:
+    rows = ["| multi-turn turn | prompt tokens | TTFT cache on / off | floor (new / all tokens) |",
+            "|---|---|---|---|"]
+    for t in r["multi_turn"]["turns"]:
+        rows.append(f"| {t['turn']} | {_fmt(t['prompt_tokens'])} | {_fmt(t['ratio'])} | {_fmt(t['floor'])} |")
+    shared = r.get("shared_prefix")
+    if shared:
+        rows += ["", "| shared prefix | value |", "|---|---|",
+                 f"| time, cache off / on | **{_fmt(shared['speedup'])}** |",
+                 f"| prompt tokens reused | {_fmt(shared['hit_rate'])} |"]
+    return rows
+
+
+def _speculative(r: dict) -> list[str]:
+    rows = ["| checkpoint | mode | tok/s | vs plain |", "|---|---|---|---|"]
+    for part in ("random", "bundled", "streamed"):
+        rates = r.get(part, {}).get("tokens_per_s", {})
+        plain = rates.get("plain")
+        for mode, rate in rates.items():
+            ratio = "" if mode == "plain" or not plain else _fmt(rate / plain)
+            rows.append(f"| {part} | {mode} | {_fmt(rate)} | {ratio} |")
+    return rows
+
+
+SHAPES = {"engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
+          "prefix_cache": _prefix_cache, "speculative": _speculative}
 
 
 def _table(name: str, result: dict) -> list[str]:
@@ -109,7 +141,8 @@ def results_page(records: dict[str, list[dict]]) -> str:
     if not records:
         out.append("No results recorded yet.")
     for name, recs in records.items():
-        out += [f"## {name}", "", ABOUT.get(name, f"`benchmarks/{name}.py`") + ".", ""]
+        about = ABOUT.get(name, f"`benchmarks/{name}.py`")
+        out += [f"## {name}", "", about[0].upper() + about[1:] + ".", ""]
         for kind, rec in sorted(_latest_by_kind(recs).items()):
             dirty = " (uncommitted changes)" if rec.get("dirty") else ""
             out += [f"### {kind}", "", f"{rec['date']}, commit `{rec['commit']}`{dirty}, {rec['cpu']['model']} "

@@ -107,14 +107,17 @@ def test_statistics_snapshot_is_read_only_and_safe_to_read_while_stepping(model)
                 assert s["running"] + s["waiting"] <= 6 and s["slots_free"] <= s["slots_total"]
             except Exception as e:  # noqa: BLE001
                 errors.append(e)
+            reads.append(1)
+            stop.wait(0.0002)    # yield the GIL: a spinning reader would starve the stepping thread
 
+    reads: list = []
     t = threading.Thread(target=reader)
     t.start()
     while engine.has_unfinished():
         engine.step()
     stop.set()
     t.join()
-    assert not errors
+    assert not errors and len(reads) > 10           # read many times while it stepped
     final = engine.stats_snapshot()
     assert final["finished"] == 6 and final["running"] == 0 and final["generated_tokens"] == 48
 
