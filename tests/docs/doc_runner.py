@@ -32,6 +32,11 @@ NOT_RUN = {
 }
 
 
+# Blocks and lines already run with the same stand-ins in this session (the README's quickstarts are the
+# getting-started page's): each runs once.
+DONE: set[str] = set()
+
+
 @dataclass
 class Page:
     path: Path
@@ -54,10 +59,18 @@ class Page:
         try:
             for lang, body in self.blocks():
                 if lang == "python":
-                    self._python(self.sub(body), namespace)
-                else:
-                    for line in _lines(body):
+                    if body not in DONE:
+                        self._python(self.sub(body), namespace)
+                    else:
+                        self.ran.append(body.splitlines()[0] + "  (ran on an earlier page)")
+                    DONE.add(body)
+                    continue
+                for line in _lines(body):
+                    if line not in DONE:
                         self._command(line)
+                    else:
+                        self.ran.append(line + "  (ran on an earlier page)")
+                    DONE.add(line)
         finally:
             for proc in self.servers:
                 proc.send_signal(signal.SIGINT)
@@ -112,7 +125,7 @@ class Page:
 def _lines(body: str):
     """Logical command lines: continuations joined, comments and blanks dropped."""
     for line in body.replace("\\\n", " ").splitlines():
-        line = line.strip()
+        line = re.sub(r"\s+#.*$", "", line.strip())
         if line and not line.startswith("#"):
             yield line
 
