@@ -73,8 +73,7 @@ class Page:
                     DONE.add(line)
         finally:
             for proc in self.servers:
-                proc.send_signal(signal.SIGINT)
-                proc.wait(30)
+                _stop(proc)
         return self.ran
 
     def _python(self, source: str, namespace: dict) -> None:
@@ -120,6 +119,16 @@ class Page:
             except httpx.HTTPError:
                 time.sleep(0.3)
         raise AssertionError(f"{self.path}: `{line}` did not come up")
+
+
+def _stop(proc) -> None:
+    """Ctrl-C, as a reader would; a second one if the first has not ended it (it forces the shut-down)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
 
 
 def _lines(body: str):

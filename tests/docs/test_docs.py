@@ -16,11 +16,9 @@ from k3.testing.http_mirror import Mirror
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ["README.md", "docs/getting-started.md", "docs/guide/models.md", "docs/guide/generating.md",
        "docs/guide/prefix-caching.md", "docs/design/k3-model.md", "docs/guide/chat-format.md",
-       "docs/guide/serving.md"]
+       "docs/guide/serving.md", "docs/guide/speculative-decoding.md", "docs/guide/structured-outputs.md"]
 # Pages whose commands name things the runner has no stand-in for yet; each feature's own tests run them.
 NOT_YET = {
-    "docs/guide/speculative-decoding.md": "draft-model checkpoints (tests/engine/test_speculative*.py)",
-    "docs/guide/structured-outputs.md": "schemas and tools defined elsewhere on the page (tests/engine/test_structured*.py)",
     "docs/guide/memory.md": "a 13 GB real-dimension slice and the released checkpoint (tests/offload)",
     "docs/guide/checkpoints.md": "remote mirrors and manifests (tests/tools)",
     "docs/guide/bench.md": "remote endpoints and datasets (tests/bench)",
@@ -63,7 +61,7 @@ def stand_ins(tmp_path_factory):
     with Mirror(ckpt) as mirror:
         env = {**os.environ, "HF_ENDPOINT": mirror.url.split("/repo/")[0], "K3_MODELS_DIR": str(root / "models"),
                "HF_HOME": str(root / "hf"), "K3_CACHE_DIR": str(root / "cache"), "NO_COLOR": "1"}
-        yield root, {"/models/Kimi-K3": str(ckpt)}, env
+        yield root, {"/models/Kimi-K3-draft": str(ckpt), "/models/Kimi-K3": str(ckpt)}, env
 
 
 @pytest.mark.parametrize("name", RUN)

@@ -50,7 +50,7 @@ def run(args) -> int:
                             min_p=args.min_p, repetition_penalty=args.repetition_penalty, seed=args.seed)
     interactive = sys.stdin.isatty()
     if interactive:
-        print(f"k3 chat: {path.name} (thinking {'on' if thinking else 'off'}); /reset starts over, /exit ends",
+        print(f"k3 chat: {args.model or 'default'} (thinking {'on' if thinking else 'off'}); /reset starts over, /exit ends",
               file=sys.stderr)
     system = [{"role": "system", "content": args.system}] if args.system else []
     messages = list(system)

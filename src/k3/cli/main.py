@@ -106,5 +106,24 @@ def _silence_stdout() -> None:
         pass
 
 
+def entry() -> None:
+    """The `k3` console script: main(), then an exit that cannot hang. If the interpreter's own shutdown
+    (joining threads, flushing) has not ended the process 10 s after the command finished, a thread that
+    never ends is holding it: say so and exit, so a finished or interrupted command never lingers."""
+    import os
+    import threading
+    import time
+
+    code = main()
+
+    def overdue() -> None:
+        time.sleep(10)
+        print("k3: exiting although a thread did not finish within 10 s of the end", file=sys.stderr, flush=True)
+        os._exit(code)
+
+    threading.Thread(target=overdue, daemon=True).start()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
