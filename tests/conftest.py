@@ -54,13 +54,3 @@ def tiny_copy(tiny_checkpoint, tmp_path):
     shutil.copytree(tiny_checkpoint, d)
     return d
 
-
-def pytest_collection_modifyitems(items):
-    """Groups for `pytest -n N --dist loadgroup` (make test): a file's tests run on one worker (its module
-    fixtures are made once), and every file under tests/eval on the same one: their checks that no sandbox
-    process outlives a run count all of the machine's sandbox processes, so two workers' sandboxes would
-    read as escapees."""
-    for item in items:
-        parts = item.path.parts
-        group = "eval" if "eval" in parts[parts.index("tests"):] else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(group))
