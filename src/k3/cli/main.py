@@ -107,13 +107,20 @@ def _silence_stdout() -> None:
 
 
 def entry() -> None:
-    """The `k3` console script: main(), then an exit that cannot hang. If the interpreter's own shutdown
-    (joining threads, flushing) has not ended the process 10 s after the command finished, a thread that
-    never ends is holding it: say so and exit, so a finished or interrupted command never lingers."""
+    """The `k3` console script: main(), then an exit that cannot hang. A second Ctrl-C ends the process at
+    once (the server installs its own, which does the same). If the interpreter's own shutdown (joining
+    threads, flushing) has not ended the process 10 s after the command finished, a thread that never ends
+    is holding it: say so and exit, so a finished or interrupted command never lingers."""
     import os
+    import signal
     import threading
     import time
 
+    def interrupted(signum, frame):   # the first Ctrl-C stops the command; a second ends the process now
+        signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
     code = main()
 
     def overdue() -> None:
