@@ -13,6 +13,12 @@ from k3.testing.serving import free_port
 K3 = [sys.executable, "-m", "k3.cli.main"]
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """A pytest-xdist worker ignores SIGINT, and a child inherits that (Python then installs no
+    KeyboardInterrupt handler): the command gets Ctrl-C as it would in a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_for(predicate, seconds: float) -> bool:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -24,7 +30,8 @@ def _wait_for(predicate, seconds: float) -> bool:
 
 def test_generate_interrupted_exits_quietly():
     proc = subprocess.Popen(K3 + ["generate", "It was", "--max-tokens", "50000", "--ignore-eos",
-                                  "--cache-memory", "64MiB"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                  "--cache-memory", "64MiB"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ctrl_c_as_in_a_terminal)
     first = proc.stdout.read(1)                      # generating
     assert first
     proc.send_signal(signal.SIGINT)
@@ -35,7 +42,7 @@ def test_generate_interrupted_exits_quietly():
 def test_serve_forced_shutdown_mid_stream_exits_quietly():
     port = free_port()
     proc = subprocess.Popen(K3 + ["serve", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_ctrl_c_as_in_a_terminal)
     url = f"http://127.0.0.1:{port}"
     assert _wait_for(lambda: _up(url), 120)
     body = {"model": "default", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 100000,

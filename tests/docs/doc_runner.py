@@ -106,7 +106,8 @@ class Page:
     def _serve(self, argv: list[str], line: str) -> None:
         port = self.subs["8000"]
         proc = subprocess.Popen(argv + (["--port", port] if "--port" not in argv else []), cwd=self.workdir,
-                                env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_ctrl_c_as_in_a_terminal)
         self.servers.append(proc)
         url = f"http://127.0.0.1:{port}"
         end = time.monotonic() + 180
@@ -119,6 +120,11 @@ class Page:
             except httpx.HTTPError:
                 time.sleep(0.3)
         raise AssertionError(f"{self.path}: `{line}` did not come up")
+
+
+def _ctrl_c_as_in_a_terminal() -> None:
+    """A pytest-xdist worker ignores SIGINT and a child inherits that: restore it, as a terminal has it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _stop(proc) -> None:

@@ -120,7 +120,8 @@ def entry() -> None:
         signal.signal(signal.SIGINT, lambda *_: os._exit(130))
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, interrupted)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not where Ctrl-C is meant to be ignored
+        signal.signal(signal.SIGINT, interrupted)
     code = main()
 
     def overdue() -> None:
