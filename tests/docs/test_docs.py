@@ -11,17 +11,19 @@ import pytest
 from doc_runner import page
 from k3.config.presets import tiny_chat
 from k3.testing import make_checkpoint
+from k3.engine import LLM
 from k3.testing.http_mirror import Mirror
+from k3.testing.serving import serving
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ["README.md", "docs/getting-started.md", "docs/guide/models.md", "docs/guide/generating.md",
        "docs/guide/prefix-caching.md", "docs/design/k3-model.md", "docs/guide/chat-format.md",
-       "docs/guide/serving.md", "docs/guide/speculative-decoding.md", "docs/guide/structured-outputs.md"]
+       "docs/guide/serving.md", "docs/guide/speculative-decoding.md", "docs/guide/structured-outputs.md",
+       "docs/guide/memory.md",
+       "docs/guide/bench.md"]
 # Pages whose commands name things the runner has no stand-in for yet; each feature's own tests run them.
 NOT_YET = {
-    "docs/guide/memory.md": "a 13 GB real-dimension slice and the released checkpoint (tests/offload)",
     "docs/guide/checkpoints.md": "remote mirrors and manifests (tests/tools)",
-    "docs/guide/bench.md": "remote endpoints and datasets (tests/bench)",
     "docs/guide/eval.md": "judges, approval policies and remote endpoints (tests/eval)",
     "docs/guide/train.md": "training runs of an hour (tests/train)",
     "docs/benchmarks/methodology.md": "benchmarks, which run for minutes (benchmarks/record.py)",
@@ -58,10 +60,12 @@ def stand_ins(tmp_path_factory):
     """A tiny checkpoint with a tokenizer in K3's layout, served by a loopback mirror as the hub."""
     root = tmp_path_factory.mktemp("docs")
     ckpt = make_checkpoint(root / "tiny", tiny_chat(), tokenizer=True)
-    with Mirror(ckpt) as mirror:
+    remote = LLM(str(ckpt), cache_memory="64MiB", max_num_seqs=8)    # "a GPU box": a k3 server on loopback
+    with Mirror(ckpt) as mirror, serving(remote, "Kimi-K3") as url:
         env = {**os.environ, "HF_ENDPOINT": mirror.url.split("/repo/")[0], "K3_MODELS_DIR": str(root / "models"),
                "HF_HOME": str(root / "hf"), "K3_CACHE_DIR": str(root / "cache"), "NO_COLOR": "1"}
-        yield root, {"/models/Kimi-K3-draft": str(ckpt), "/models/Kimi-K3": str(ckpt)}, env
+        yield root, {"/models/Kimi-K3-draft": str(ckpt), "/models/Kimi-K3-int8": str(root / "int8"),
+                     "/models/Kimi-K3": str(ckpt), "http://gpu-box:8000": url, "http://judge-box:8000": url}, env
 
 
 @pytest.mark.parametrize("name", RUN)
