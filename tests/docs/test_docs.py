@@ -20,10 +20,10 @@ RUN = ["README.md", "docs/getting-started.md", "docs/guide/models.md", "docs/gui
        "docs/guide/prefix-caching.md", "docs/design/k3-model.md", "docs/guide/chat-format.md",
        "docs/guide/serving.md", "docs/guide/speculative-decoding.md", "docs/guide/structured-outputs.md",
        "docs/guide/memory.md",
-       "docs/guide/bench.md"]
+       "docs/guide/bench.md",
+       "docs/guide/checkpoints.md"]
 # Pages whose commands name things the runner has no stand-in for yet; each feature's own tests run them.
 NOT_YET = {
-    "docs/guide/checkpoints.md": "remote mirrors and manifests (tests/tools)",
     "docs/guide/eval.md": "judges, approval policies and remote endpoints (tests/eval)",
     "docs/guide/train.md": "training runs of an hour (tests/train)",
     "docs/benchmarks/methodology.md": "benchmarks, which run for minutes (benchmarks/record.py)",
@@ -60,12 +60,16 @@ def stand_ins(tmp_path_factory):
     """A tiny checkpoint with a tokenizer in K3's layout, served by a loopback mirror as the hub."""
     root = tmp_path_factory.mktemp("docs")
     ckpt = make_checkpoint(root / "tiny", tiny_chat(), tokenizer=True)
+    dense = make_checkpoint(root / "dense", tiny_chat().replace(expert_format=None), tokenizer=True)
     remote = LLM(str(ckpt), cache_memory="64MiB", max_num_seqs=8)    # "a GPU box": a k3 server on loopback
     with Mirror(ckpt) as mirror, serving(remote, "Kimi-K3") as url:
         env = {**os.environ, "HF_ENDPOINT": mirror.url.split("/repo/")[0], "K3_MODELS_DIR": str(root / "models"),
                "HF_HOME": str(root / "hf"), "K3_CACHE_DIR": str(root / "cache"), "NO_COLOR": "1"}
         yield root, {"/models/Kimi-K3-draft": str(ckpt), "/models/Kimi-K3-int8": str(root / "int8"),
-                     "/models/Kimi-K3": str(ckpt), "http://gpu-box:8000": url, "http://judge-box:8000": url}, env
+                     "/models/Kimi-K3": str(ckpt), "http://gpu-box:8000": url, "http://judge-box:8000": url,
+                     "https://huggingface.co/moonshotai/Kimi-K3/resolve/main/": mirror.url,
+                     "https://mirror.example.org/Kimi-K3/": mirror.url, "--from URL": f"--from {mirror.url}",
+                     "--dest DIR": f"--dest {root / 'download'}", "my-bf16-k3": str(dense)}, env
 
 
 @pytest.mark.parametrize("name", RUN)

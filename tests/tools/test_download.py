@@ -6,6 +6,7 @@ from __future__ import annotations
 import filecmp
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -259,3 +260,14 @@ def test_a_resume_after_the_mirror_swapped_the_file_never_mixes_versions(tmp_pat
     with Mirror(src, Faults(no_validator=not validator)) as m:
         download(options(dest, m))
     assert_same_checkpoint(new, dest)
+
+
+def test_downloading_into_a_folder_that_already_holds_the_checkpoint(source, tmp_path):
+    """The files were copied in (or fetched by another tool): each is checked and kept, none fetched again,
+    and k3's own work folder is made when first needed (it was assumed to exist)."""
+    dest = tmp_path / "copy"
+    shutil.copytree(source, dest)
+    with Mirror(source) as m:
+        summary = download(options(dest, m))
+    assert summary.to_dict()["downloaded"] == [] and len(summary.to_dict()["skipped"]) >= 1
+    assert_same_checkpoint(source, dest)

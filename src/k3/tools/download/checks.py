@@ -67,4 +67,7 @@ class VerifiedRecord:
         st = os.stat(final)
         with self.lock:
             self.entries[name] = [st.st_size, st.st_mtime_ns, sha256]
+            # the work folder exists only once a file was fetched: a folder whose files were all
+            # already there (a checkpoint copied in, or from another tool) has none yet
+            self.path.parent.mkdir(exist_ok=True)
             atomic_write_text(self.path, json.dumps(self.entries))
