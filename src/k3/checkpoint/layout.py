@@ -7,7 +7,6 @@ One source of truth for the test-checkpoint writer, the loader's checks, `k3 ins
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from k3.checkpoint.header import DTYPE_SIZES
@@ -52,12 +51,7 @@ def a_log_stored_len(c: K3Config) -> int:
 
 def expected_tensors(c: K3Config) -> list[TensorSpec]:
     """Every tensor the text model's checkpoint holds (about 3 million for K3: its experts' are listed one
-    by one), made once per configuration: planning asks several times, and listing takes seconds."""
-    return list(_expected_tensors(c))
-
-
-@functools.lru_cache(maxsize=4)
-def _expected_tensors(c: K3Config) -> tuple[TensorSpec, ...]:
+    by one, some 160 MB of objects, so nothing here keeps them; the planner keeps its small sums)."""
     specs = [_t("model.embed_tokens.weight", (c.vocab_size, c.hidden_size)),
              _t("model.norm.weight", (c.hidden_size,))]
     if c.attn_res_block_size is not None:
@@ -66,7 +60,7 @@ def _expected_tensors(c: K3Config) -> tuple[TensorSpec, ...]:
         specs.append(_t("lm_head.weight", (c.vocab_size, c.hidden_size)))
     for i in range(c.num_hidden_layers):
         specs += layer_tensors(c, i)
-    return tuple(specs)
+    return specs
 
 
 def layer_tensors(c: K3Config, i: int) -> list[TensorSpec]:

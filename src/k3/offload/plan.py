@@ -17,6 +17,7 @@ a cache holding a fraction f of all experts is about f.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, replace
 
 from k3.checkpoint.layout import expected_tensors
@@ -83,6 +84,7 @@ class MemoryPlan:
                                "trunk_streamed_bytes_per_token": self.trunk_streamed_bytes_per_token}
 
 
+@functools.lru_cache(maxsize=8)   # a plan asks several times; listing K3's tensors takes seconds
 def weight_bytes(c: K3Config, storage_itemsize: int | None) -> tuple[int, int, int]:
     """(trunk bytes, embedding bytes, all routed-expert bytes); storage_itemsize None = as stored."""
     trunk = embed = experts = 0

@@ -11,6 +11,7 @@ top-k / experts of the tokens); the planner therefore keeps trunk layers first a
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -35,13 +36,18 @@ def streamable(spec: TensorSpec) -> int | None:
 
 
 def layer_stream_specs(c: K3Config) -> dict[int, list[TensorSpec]]:
-    """layer -> the tensors it streams, for every layer (in layer order)."""
+    """layer -> the tensors it streams, for every layer (in layer order); a fresh copy each call."""
+    return {i: list(specs) for i, specs in _layer_stream_specs(c).items()}
+
+
+@functools.lru_cache(maxsize=8)   # a plan asks several times; listing K3's tensors takes seconds
+def _layer_stream_specs(c: K3Config) -> dict[int, tuple[TensorSpec, ...]]:
     out: dict[int, list[TensorSpec]] = {i: [] for i in range(c.num_hidden_layers)}
     for spec in expected_tensors(c):
         layer = streamable(spec)
         if layer is not None:
             out[layer].append(spec)
-    return out
+    return {i: tuple(specs) for i, specs in out.items()}
 
 
 def region_bytes(nbytes: int) -> int:
