@@ -61,12 +61,14 @@ def resolve_model(name: str | os.PathLike | None) -> Path:
     """A checkpoint directory to load, from a model reference (None: the bundled model)."""
     from k3.config import PRESETS
 
-    if name is None or str(name) == BUNDLED:
+    if name is None:
         return default_model()
     path = Path(name).expanduser()
-    if path.exists():
+    if path.exists():                                     # the order the module's docstring gives
         return path
     text = str(name)
+    if text == BUNDLED:
+        return default_model()
     if is_repo_id(text):
         found = downloaded(text)
         if found is not None:

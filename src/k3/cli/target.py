@@ -5,24 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from k3.config import PRESETS, K3Config, load_config
-from k3.defaults import default_model
-from k3.models import BUNDLED, KNOWN_REPOS, downloaded, is_repo_id
+from k3.models import BUNDLED, KNOWN_REPOS, ModelNotFound, resolve_model
 
 
 def resolve_config(target: str) -> tuple[K3Config, Path | None, str]:
-    """-> (config, checkpoint directory or None, display name), for a model reference (k3/models.py):
-    a path, "default", a repo id (its download, or its known configuration before one), a preset."""
-    p = Path(target).expanduser()
-    if p.exists():
-        return load_config(p), (p if p.is_dir() else None), str(p)
-    if target == BUNDLED:
-        return load_config(default_model()), default_model(), "the bundled model"
-    if is_repo_id(target):
-        found = downloaded(target)
-        if found is not None:
-            return load_config(found), found, target
-        if target in KNOWN_REPOS:
-            return PRESETS[KNOWN_REPOS[target]](), None, f"{target} (not downloaded: its published configuration)"
+    """-> (config, checkpoint directory or None, display name), for a model reference as k3.models reads it
+    (a path, "default", a downloaded repo id), or, where no weights are needed, a known repo's published
+    configuration before its download, or a preset."""
+    try:
+        p = resolve_model(target)
+    except ModelNotFound:
+        p = None
+    if p is not None:
+        shown = "the bundled model" if target == BUNDLED and not Path(target).exists() else str(target)
+        return load_config(p), (p if p.is_dir() else None), shown
+    if target in KNOWN_REPOS:
+        return PRESETS[KNOWN_REPOS[target]](), None, f"{target} (not downloaded: its published configuration)"
     if target in PRESETS:
         return PRESETS[target](), None, f"preset '{target}'" + (" (Kimi K3 as released)" if target == "k3" else "")
     raise FileNotFoundError(f"{target!r} is neither a checkpoint directory, a config.json, {BUNDLED!r} (the bundled "
