@@ -32,6 +32,8 @@ NOT_RUN = {
     ".venv/bin/python scripts/gen_docs.py": "it rewrites the repository's pages; tests/docs checks them with --check",
     "k3 synth slice/ --preset k3": "writes 13 GB at K3's dimensions; tests/cli/test_cli.py writes a slice",
     "k3 train --config prose": "the bundled model's recipe, an hour on 2 cores (make model); the tiny run beside it runs",
+    "HF_DATASETS_OFFLINE=1 lm_eval": "my_tasks/ is the reader's own; tests/eval/test_lm_eval_client.py runs lm_eval "
+                                     "this way against k3 serve with two tasks of its own",
     "torchrun": "two training processes; tests/train/test_training.py runs data-parallel training",
 }
 
@@ -101,9 +103,12 @@ class Page:
             cut = argv.index("|")
             assert argv[0] == "echo", line
             stdin, argv = " ".join(argv[1:cut]) + "\n", argv[cut + 1:]
-        assert argv[0] == "k3", f"{self.path}: a command the docs runner does not know: {line}"
-        argv = [sys.executable, "-m", "k3.cli.main", *argv[1:]]
-        if argv[3] == "serve":
+        assert argv[0] in ("k3", "inspect"), f"{self.path}: a command the docs runner does not know: {line}"
+        if argv[0] == "inspect":                          # Inspect's console script, beside this interpreter
+            argv = [str(Path(sys.executable).parent / "inspect"), *argv[1:]]
+        else:
+            argv = [sys.executable, "-m", "k3.cli.main", *argv[1:]]
+        if argv[1:4] == ["-m", "k3.cli.main", "serve"]:
             return self._serve(argv, line)
         run = subprocess.run(argv, cwd=self.workdir, env=self.env, input=stdin, capture_output=True, text=True,
                              timeout=600)

@@ -21,11 +21,13 @@ RUN = ["README.md", "docs/getting-started.md", "docs/guide/models.md", "docs/gui
        "docs/guide/serving.md", "docs/guide/speculative-decoding.md", "docs/guide/structured-outputs.md",
        "docs/guide/memory.md",
        "docs/guide/bench.md",
-       "docs/guide/checkpoints.md", "docs/guide/train.md", "docs/benchmarks/methodology.md"]
-# Pages whose commands name things the runner has no stand-in for yet; each feature's own tests run them.
-NOT_YET = {
-    "docs/guide/eval.md": "judges, approval policies and remote endpoints (tests/eval)",
-}
+       "docs/guide/checkpoints.md", "docs/guide/train.md", "docs/benchmarks/methodology.md", "docs/guide/eval.md"]
+# Runs sized for a test: a handful of items and short answers where the page runs a set (the tiny model's
+# answers are noise; the commands, their options and their reports are what is checked).
+SMALL = {"--limit 40": "--limit 3 --max-tokens 16",
+         "--epochs 3": "--epochs 2 --limit 2 --max-tokens 16 -T lengths=1024",
+         "--judge-model other-model": "--judge-model other-model --limit 3 --max-tokens 16",
+         "-T tasks=ordinal-teens": "-T tasks=ordinal-teens --max-tokens 16 --message-limit 4"}
 
 
 def test_generated_pages_are_up_to_date():
@@ -50,7 +52,7 @@ def test_the_readme_is_short_and_has_no_lab_notebook():
 def test_every_page_with_commands_is_run_or_says_why():
     pages = [str(p.relative_to(ROOT)) for p in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
              if "```bash" in p.read_text() or "```python" in p.read_text()]
-    assert sorted(set(pages) - set(RUN) - set(NOT_YET)) == []
+    assert sorted(set(pages) - set(RUN)) == []
 
 
 @pytest.fixture(scope="module")
@@ -61,15 +63,24 @@ def stand_ins(tmp_path_factory):
     texts = [str(p) for p in sorted((ROOT / "docs").rglob("*.md"))[:12]]   # "your text": the docs' own
     dense = make_checkpoint(root / "dense", tiny_chat().replace(expert_format=None), tokenizer=True)
     remote = LLM(str(ckpt), cache_memory="64MiB", max_num_seqs=8)    # "a GPU box": a k3 server on loopback
-    with Mirror(ckpt) as mirror, serving(remote, "Kimi-K3") as url:
+    judge = LLM(str(dense), cache_memory="64MiB", max_num_seqs=8)    # a judge: other weights, another name
+    policy = root / "policy.yaml"                                     # the eval page's own approval policy
+    policy.write_text(_block(ROOT / "docs/guide/eval.md", "yaml"))
+    with Mirror(ckpt) as mirror, serving(remote, "Kimi-K3") as url, serving(judge, "other-model") as judge_url:
         env = {**os.environ, "HF_ENDPOINT": mirror.url.split("/repo/")[0], "K3_MODELS_DIR": str(root / "models"),
                "HF_HOME": str(root / "hf"), "K3_CACHE_DIR": str(root / "cache"), "NO_COLOR": "1"}
         yield root, {"/models/Kimi-K3-draft": str(ckpt), "/models/Kimi-K3-int8": str(root / "int8"),
-                     "/models/Kimi-K3": str(ckpt), "http://gpu-box:8000": url, "http://judge-box:8000": url,
+                     "/models/Kimi-K3": str(ckpt), "http://gpu-box:8000": url, "http://judge-box:8000": judge_url,
                      "https://huggingface.co/moonshotai/Kimi-K3/resolve/main/": mirror.url,
                      "https://mirror.example.org/Kimi-K3/": mirror.url, "--from URL": f"--from {mirror.url}",
                      "--dest DIR": f"--dest {root / 'download'}", "my-bf16-k3": str(dense),
-                     "--text a.txt b.txt": f"--text {' '.join(texts)}"}, env
+                     "--text a.txt b.txt": f"--text {' '.join(texts)}", **SMALL, "--endpoint URL": f"--endpoint {url}",
+                     "--approval human": f"--approval {policy} --limit 2 --max-tokens 16"}, env
+
+
+def _block(path: Path, lang: str) -> str:
+    """The first ```LANG block of a page."""
+    return path.read_text().split(f"```{lang}\n", 1)[1].split("```", 1)[0]
 
 
 @pytest.mark.parametrize("name", RUN)

@@ -99,3 +99,20 @@ def test_the_constraint_sweep_on_the_local_model_reaches_each_length(tmp_path, c
 def test_bad_runs_are_refused_before_anything_runs(argv, message, capsys):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", [1024, "1024", [1024], "1024,", "[1024]"])
+def test_a_one_entry_list_argument_arrives_in_any_shape(given, tmp_path, capsys):
+    """-T lengths=1024 reaches the task as a number (JSON), as it would as YAML from Inspect's own -T."""
+    from k3.cli.eval import _task_args
+    from k3.eval.inspect.constraints import constraints
+
+    value = _task_args([f"lengths={given}"])["lengths"] if isinstance(given, str) else given
+    assert constraints(lengths=value, per_length=1).metadata["lengths"] == [1024]
+
+
+def test_a_bad_list_argument_names_itself(capsys):
+    argv = ["eval", "constraints", "--endpoint", "http://127.0.0.1:9", "--served-model-name", "m",
+            "-T", "lengths=long", "--no-progress"]
+    assert main(argv) == 2
+    assert "lengths='long'" in capsys.readouterr().err

@@ -23,6 +23,7 @@ from k3.eval.challenge import source, spec, verdict
 from k3.eval.inspect.editor import text_editor
 from k3.eval.inspect.sampling import stratified
 from k3.eval.inspect.sandbox_env import K3SandboxEnvironment
+from k3.eval.inspect.task_args import listed
 from k3.eval.sandbox.paths import SandboxViolation, printable
 
 SCORER_FILES = tuple(Path(m.__file__) for m in (verdict, source, spec)) + (Path(__file__),)
@@ -35,7 +36,7 @@ def challenge(path: str | None = None, tasks: str | None = None, epochs: int = 1
     """`path`: a challenge directory (default: the bundled inflection-0.5.1); `tasks`: comma-separated ids;
     `limit`: that many tasks drawn across kinds (bugs and features)."""
     ch = spec.load(path or spec.BUNDLED)
-    chosen = [ch.task(t.strip()) for t in tasks.split(",")] if tasks else list(ch.tasks)
+    chosen = [ch.task(t) for t in listed(tasks)] if tasks else list(ch.tasks)
     chosen = stratified(chosen, (lambda t: t.kind,), limit)
     base = source.pristine(ch)
     starts = {t.id: source.start(ch, t, base) for t in chosen}

@@ -20,6 +20,7 @@ from inspect_ai.solver import Generate, TaskState, generate, solver
 from k3.eval.inspect import filler
 from k3.eval.inspect.measure import Measure
 from k3.eval.inspect.sampling import stratified
+from k3.eval.inspect.task_args import listed
 from k3.eval.tasks.data import builtin
 
 ANSWER_ROOM = 4096          # tokens left for the final answer at the longest point
@@ -47,9 +48,12 @@ def constraints(lengths: str = "auto", context: int = 32768, per_length: int = 2
                 metadata={"fingerprint": digest.hexdigest(), "lengths": points})
 
 
-def sweep(lengths: str, context: int) -> list[int]:
+def sweep(lengths: str | int | list, context: int) -> list[int]:
     if lengths != "auto":
-        return sorted({int(x) for x in lengths.split(",") if x.strip()})
+        try:
+            return sorted({int(x) for x in listed(lengths)})
+        except ValueError:
+            raise ValueError(f"lengths={lengths!r}: expected token counts such as 1024,4096 or auto") from None
     top, points, n = context - ANSWER_ROOM, [], 1024
     while n <= top:
         points.append(n)

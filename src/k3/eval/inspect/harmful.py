@@ -13,6 +13,7 @@ from inspect_ai.solver import generate
 from k3.eval import sets as standard
 from k3.eval.inspect.refusal import refusal_label
 from k3.eval.inspect.sampling import stratified
+from k3.eval.inspect.task_args import listed
 
 WRAPPERS = {
     "none": "{prompt}",
@@ -41,8 +42,8 @@ def harmful(sets: str = "harmbench,donotanswer", wrappers: str = "none,roleplay,
                 metadata={"sets": chosen_sets, "wrappers": chosen_wrappers})
 
 
-def _names(given: str, known: dict) -> list[str]:
-    names = [n.strip() for n in given.split(",") if n.strip()]
+def _names(given: str | list, known: dict) -> list[str]:
+    names = listed(given)
     unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise ValueError(f"unknown {', '.join(unknown) or 'empty list'}: choose from {', '.join(known)}")
