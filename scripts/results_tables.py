@@ -112,7 +112,21 @@ def _speculative(r: dict) -> list[str]:
     return rows
 
 
-SHAPES = {"engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
+def _eval_harness(r: dict) -> list[str]:
+    ms = lambda key: _fmt(r[key] * 1e3)                      # noqa: E731
+    return ["| what | value |", "|---|---|",
+            f"| fresh sandbox, made and closed (ms) | {ms('sandbox_make_close_s')} |",
+            f"| `exec /bin/true` in it (ms) | {ms('sandbox_exec_true_s')} |",
+            f"| `run_python 'pass'` in it (ms) | {ms('sandbox_run_python_s')} |",
+            f"| judged check, worker + judge (ms) | {ms('sandbox_judge_s')} |",
+            f"| bare `python -I -c pass` (ms) | {ms('bare_python_s')} |",
+            f"| challenge task, scripted agent (s) | {_fmt(r['challenge_task_s'])} |",
+            f"| an Inspect run's fixed cost, bundled model (s) | {_fmt(r['local_harness_fixed_s'])} |",
+            f"| refusal item through Inspect, 32 tokens (ms) | {ms('local_item_s')} |",
+            f"| the same prompts straight through `LLM.chat` (ms) | {ms('local_direct_item_s')} |"]
+
+
+SHAPES = {"eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
           "prefix_cache": _prefix_cache, "speculative": _speculative}
 
 
@@ -122,7 +136,8 @@ def _table(name: str, result: dict) -> list[str]:
             return SHAPES[name](result)
         except (KeyError, TypeError):
             pass                                   # an older record's shape: show its scalars
-    return ["| result | value |", "|---|---|"] + [f"| {k} | {_fmt(v)} |" for k, v in _flat(result)]
+    meta = ("bench", "date", "commit", "cpu", "command")      # the heading above the table has them
+    return ["| result | value |", "|---|---|"] + [f"| {k} | {_fmt(v)} |" for k, v in _flat(result) if k not in meta]
 
 
 def _latest_by_kind(records: list[dict]) -> dict[str, dict]:
