@@ -127,7 +127,7 @@ def test_escaping_and_marker_text_in_user_content():
 def test_list_of_parts_and_images():
     parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
     assert to_text(render([{"role": "user", "content": parts}], add_generation_prompt=False)) == msg('role="user"', "ab")
-    with pytest.raises(ChatFormatError, match="image_url parts are not supported"):
+    with pytest.raises(ChatFormatError, match="no images were given"):
         render([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "u"}}]}])
     with pytest.raises(ChatFormatError, match="role"):
         render([{"role": "robot", "content": "x"}])

@@ -105,6 +105,9 @@ def test_chat_template_bad_input(tmp_path, capsys):
     assert "not valid JSON" in capsys.readouterr().err
     (tmp_path / "m.json").write_text('[{"role": "user", "content": [{"type": "image_url"}]}]')
     assert main(["chat-template", "--messages", str(tmp_path / "m.json")]) == 2
+    assert "needs `image_url.url`" in capsys.readouterr().err
+    (tmp_path / "m.json").write_text('[{"role": "user", "content": [{"type": "video_url", "video_url": {"url": "v"}}]}]')
+    assert main(["chat-template", "--messages", str(tmp_path / "m.json")]) == 2
     assert "not supported" in capsys.readouterr().err
 
 

@@ -111,6 +111,9 @@ def test_plan_measures_only_when_asked_and_remembers(monkeypatch, tmp_path, caps
 
 
 def test_plan_refusals_speak_in_gb(capsys):
-    assert main(["plan", "k3", "--memory-budget", "8GB", "--disk-bandwidth", "3GB", "--memory-bandwidth", "20GB"]) == 2
+    bandwidths = ["--disk-bandwidth", "3GB", "--memory-bandwidth", "20GB"]
+    assert main(["plan", "k3", "--memory-budget", "8GB", "--no-vision", *bandwidths]) == 2
     err = capsys.readouterr().err
     assert "8.00 GB is too small" in err and "give at least 9.37 GB" in err
+    assert main(["plan", "k3", "--memory-budget", "8GB", *bandwidths]) == 2     # the tower's share is named
+    assert "vision tower" in capsys.readouterr().err

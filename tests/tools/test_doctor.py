@@ -33,18 +33,18 @@ def test_released_preset_plan_and_tables(capsys):
 
 
 def test_doctor_plans_an_int8_trunk_at_load(capsys):
-    code, report = doctor_json(capsys, "k3", "--memory-budget", "64GB", "--trunk", "int8", "--no-measure")
+    code, report = doctor_json(capsys, "k3", "--memory-budget", "64GB", "--trunk", "int8", "--no-measure", "--no-vision")
     assert code == 0
     plan = report["plan"]
-    expected = plan_memory(released(), 64 * 10 ** 9, int8_at_load=True)
+    expected = plan_memory(released().replace(vision=None), 64 * 10 ** 9, int8_at_load=True)
     assert plan["trunk_format"] == "int8 at load" and plan["mode"] == expected.mode == "stream-experts"
     assert plan["trunk_bytes"] == expected.trunk_bytes < 62 * 10 ** 9
-    assert main(["doctor", "k3", "--memory-budget", "64GB", "--trunk", "int8", "--no-measure"]) == 0
+    assert main(["doctor", "k3", "--memory-budget", "64GB", "--trunk", "int8", "--no-measure", "--no-vision"]) == 0
     assert "trunk 61.02 GB (int8 at load)" in capsys.readouterr().out
 
 
 def test_estimate_modes_and_arithmetic():
-    c = released()
+    c = released().replace(vision=None)
     fits = estimate(c, 10 ** 13, mem_bw=20e9, disk_bw=3e9, state_bytes=0)   # arithmetic without a state cache
     assert fits.mode == "resident" and fits.hit_rate == 1.0 and fits.streamed_bytes_per_token == 0
     assert fits.seconds_per_token == pytest.approx((fits.trunk_bytes + fits.expert_bytes_per_token) / 20e9)

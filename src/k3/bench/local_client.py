@@ -4,6 +4,7 @@ expert-streaming counters (GB read per token, hit rate, bandwidth)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from k3.bench.records import RequestRecord
@@ -38,25 +39,30 @@ class LocalClient:
     async def prepare(self) -> None:
         return None
 
-    def prompt_ids(self, p: BenchPrompt) -> list[int]:
+    def prompt(self, p: BenchPrompt) -> tuple[list[int], list | None]:
+        """(ids, prepared images or None): chat messages are rendered as the server renders them, their
+        images prepared with the checkpoint's preprocessing (part of the request's measured time, as on a server)."""
         if p.ids is not None:
-            return [t % self.vocab_size for t in p.ids]
+            return [t % self.vocab_size for t in p.ids], None
         tok = self.llm.tokenizer
         if tok is None:
             raise ValueError("text or chat prompts need the checkpoint's tokenizer (tiktoken.model)")
         if p.messages is not None:
             from k3.chat import render
+            from k3.chat.images import image_sources
+            from k3.engine.image_prompts import prepare_all
 
-            return tok.encode_segments(render(p.messages))
-        return tok.encode(p.text, special=False)
+            images = prepare_all(image_sources(p.messages), self.llm.media, self.llm.image_limits) or None
+            return tok.encode_segments(render(p.messages, thinking=tok.thinking, images=images)), images
+        return tok.encode(p.text, special=False), None
 
     async def send(self, p: BenchPrompt, record: RequestRecord) -> None:
         params = SamplingParams(max_tokens=p.max_tokens, temperature=self.temperature, ignore_eos=self.ignore_eos)
         record.start = time.perf_counter()
         try:
-            ids = self.prompt_ids(p)
+            ids, images = await asyncio.to_thread(self.prompt, p)   # decoding images off the event loop
             record.prompt_tokens = len(ids)
-            async for out in self.engine.generate(ids, params):
+            async for out in self.engine.generate(ids, params, images=images):
                 now = time.perf_counter()
                 if out.new_token_ids:
                     record.first_token = record.first_token or now

@@ -25,6 +25,17 @@ def parse_goodput(items: list[str] | None) -> dict[str, float] | None:
 
 
 def build_workload(args, vocab: int) -> list:
+    prompts = _workload(args, vocab)
+    if getattr(args, "images_per_prompt", 0):
+        if args.dataset:
+            raise ValueError("--images-per-prompt makes synthetic images; a dataset names its own (\"images\": [files])")
+        from k3.bench.images import parse_size, with_images
+
+        prompts = with_images(prompts, args.images_per_prompt, parse_size(args.image_size), args.seed)
+    return prompts
+
+
+def _workload(args, vocab: int) -> list:
     if args.dataset:
         return wl.from_jsonl(args.dataset, args.output_len, args.num_prompts)
     if args.workload == "fixed":

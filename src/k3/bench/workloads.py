@@ -8,7 +8,7 @@ shared-prefix: prompts sharing a common prefix of prefix_len tokens (prefix-cach
 multi-turn: conversations whose turn k repeats turns 1..k-1 (with fixed synthetic replies) and adds
 a new user message; a turn is sent only after the previous turn of its conversation finished.
 jsonl: one request per line: {"prompt": str} | {"prompt_ids": [int]} | {"messages": [...]}, with an
-optional "max_tokens".
+optional "max_tokens"; {"prompt": str, "images": [files]} sends the files (relative to the dataset) with it.
 """
 
 from __future__ import annotations
@@ -95,8 +95,13 @@ def from_jsonl(path: str | Path, default_output_len: int, limit: int | None = No
             row = json.loads(line)
             max_tokens = int(row.get("max_tokens", default_output_len))
             prompt_ids = row.get("prompt_ids")
+            messages = row.get("messages")
+            if row.get("images"):            # {"prompt": ..., "images": [files]}: one user message with them
+                from k3.bench.images import row_images, user_message
+
+                messages = [user_message(row.get("prompt") or "", row_images(row, Path(path).parent))]
             out.append(BenchPrompt(list(prompt_ids) if prompt_ids is not None else None, row.get("prompt"),
-                                   max_tokens, messages=row.get("messages"), tag={"line": i}))
+                                   max_tokens, messages=messages, tag={"line": i}))
         except (ValueError, TypeError, AttributeError) as e:
             raise ValueError(f"{path} line {i}: not a benchmark request ({e}); expected JSON with "
                              "prompt, prompt_ids or messages") from None

@@ -2,11 +2,13 @@
 
 `render(messages, ...)` -> list[Segment]. Joining `.text` gives the prompt string; encoding segment
 by segment (`K3Tokenizer.encode_segments`) gives the token ids, with specials recognised only in
-structural markers. No BOS is emitted. Text-only: image parts are rejected.
+structural markers. No BOS is emitted. Image parts take the blocks of `images` (k3.media's prepared images,
+in the order `k3.chat.images.image_sources` lists them), each one segment in which specials are recognised.
 """
 
 from __future__ import annotations
 
+from k3.chat.images import IMAGE_PARTS, image_sources
 from k3.chat.segments import ChatFormatError, Segment, Writer
 from k3.chat.tools import compact_json, deep_sorted, reorder_tool_results, write_declaration, write_tool_calls
 from k3.chat.validate import check_depth, check_message, check_tools
@@ -26,12 +28,14 @@ ROLES = ("system", "user", "assistant", "tool")
 
 def render(messages: list[dict], *, tools: list[dict] | None = None, thinking: bool = True,
            thinking_effort: str | None = None, add_generation_prompt: bool = True, tool_choice=None,
-           response_format: dict | None = None) -> list[Segment]:
+           response_format: dict | None = None, images: list | None = None) -> list[Segment]:
     messages = _checked(messages)
+    image_sources(messages)                      # refuses video, and images outside user messages
     check_tools(tools)
     if response_format is not None:
         check_depth(response_format, "response_format")
     w = Writer()
+    w.images = list(images) if images is not None else None
     if tools:
         write_declaration(w, tools)
     if thinking and thinking_effort is not None:
@@ -51,6 +55,8 @@ def render(messages: list[dict], *, tools: list[dict] | None = None, thinking: b
             write_declaration(w, m["tools"], dynamic=True)
         else:
             _plain(w, m, role, f"messages[{i}]")
+    if w.images:
+        raise ChatFormatError(f"{len(w.images)} more image(s) given than the messages have image parts")
     _closing_instructions(w, tool_choice, response_format)
     if add_generation_prompt:
         w.open("message", [("role", "assistant")])
@@ -82,12 +88,21 @@ def _content(w: Writer, content, where: str) -> None:
         raise ChatFormatError(f"{where}.content: expected a string or a list of parts")
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind in ("image", "image_url", "input_image", "video", "video_url"):
-            raise ChatFormatError(f"{where}.content[{j}]: {kind} parts are not supported; k3 runs K3's text "
-                                  "model only (send text)")
+        if kind in IMAGE_PARTS:
+            _image(w, f"{where}.content[{j}]")
+            continue
         if kind != "text" or not isinstance(part.get("text"), str):
             raise ChatFormatError(f"{where}.content[{j}]: expected {{'type': 'text', 'text': ...}}")
         w.text(part["text"])
+
+
+def _image(w: Writer, where: str) -> None:
+    if w.images is None:
+        raise ChatFormatError(f"{where}: an image part, but no images were given to render (LLM.chat and the "
+                              "server prepare them; in Python: render(..., images=[k3.media.prepare_image(...)]))")
+    if not w.images:
+        raise ChatFormatError(f"{where}: more image parts than images given")
+    w.control(w.images.pop(0).block)
 
 
 def _plain(w: Writer, m: dict, role: str, where: str) -> None:

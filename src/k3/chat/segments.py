@@ -27,6 +27,7 @@ class Writer:
 
     def __init__(self):
         self.segments: list[Segment] = []
+        self.images: list | None = None     # prepared images still to place (render's `images`)
 
     def text(self, text) -> None:
         text = str(text)

@@ -17,6 +17,7 @@ from safetensors import SafetensorError, safe_open
 from k3.checkpoint.errors import CheckpointError
 from k3.checkpoint.header import ShardHeader, TensorEntry, read_header
 from k3.checkpoint.paths import check_member_name, member_path
+from k3.checkpoint.vision_layout import VISION_PREFIXES
 
 # Safetensors floating-point dtype names -> torch dtypes (what a float tensor is kept as, stored).
 TORCH_FLOATS = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64}
@@ -47,6 +48,7 @@ class CheckpointReader:
         self._where: dict[str, tuple[str, str]] = {}
         self._headers: dict[str, ShardHeader] = {}
         self._fds: dict[str, int] = {}
+        self._vision: dict[str, tuple[str, str]] = {}     # the tower's and projector's, by stored name
         for file, stored_names in shard_map(self.root).items():
             handle = self._open(file)
             present = set(handle.keys())
@@ -59,6 +61,8 @@ class CheckpointReader:
                 name = text_name(stored)
                 if name is not None:
                     self._where[name] = (file, stored)
+                elif stored.startswith(VISION_PREFIXES):
+                    self._vision[stored] = (file, stored)
 
     def _open(self, file: str):
         path = member_path(self.root, file, source=INDEX_FILE)
@@ -77,6 +81,20 @@ class CheckpointReader:
 
     def names(self) -> list[str]:
         return list(self._where)
+
+    def vision_names(self) -> list[str]:
+        """Stored names of the vision tower's and projector's tensors (K3_VISION.md section 2)."""
+        return list(self._vision)
+
+    def get_vision(self, stored: str) -> torch.Tensor:
+        if stored not in self._vision:
+            raise CheckpointError("missing tensor: the checkpoint's vision tower is incomplete", tensor=stored)
+        file, _ = self._vision[stored]
+        try:
+            return self._handle(file).get_tensor(stored)
+        except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+            raise CheckpointError(f"cannot read tensor data ({e}); the shard may be truncated", file=file,
+                                  tensor=stored) from None
 
     def __contains__(self, name: str) -> bool:
         return name in self._where

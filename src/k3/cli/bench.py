@@ -32,6 +32,9 @@ def add_arguments(p) -> None:
     p.add_argument("--per-context", type=int, default=2, help="context-sweep requests per length")
     p.add_argument("--prefix-len", type=int, default=128, help="shared-prefix length")
     p.add_argument("--turns", type=int, default=4, help="multi-turn turns per conversation")
+    p.add_argument("--images-per-prompt", type=int, default=0,
+                   help="synthetic workloads: send each prompt as a chat message with this many images")
+    p.add_argument("--image-size", default="448x448", help="with --images-per-prompt: WIDTHxHEIGHT of each image")
     p.add_argument("--concurrency", "--max-concurrency", type=int, default=None, help="requests in flight at most")
     p.add_argument("--request-rate", type=float, default=float("inf"), help="Poisson arrivals per second")
     p.add_argument("--warmup", type=int, default=1, help="requests sent first and not counted")
@@ -73,6 +76,11 @@ def endpoint_target(args) -> tuple[str | None, str]:
     return (None if args.model else args.base_url or args.endpoint), args.api or "chat"
 
 
+def _has_images(messages) -> bool:
+    return any(isinstance(m.get("content"), list) and any(isinstance(part, dict) and part.get("type") in
+               ("image_url", "image") for part in m["content"]) for m in messages or [])
+
+
 def run(args) -> int:
     from k3.bench.main import build_workload, parse_goodput, run_bench
     from k3.bench.report import format_table, plot, save_records, save_result
@@ -104,6 +112,8 @@ def run(args) -> int:
         client.send_ids = vocab is not None
         vocab = vocab or 32000
     prompts = build_workload(args, vocab)
+    if any(_has_images(p.messages) for p in prompts) and args.api != "chat":
+        raise ValueError("requests with images go to chat endpoints: use --api chat")
     with count_progress("requests", len(prompts)) as tick:
         result, records = run_bench(client, prompts, args, tick)
     from pathlib import Path

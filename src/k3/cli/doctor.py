@@ -14,6 +14,7 @@ def add_arguments(p) -> None:
     add_trunk_argument(p)
     p.add_argument("--no-measure", action="store_true", help="skip the disk and memory bandwidth measurements")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of the report")
+    p.add_argument("--no-vision", action="store_true", help="plan for the text model alone (as --no-vision loads it)")
 
 
 def run(args) -> int:
@@ -28,6 +29,7 @@ def run(args) -> int:
     config, ckpt, name, error = None, None, args.target, None
     try:
         config, ckpt, name = resolve_config(args.target)
+        config = config.replace(vision=None) if args.no_vision else config
     except ConfigError as e:
         error = str(e)
         p = Path(args.target)

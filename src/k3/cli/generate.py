@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
+from k3.cli.vision_args import add_vision_arguments
 from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
 from k3.cli.trunk_arg import add_trunk_argument
 
@@ -38,7 +40,19 @@ def add_arguments(p) -> None:
     p.add_argument("--resume-state", metavar="FILE",
                    help="continue from a saved state (its tokens are not computed again); with --prompt-ids, "
                         "they must begin with the saved tokens")
+    p.add_argument("--image", action="append", default=[], metavar="FILE",
+                   help="an image for the prompt (repeatable; PNG, JPEG or WebP): at each <|kimi_image_placeholder|> "
+                        "in the prompt, else before its text")
     add_prefix_cache_arguments(p)
+    add_vision_arguments(p)
+
+
+def _with_images(prompt: str, images: list[str]) -> dict:
+    """vLLM's dict prompt: the images at the prompt's markers, or ahead of its text when it has none."""
+    from k3.engine.image_prompts import PLACEHOLDER
+
+    text = prompt if PLACEHOLDER in prompt else PLACEHOLDER * len(images) + prompt
+    return {"prompt": text, "multi_modal_data": {"image": list(images)}}
 
 
 def _prompt_text(args) -> str | None:
@@ -71,18 +85,25 @@ def run(args) -> int:
                             top_k=args.top_k, min_p=args.min_p, repetition_penalty=args.repetition_penalty,
                             stop=tuple(args.stop), seed=args.seed, ignore_eos=args.ignore_eos)
     set_threads(args.threads)
+    missing = [f for f in args.image if not Path(f).is_file()]
+    if missing:
+        raise ValueError(f"--image {missing[0]}: no such file")
     args.prompt = _prompt_text(args)
     model = resolve_model(args.model)
     if args.prompt is not None:
         check_tokenizer(model, args.tokenizer, "a text prompt")
     llm = LLM(model, max_num_seqs=1, cache_memory=args.cache_memory, tokenizer=args.tokenizer,
-              memory_budget=args.memory_budget, trunk=args.trunk, **prefix_cache_kwargs(args))
+              memory_budget=args.memory_budget, trunk=args.trunk, vision=not args.no_vision, **prefix_cache_kwargs(args))
     print(llm.capacity.describe(), file=sys.stderr)
     if getattr(llm.model, "memory_plan", None) is not None:
         print(describe_plan(llm.model.memory_plan), file=sys.stderr)
     prompt = _ids(args.prompt_ids) if args.prompt_ids is not None else args.prompt
     if prompt is None and not args.resume_state:
         raise ValueError("give --prompt, --prompt-ids or --resume-state")
+    if args.image:
+        if args.prompt is None:
+            raise ValueError("--image goes with a text prompt (PROMPT or --prompt)")
+        prompt = _with_images(prompt, args.image)
     start = time.perf_counter()
     first = last = None
     shown = ""

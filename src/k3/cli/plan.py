@@ -24,6 +24,7 @@ def add_arguments(p) -> None:
     p.add_argument("--memory-bandwidth", help="skip measuring: memory read bandwidth, bytes/s (e.g. 40GB)")
     p.add_argument("--measure", action="store_true", help="measure the bandwidths now (and cache them)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--no-vision", action="store_true", help="plan for the text model alone (as --no-vision loads it)")
 
 
 def run(args) -> int:
@@ -32,6 +33,8 @@ def run(args) -> int:
     from k3.offload import minimum_budget, plan_memory
 
     config, ckpt, name = resolve_config(args.target)
+    if args.no_vision:
+        config = config.replace(vision=None)
     itemsize = {"stored": None, "fp32": 4, "bf16": 2}[args.dtype]
     state = parse_size(args.cache_memory, "--cache-memory")
     int8_at_load = args.trunk == "int8"   # the planner ignores it for an int8 checkpoint
@@ -68,7 +71,9 @@ def describe(plan) -> list[str]:
                  f"{plan.trunk_arena_bytes / G:,.2f} GB of arenas for the streamed layers")
     lines = [f"resident: {trunk}, sequence state {plan.state_bytes / G:,.2f} GB, experts {plan.expert_slots:,} of "
              f"{plan.num_experts_total:,} ({plan.expert_cache_bytes / G:,.2f} GB); embedding "
-             f"{plan.embedding_bytes / G:,.2f} GB " + ("resident" if plan.embedding_resident else "read by row")]
+             f"{plan.embedding_bytes / G:,.2f} GB " + ("resident" if plan.embedding_resident else "read by row")
+             + (f"; vision tower {plan.vision_bytes / G:,.2f} GB (weights, and the activations of the largest image; "
+                "--no-vision leaves it out)" if plan.vision_bytes else "")]
     if plan.streamed_layers:
         lines.append(f"streamed layers {_ranges(plan.streamed_layers)}: {plan.streamed_trunk_bytes / G:,.2f} GB of "
                      "matrices read from the shards each token" + (" (as stored: bf16)" if plan.int8_at_load else "")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
 from k3.cli.trunk_arg import add_trunk_argument
+from k3.cli.vision_args import add_vision_arguments, image_limits
 
 
 def add_arguments(p) -> None:
@@ -36,6 +37,7 @@ def add_arguments(p) -> None:
     p.add_argument("--shutdown-timeout", type=float, default=30.0,
                    help="on SIGTERM, seconds requests in flight get to finish before they are cut")
     add_prefix_cache_arguments(p)
+    add_vision_arguments(p, server=True)
 
 
 DEFAULT_MAX_MODEL_LEN = 131_072   # past this a CPU prefill takes hours; ask for more with --max-model-len
@@ -98,11 +100,13 @@ def run(args) -> int:
     llm = thread.call(LLM, str(path), dtype=torch_dtype(args.dtype), device=args.device, max_num_seqs=args.max_num_seqs,
                       max_num_batched_tokens=args.max_num_batched_tokens, cache_memory=args.cache_memory,
                       memory_budget=args.memory_budget, trunk=args.trunk, tokenizer=args.tokenizer,
-                      max_model_len=args.max_model_len, **prefix_cache_kwargs(args))
+                      max_model_len=args.max_model_len, vision=not args.no_vision, image_limits=image_limits(args),
+                      **prefix_cache_kwargs(args))
     engine = AsyncEngine(llm.engine, max_queued=args.max_queued, thread=thread)
     served_len = args.max_model_len or min(llm.engine.max_model_len, DEFAULT_MAX_MODEL_LEN)
     server = Server(engine, llm.tokenizer, args.served_model_name or served_name(model_argument(args), path), args.api_key, args.request_timeout,
-                    max_model_len=served_len, public_metrics=args.public_metrics)
+                    max_model_len=served_len, public_metrics=args.public_metrics, media=llm.media,
+                    image_limits=llm.image_limits, allowed_local_media_path=args.allowed_local_media_path)
     print(f"k3 serve: {server.model_name} on http://{args.host}:{args.port} (max_model_len "
           f"{server.max_model_len:,})", file=sys.stderr, flush=True)
     healthy = serve(server, sock, args.shutdown_timeout)

@@ -13,6 +13,7 @@ from pathlib import Path
 from k3.config.bounds import check_fields
 from k3.config.model import LAYER_KDA, LAYER_MLA, MLP_DENSE, MLP_MOE, ConfigError, K3Config
 from k3.config.quant import quant_fields, quantization_config
+from k3.config.vision import vision_from_hf, vision_to_hf
 
 SUPPORTED_MODEL_TYPES = ("kimi_k3", "kimi_linear")
 
@@ -93,6 +94,9 @@ def from_hf_dict(raw: dict) -> K3Config:
     known.update(_kda_fields(text))
     known.update(_moe_fields(text))
     known.update(quant_fields(quant))
+    if raw.get("model_type") == "kimi_k3":
+        known["vision"] = vision_from_hf(raw.get("vision_config") or {}, raw.get("media_placeholder_token_id"),
+                                         known["hidden_size"])
     return K3Config(**known, extra={"hf": raw})
 
 
@@ -240,7 +244,8 @@ def to_hf_dict(c: K3Config, *, wrapped: bool = True) -> dict:
         "pad_token_id": c.pad_token_id,
         "tie_word_embeddings": c.tie_word_embeddings,
         "text_config": text,
-        "vision_config": {},
+        "vision_config": vision_to_hf(c.vision) if c.vision is not None else {},
+        **({"media_placeholder_token_id": c.vision.media_pad_id} if c.vision is not None else {}),
     }
 
 

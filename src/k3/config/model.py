@@ -1,4 +1,5 @@
-"""K3Config: the typed, validated description of one K3-architecture text model.
+"""K3Config: the typed, validated description of one K3-architecture model (the text model, and the
+vision tower when the checkpoint has one).
 
 Stdlib only (no torch). Every per-layer choice is spelled out (`layer_types`, `mlp_types`) so
 no other module re-derives the schedule. Checkpoint key names are mapped in `config.hf`, not here.
@@ -7,6 +8,10 @@ no other module re-derives the schedule. Checkpoint key names are mapped in `con
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from k3.config.vision import VisionConfig
 
 LAYER_KDA = "kda"
 LAYER_MLA = "mla"
@@ -69,6 +74,8 @@ class K3Config:
     bos_token_id: int | None = 163584
     eos_token_id: int | None = 163586
     pad_token_id: int | None = 163839
+    # The vision tower and projector (k3.config.vision); None for a text-only checkpoint.
+    vision: "VisionConfig | None" = None
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -141,6 +148,11 @@ def _validate(c: K3Config) -> None:
              f"{tensor_count(c):,} tensors, more than any K3 checkpoint ({MAX_TENSORS:,} at most)")
     _require(c.trunk_format in TRUNK_FORMATS, "quantization_config",
              f"trunk format {c.trunk_format!r} is not supported; k3 reads bf16 or int8 (int-quantized) trunks")
+    if c.vision is not None:
+        _require(c.vision.text_hidden_size == c.hidden_size, "vision_config.text_hidden_size",
+                 f"the projector writes {c.vision.text_hidden_size}-wide rows into a {c.hidden_size}-wide text model")
+        _require(0 <= c.vision.media_pad_id < c.vocab_size, "media_placeholder_token_id",
+                 f"{c.vision.media_pad_id} is outside the vocabulary of {c.vocab_size}")
     _require(c.expert_format in EXPERT_FORMATS, "quantization_config",
              f"expert format {c.expert_format!r} is not supported; k3 reads MXFP4 (mxfp4-pack-quantized) or unquantized experts")
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 from k3.config.hf import from_hf_dict
 from k3.config.quant import mxfp4_quantization_config
 from k3.config.model import LAYER_KDA, LAYER_MLA, MLP_DENSE, MLP_MOE, K3Config
+from k3.config.vision import VisionConfig, vision_to_hf
 
 RELEASED_MLA_LAYERS = tuple(range(4, 93, 4)) + (93,)
 
 
 def released_hf_dict() -> dict:
-    """The released `config.json` (text part verbatim in the keys k3 reads; vision omitted)."""
+    """The released `config.json` (text part verbatim in the keys k3 reads; vision_config verbatim)."""
     kda = [i for i in range(1, 94) if i not in RELEASED_MLA_LAYERS]
     text = {
         "model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"],
@@ -42,7 +43,7 @@ def released_hf_dict() -> dict:
         "architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
         "dtype": "bfloat16", "eos_token_id": 163586, "ignore_index": -100,
         "media_placeholder_token_id": 163605, "tie_word_embeddings": False,
-        "text_config": text, "vision_config": {},
+        "text_config": text, "vision_config": vision_to_hf(VisionConfig()),
     }
 
 
@@ -73,6 +74,20 @@ def tiny_chat(**changes) -> K3Config:
     eos is <|end_of_msg|> (514) as in the release."""
     base = tiny(vocab_size=768, bos_token_id=512, eos_token_id=514, pad_token_id=767)
     return base.replace(**changes) if changes else base
+
+
+def tiny_vision(text_hidden: int = 48, **changes) -> VisionConfig:
+    """An odd-sized tower: 2 blocks, width 40, 3 heads of 16 (qkv 48 != width, as in K3), MLP 72, an 8x8
+    position table (so real image grids both shrink and enlarge it), the released patch size."""
+    base = VisionConfig(hidden_size=40, num_layers=2, num_heads=3, qkv_size=48, intermediate_size=72,
+                        pos_emb_height=8, pos_emb_width=8, text_hidden_size=text_hidden, media_pad_id=512 + 21)
+    return base.replace(**changes) if changes else base
+
+
+def tiny_chat_vision(**changes) -> K3Config:
+    """tiny_chat() with tiny_vision(): `<|media_pad|>` is 533 (512 ranks + offset 21), as 163605 is in K3."""
+    base = tiny_chat()
+    return base.replace(vision=tiny_vision(base.hidden_size), **changes)
 
 
 def tiny7(**changes) -> K3Config:

@@ -3,6 +3,7 @@ the fix. The engine's own state is only read here (vocabulary, holes, lengths, t
 
 from __future__ import annotations
 
+from k3.engine.images import PromptImages
 from k3.engine.request import SamplingParams
 from k3.engine.state_file import check_resumable
 
@@ -30,6 +31,22 @@ def check(engine, prompt_ids, params: SamplingParams, resume_state=None) -> list
                          f"needs {total:,} cached tokens, more than the cache holds "
                          f"({engine.capacity.max_cached_tokens:,}); lower max_tokens or raise cache_memory")
     return prompt
+
+
+def check_images(engine, prompt: list[int], images, resume_state, save_state_path) -> PromptImages | None:
+    """A request's images placed in its prompt, or None; ValueError where they cannot be."""
+    vision = getattr(engine.model, "vision", None)
+    if not images:
+        if vision is not None and vision.media_pad_id in prompt:
+            raise ValueError(f"prompt: holds image pad tokens (id {vision.media_pad_id}) but no images were given")
+        return None
+    if vision is None:
+        raise ValueError("images: this model has no vision tower (its checkpoint has none, or it was loaded with "
+                         "vision=False / --no-vision); send text only")
+    if resume_state is not None or save_state_path is not None:
+        raise ValueError("images: saving or resuming a sequence's state is for text prompts; leave out "
+                         "save_state/resume_from")
+    return PromptImages.place(prompt, list(images), vision.media_pad_id)
 
 
 def _prompt(engine, prompt_ids) -> list[int]:

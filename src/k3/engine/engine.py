@@ -104,17 +104,20 @@ class LLMEngine:
         log.info(self.capacity.describe())
 
     def add_request(self, prompt_ids: list[int], params: SamplingParams | None = None,
-                    request_id: str | None = None, *, resume_state=None, save_state_path: str | None = None) -> str:
+                    request_id: str | None = None, *, resume_state=None, save_state_path: str | None = None,
+                    images: list | None = None) -> str:
         """resume_state: a SequenceState whose tokens begin `prompt_ids`; they are not computed again.
-        save_state_path: when the request finishes, its state is written there (see `k3.engine.state_file`)."""
+        save_state_path: when the request finishes, its state is written there (see `k3.engine.state_file`).
+        images: k3.media.PreparedImage's whose rows replace the prompt's image pads, in order."""
         params = params or SamplingParams()
         prompt = admission.check(self, prompt_ids, params, resume_state)
+        placed = admission.check_images(self, prompt, images, resume_state, save_state_path)
         request_id = request_id or f"req-{self._arrivals}"
         if request_id in self.requests:
             raise ValueError(f"request_id {request_id!r} is already in use")
         seed = (params.seed if params.seed is not None else self._seeds.getrandbits(63)) % 2 ** 63
         req = Request(request_id, prompt, params, self._arrivals, seed,
-                      initial_state=resume_state, save_state_path=save_state_path)
+                      initial_state=resume_state, save_state_path=save_state_path, images=placed)
         if self.tokenizer is not None:
             req.detok = OutputText(self.tokenizer, params.stop, params.skip_special_tokens)
         if params.prompt_logprobs is not None:

@@ -12,7 +12,11 @@ from k3.chat import K3Tokenizer, ParsedMessage, parse_message, render
 from k3.chat.tokenizer import VOCAB_FILE
 from k3.chat.tools import tool_names
 from k3.config.units import parse_size
+from k3.chat.images import image_sources
+from k3.config.vision import MediaConfig, load_media_config
 from k3.engine.engine import LLMEngine
+from k3.engine.image_prompts import Prompt, dict_prompt, prepare_all
+from k3.media import ImageLimits
 from k3.engine.request import RequestOutput, SamplingParams
 
 
@@ -39,6 +43,8 @@ class LLM:
     speculative_config: vLLM's speculative-decoding dict (or its JSON), e.g. {"method": "ngram",
     "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2} or {"method": "draft_model",
     "model": PATH, "num_speculative_tokens": 4}; greedy output is unchanged, sampled output keeps its distribution.
+    vision: load the checkpoint's vision tower (when it has one); False loads the text model alone.
+    image_limits: k3.media.ImageLimits for the images prompts carry (encoded bytes, pixels, images a prompt).
     """
 
     def __init__(self, model, dtype: torch.dtype | None = None, device: str = "cpu", *, max_num_seqs: int = 8,
@@ -47,12 +53,14 @@ class LLM:
                  max_resident_seqs: int | None = None, state_offload_dir: str | None = None,
                  max_model_len: int | None = None, enable_prefix_caching: bool = True,
                  prefix_cache_memory: int | str | None = None, prefix_cache_spill_dir: str | None = None,
-                 prefix_cache_spill_bytes: int | str = "16GiB", speculative_config=None, trunk: str | None = None):
+                 prefix_cache_spill_bytes: int | str = "16GiB", speculative_config=None, trunk: str | None = None,
+                 vision: bool = True, image_limits: ImageLimits | None = None):
         cache_bytes = parse_size(cache_memory, "cache_memory")
         prefix = dict(enable_prefix_caching=enable_prefix_caching, prefix_cache_spill_dir=prefix_cache_spill_dir,
                       prefix_cache_spill_bytes=parse_size(prefix_cache_spill_bytes, "prefix_cache_spill_bytes"),
                       prefix_cache_memory=prefix_cache_memory if prefix_cache_memory in (None, 0)
                       else parse_size(prefix_cache_memory, "prefix_cache_memory"))
+        self.media, self.image_limits = MediaConfig(), image_limits or ImageLimits()
         if isinstance(model, torch.nn.Module):
             self.model = model
         else:
@@ -61,7 +69,8 @@ class LLM:
 
             model = resolve_model(model)   # a path, "default", a downloaded repo id (k3/models.py)
             self.model = load_model(model, dtype=dtype, device=device, memory_budget=memory_budget,
-                                    state_bytes=cache_bytes, trunk=trunk)
+                                    state_bytes=cache_bytes, trunk=trunk, vision=vision)
+            self.media = load_media_config(model)
             if tokenizer is None and (Path(model) / VOCAB_FILE).is_file():
                 tokenizer = model
         if str(device).startswith("cpu"):
@@ -83,7 +92,8 @@ class LLM:
 
     def generate(self, prompts=None, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,
                  save_state=None, resume_from=None) -> list[RequestOutput]:
-        """prompts: one token-id list or a list of them -> one finished RequestOutput per prompt, in order.
+        """prompts: text, a token-id list, vLLM's {"prompt": TEXT, "multi_modal_data": {"image": IMAGES}} (each image's
+        place marked <|kimi_image_placeholder|>), or a list of those -> one finished RequestOutput per prompt, in order.
 
         save_state: a path (or one per prompt): when a request finishes, its state (KDA, MLA cache, token
         ids) is written there. resume_from: a saved state file (or one per prompt); its tokens are not
@@ -115,7 +125,7 @@ class LLM:
         states = _per_prompt(states if states else None, len(prompt_list), "resume_from")
         try:
             for prompt, p, save, state in zip(prompt_list, params, saves, states):
-                order.append(self.engine.add_request(prompt, p, resume_state=state,
+                order.append(self.engine.add_request(prompt.ids, p, resume_state=state, images=prompt.images,
                                                      save_state_path=None if save is None else str(save)))
             pending = set(order)
             while pending:
@@ -139,9 +149,12 @@ class LLM:
         thinking = tok.thinking if thinking is None else thinking
         tools, tool_choice = named_choice(tools, tool_choice)
         convs = [conversations] if conversations and isinstance(conversations[0], dict) else list(conversations)
-        prompts = [tok.encode_segments(render(c, tools=tools, thinking=thinking, thinking_effort=thinking_effort,
-                                              tool_choice=tool_choice, response_format=response_format))
-                   for c in convs]
+        prompts = []
+        for c in convs:
+            images = prepare_all(image_sources(c), self.media, self.image_limits) or None
+            prompts.append(Prompt(tok.encode_segments(render(c, tools=tools, thinking=thinking, images=images,
+                                                             thinking_effort=thinking_effort, tool_choice=tool_choice,
+                                                             response_format=response_format)), images))
         outs = self.generate(prompts, chat_constrained(sampling_params, response_format, thinking, len(prompts),
                                                        tools, tool_choice))
         return [ChatOutput(o, parse_message(tok, o.token_ids, thinking=thinking, tools=tool_names(tools)))
@@ -160,15 +173,22 @@ class LLM:
             raise ValueError(f"{what}: needs a tokenizer; pass tokenizer=DIR (with tiktoken.model) or token ids")
         return self.tokenizer
 
-    def _prompt_list(self, prompts) -> list[list[int]]:
-        if isinstance(prompts, str):
+    def _prompt_list(self, prompts) -> list[Prompt]:
+        if isinstance(prompts, (str, dict)):
             prompts = [prompts]
         if isinstance(prompts, (list, tuple)) and prompts and isinstance(prompts[0], int):
-            return [list(prompts)]
+            return [Prompt(list(prompts))]
         if not isinstance(prompts, (list, tuple)) or not prompts:
-            raise ValueError("prompts: expected text, a token-id list, or a non-empty list of either")
-        return [self._need_tokenizer("text prompts").encode(p, special=True) if isinstance(p, str) else list(p)
-                for p in prompts]
+            raise ValueError("prompts: expected text, a token-id list, a dict with multi_modal_data, or a "
+                             "non-empty list of those")
+        return [p if isinstance(p, Prompt) else self._one_prompt(p) for p in prompts]
+
+    def _one_prompt(self, p) -> Prompt:
+        if isinstance(p, dict):
+            return dict_prompt(self._need_tokenizer("dict prompts"), p, self.media, self.image_limits)
+        if isinstance(p, str):
+            return Prompt(self._need_tokenizer("text prompts").encode(p, special=True))
+        return Prompt(list(p))
 
     @staticmethod
     def _params_list(sampling_params, n: int) -> list[SamplingParams]:

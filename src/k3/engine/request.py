@@ -144,6 +144,7 @@ class Request:
     draft_ids: list[int] = field(default_factory=list)     # speculative drafts for its next step (not output)
     constraint: object | None = None          # its structured-outputs matcher (k3.engine.structured)
     warning: str | None = None                # said in its last RequestOutput (see RequestOutput.warning)
+    images: object | None = None              # its images (k3.engine.images.PromptImages), if any
 
     @property
     def text(self) -> str | None:
@@ -152,6 +153,15 @@ class Request:
     @property
     def all_ids(self) -> list[int]:
         return self.prompt_ids + self.output_ids
+
+    @property
+    def prompt_key_ids(self) -> list[int]:
+        """The prompt as the prefix cache keys it: image pads carry their image's key (engine/images.py)."""
+        return self.prompt_ids if self.images is None else self.images.key_ids
+
+    @property
+    def key_ids(self) -> list[int]:
+        return self.all_ids if self.images is None else self.images.key_ids + self.output_ids
 
     @property
     def num_tokens(self) -> int:

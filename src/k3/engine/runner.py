@@ -21,6 +21,8 @@ from k3.engine.request import Request, TokenLogprob
 from k3.engine.scheduler import OFFLOADED, PREFIX, RESUME, SchedulerOutput, SnapshotOrder
 from k3.layers.batch import ForwardBatch
 from k3.layers.state import StateSpec
+from k3.media.image import stack_images
+from k3.model.vision import Splice
 from k3.ops.sampling import top_logprobs_batched
 
 
@@ -86,11 +88,36 @@ class ModelRunner:
                                                   batch.starts[i] + chunks[i].num_tokens)]
         scored = _prompt_positions(chunks, batch)
         index = torch.tensor(sampled + [i for i, _, _ in scored], dtype=torch.long, device=self.device)
+        splice = self._splice(chunks, batch)
         with torch.inference_mode():
-            logits = self.model.forward_batch(torch.tensor(ids, dtype=torch.long, device=self.device), batch, views, index)
+            logits = self.model.forward_batch(torch.tensor(ids, dtype=torch.long, device=self.device), batch, views, index,
+                                              splice)
         return StepOutput(logits[:len(sampled)], [reqs[i] for i in rows], [chunks[i].draft for i in rows],
                           _score_prompt(scored, logits[len(sampled):]), log,
                           {c.request.request_id: i for i, c in enumerate(chunks) if c.window})
+
+    def _splice(self, chunks, batch: ForwardBatch) -> Splice | None:
+        """Image rows for the pad positions this step computes. A request's images go through the tower
+        once, at its first chunk that reaches a pad; the rows are dropped once its last pad is computed
+        (made again only if the request must be computed again)."""
+        positions, parts = [], []
+        for c, start in zip(chunks, batch.starts):
+            images, first = c.request.images, c.request.num_computed
+            if images is None or first > images.last_position:
+                continue
+            if images.rows is None:
+                pixels, grid = stack_images(images.images)
+                images.rows = torch.cat(self.model.encode_images(pixels.to(self.device), grid))
+            end = first + c.num_tokens
+            picked = [(p, images.row_of[p]) for p in range(first, min(end, images.last_position + 1)) if p in images.row_of]
+            if picked:
+                positions += [start + p - first for p, _ in picked]
+                parts.append(images.rows[[r for _, r in picked]])
+            if end > images.last_position:
+                images.rows = None
+        if not parts:
+            return None
+        return Splice(torch.tensor(positions, dtype=torch.long, device=self.device), torch.cat(parts))
 
     def keep_windows(self, result: StepOutput, kept: dict[str, int]) -> None:
         """kept: request id -> positions of its verify window to keep. KDA state of the positions not

@@ -159,7 +159,7 @@ class Scheduler:
                 self._register(c.request, out)
 
     def _register(self, req: Request, out: SchedulerOutput) -> None:
-        self.allocator.register(req.request_id, req.all_ids, req.num_computed)
+        self.allocator.register(req.request_id, req.key_ids, req.num_computed)
         self.prefix.passed(req.request_id, req.num_computed)
         if req.num_computed in req.snapshot_at or req.num_computed == len(req.prompt_ids):
             order = self.snapshot_order(req)
@@ -177,7 +177,7 @@ class Scheduler:
             return None
         holder, count = chain
         placement = self.allocator.placement(req.request_id)
-        tail = tuple(req.all_ids[count * bs:req.num_computed])
+        tail = tuple(req.key_ids[count * bs:req.num_computed])
         return SnapshotOrder(holder, tail, placement.slot, placement.blocks[count] if tail else None)
 
     def _admit(self, step: int) -> None:
@@ -204,13 +204,13 @@ class Scheduler:
         if (self.prefix is None or req.initial_state is not None or req.prompt_logprobs is not None
                 or req.request_id in self._offloaded or req.num_computed):
             return NO_MATCH
-        return self.prefix.match(req.prompt_ids)
+        return self.prefix.match(req.prompt_key_ids)
 
     def _deeper_on_disk(self, req: Request, match: PrefixMatch) -> PrefixMatch:
         """Once admission is certain: a spilled state deeper than the memory match, if it fits."""
         if match is NO_MATCH or self.prefix.store.spill is None:
             return match
-        disk = self.prefix.on_disk(req.prompt_ids, match)
+        disk = self.prefix.on_disk(req.prompt_key_ids, match)
         return disk if disk is not None and self.allocator.can_admit(req.max_total_tokens) else match
 
     def _place(self, req: Request, step: int, match: PrefixMatch = NO_MATCH) -> None:
@@ -232,7 +232,7 @@ class Scheduler:
                 source = NEW
             if self.prefix is not None:
                 req.prefix_cached = True
-                req.snapshot_at = self.prefix.admitted(req.request_id, req.prompt_ids, match,
+                req.snapshot_at = self.prefix.admitted(req.request_id, req.prompt_key_ids, match,
                                                        looked_up=match is not NO_MATCH)
         self._out.placed.append(Placed(req, placement, source, snapshot))
         req.status, req.resident_since = Status.RUNNING, step

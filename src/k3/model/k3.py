@@ -19,6 +19,9 @@ from k3.layers.state import KDAStateView, MLACacheView, StateSpec, new_layer_sta
 from k3.layers.direct import Taken
 from k3.model.block import DecoderLayer
 from k3.model.direct_token import TokenDecodeStep, bind_token_step, decode_token
+from k3.model.vision import Splice, splice_for
+from k3.model.vision import attach as attach_vision
+from k3.model.vision import encode as encode_images
 from k3.ops.attnres import attn_res
 from k3.ops.dispatch import direct_kernels
 from k3.ops.linear import linear
@@ -45,9 +48,12 @@ class K3TextModel(nn.Module):
             self.output_attn_res_proj = WeightOnly(1, c.hidden_size)
 
     def forward(self, input_ids: torch.Tensor, batch: ForwardBatch, compute_dtype: torch.dtype,
-                layer_states: list | None = None) -> torch.Tensor:
-        """input_ids [N] packed -> final normalised hidden states [N, hidden] in compute_dtype."""
+                layer_states: list | None = None, splice: Splice | None = None) -> torch.Tensor:
+        """input_ids [N] packed -> final normalised hidden states [N, hidden] in compute_dtype. `splice`:
+        image rows that replace the embeddings at their positions."""
         h = self.embed_tokens.weight[input_ids].to(compute_dtype)
+        if splice is not None and splice.positions.numel():
+            h[splice.positions] = splice.rows.to(compute_dtype)
         bank: list[torch.Tensor] = []
         for layer, layer_state in zip(self.layers, layer_states or [None] * len(self.layers)):
             h = layer(h, bank, batch, layer_state)
@@ -77,13 +83,27 @@ class K3TextModel(nn.Module):
 
 
 class K3ForCausalLM(nn.Module):
-    def __init__(self, c: K3Config, compute_dtype: torch.dtype = torch.float32):
+    def __init__(self, c: K3Config, compute_dtype: torch.dtype = torch.float32, vision: bool = True):
+        """vision=False leaves out the tower and projector of a checkpoint that has them (text only)."""
         super().__init__()
         self.config = c
         self.compute_dtype = compute_dtype
         self.model = K3TextModel(c)
         if not c.tie_word_embeddings:
             self.lm_head = Linear(c.hidden_size, c.vocab_size)
+        self.vision = c.vision if vision else None
+        if self.vision is not None:
+            attach_vision(self, self.vision)
+
+    def encode_images(self, pixel_values: torch.Tensor, grid_thw) -> list[torch.Tensor]:
+        """pixel_values [sum t*h*w, 3, p, p], grid_thw [n, 3] (k3.media.prepare_image) -> per image its rows
+        [(h/2)*(w/2), hidden] in compute_dtype: what replaces its `<|media_pad|>` tokens."""
+        if self.vision is None:
+            raise ValueError("this model has no vision tower: its checkpoint has none, or it was loaded with "
+                             "vision=False (--no-vision)")
+        with torch.inference_mode():
+            return encode_images(self.vision_tower, self.mm_projector, self.vision, pixel_values, grid_thw,
+                                 self.compute_dtype)
 
     def state_spec(self) -> StateSpec:
         return state_spec(self.config)
@@ -98,12 +118,13 @@ class K3ForCausalLM(nn.Module):
         return linear(hidden, w)
 
     def forward_batch(self, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
-                      logits_index: torch.Tensor | None = None) -> torch.Tensor:
-        """The engine's entry: packed ids [N] -> logits [len(logits_index), vocab] (all N if None)."""
-        direct = self._direct(input_ids, batch, layer_states, logits_index)
+                      logits_index: torch.Tensor | None = None, splice: Splice | None = None) -> torch.Tensor:
+        """The engine's entry: packed ids [N] -> logits [len(logits_index), vocab] (all N if None).
+        `splice`: image rows for some of the N positions (prefill only)."""
+        direct = self._direct(input_ids, batch, layer_states, logits_index) if splice is None else None
         if direct is not None:
             return direct
-        h = self.model(input_ids, batch, self.compute_dtype, layer_states)
+        h = self.model(input_ids, batch, self.compute_dtype, layer_states, splice)
         return self.logits(h if logits_index is None else h[logits_index])
 
     def _direct(self, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
@@ -114,10 +135,12 @@ class K3ForCausalLM(nn.Module):
     def _bind_token(self, take: Taken) -> TokenDecodeStep | None:
         return bind_token_step(self, take)
 
-    def forward(self, input_ids: torch.Tensor, state: K3State | None = None, logits_to_keep: int = 0) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, state: K3State | None = None, logits_to_keep: int = 0, *,
+                pixel_values: torch.Tensor | None = None, grid_thw=None) -> torch.Tensor:
         """input_ids [B, T] int -> logits [B, T, vocab] in compute_dtype. With `state`, continues it.
         logits_to_keep=n > 0 (transformers' name): only the last n positions' logits, [B, n, vocab];
-        a prompt's prefill needs one, and the vocabulary projection is a large share of its time."""
+        a prompt's prefill needs one, and the vocabulary projection is a large share of its time.
+        pixel_values, grid_thw: images whose rows replace the `<|media_pad|>` tokens of input_ids in order."""
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be [batch, tokens], got shape {tuple(input_ids.shape)}")
         B, T = input_ids.shape
@@ -133,7 +156,11 @@ class K3ForCausalLM(nn.Module):
         batch = ForwardBatch.uniform(B, T, context)
         keep = min(logits_to_keep, T) if logits_to_keep else T
         index = None if keep == T else (torch.arange(B).unsqueeze(1) * T + torch.arange(T - keep, T)).reshape(-1)
-        logits = self.forward_batch(input_ids.reshape(-1), batch, state.layers if state is not None else None, index)
+        splice = None
+        if pixel_values is not None:
+            splice = splice_for(input_ids, self.encode_images(pixel_values, grid_thw), self.vision.media_pad_id)
+        logits = self.forward_batch(input_ids.reshape(-1), batch, state.layers if state is not None else None, index,
+                                    splice)
         if state is not None:
             state.num_tokens += T
         return logits.view(B, keep, -1)

@@ -2,8 +2,8 @@
 
 The module tree is created on the meta device, then each parameter is replaced by the tensor read
 from the checkpoint (checked against the layout the config implies, converted by the dtype rules).
-Routed MXFP4 experts are copied, still packed, into one uint8 bank per layer. Module names equal
-checkpoint names after the `language_model.` prefix, except the stacked expert banks and A_log.
+Routed MXFP4 experts are copied, still packed, into one uint8 bank per layer. Module names equal checkpoint
+names after the `language_model.` prefix, except the stacked expert banks and A_log (the vision tower: vision_load.py).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from k3.layers.fused import fuse_inputs
 from k3.model.int8_load import check_stored_scales, int8_weights, quantise_into, quantised
 from k3.model.k3 import K3ForCausalLM
 from k3.models import resolve_model
+from k3.model.vision_load import load_vision
 from k3.model.streaming import attach_streamed_experts, attach_streamed_trunk, memory_plan
 from k3.ops import huge_pages
 from k3.ops.mxfp4 import MXFP4FormatError, check_scales
@@ -52,14 +53,14 @@ def resolve_dtypes(dtype: torch.dtype | None, device: torch.device) -> tuple[tor
 
 def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str | torch.device = "cpu", *,
                memory_budget: int | str | None = None, state_bytes: int = 0, io_threads: int = 4,
-               direct_io: bool = True, trunk: str | None = None) -> K3ForCausalLM:
+               direct_io: bool = True, trunk: str | None = None, vision: bool = True) -> K3ForCausalLM:
     """memory_budget (e.g. "24GB"): weights (+ `state_bytes` of sequence state) stay within it; routed
     experts that do not fit are streamed from the shards, and when the trunk does not fit either, some
     layers' large matrices too (see k3.offload). `model.memory_plan` says how.
-
     trunk="int8": the trunk's projection matrices (k3.checkpoint.layout.int8_target) are quantised to
     int8 with per-32 scales as they are read (half the memory and bytes per token; error measured by
-    benchmarks/int8_trunk.py). A checkpoint written by `k3 quantize --trunk int8` is int8 already, with or without it."""
+    benchmarks/int8_trunk.py). A checkpoint written by `k3 quantize --trunk int8` is int8 already, with or without it.
+    vision=False: a checkpoint with a vision tower loads its text model alone (the tower is not read)."""
     if trunk not in (None, "int8"):
         raise ValueError(f"trunk={trunk!r}: expected None (as stored) or 'int8'")
     path = resolve_model(path)
@@ -67,10 +68,11 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     device = torch.device(device)
     storage, compute = resolve_dtypes(dtype, device)
     quantise = trunk == "int8" and config.trunk_format is None
-    plan = (memory_plan(config, memory_budget, storage, device, state_bytes, int8_at_load=quantise)
+    plan = (memory_plan(config if vision else config.replace(vision=None), memory_budget, storage, device,
+                        state_bytes, int8_at_load=quantise)
             if memory_budget is not None else None)
     with torch.device("meta"):
-        model = K3ForCausalLM(config, compute)
+        model = K3ForCausalLM(config, compute, vision=vision)
     fuse_inputs(model)
     reader = CheckpointReader(path)
     specs = expected_tensors(config)
@@ -101,6 +103,8 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
             else:
                 _load_one(model, banks, reader, spec, storage, device)
         reader.release(file)
+    if model.vision is not None:
+        load_vision(model, reader, storage, device)
     model.eval()
     return model
 

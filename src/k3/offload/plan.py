@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, replace
 from k3.checkpoint.layout import expected_tensors
 from k3.config import K3Config
 from k3.offload.trunk import ARENAS, layer_stream_specs, region_bytes
+from k3.offload.vision_memory import vision_bytes
 
 EMBEDDING = "model.embed_tokens.weight"
 MIN_STREAM_SLOTS = 2  # double buffering: one expert computes while the next is read
@@ -46,6 +47,7 @@ class MemoryPlan:
     trunk_arena_bytes: int = 0             # the arenas they are read into
     streamed_trunk_resident_bytes: int = 0  # what those layers would take resident (less, with int8 at load)
     int8_at_load: bool = False             # trunk="int8" on a bf16 checkpoint: resident layers held as int8
+    vision_bytes: int = 0                  # the vision tower's weights and its largest image's activations
 
     @property
     def expert_cache_bytes(self) -> int:
@@ -55,7 +57,7 @@ class MemoryPlan:
     def resident_bytes(self) -> int:
         embed = self.embedding_bytes if self.embedding_resident else 0
         trunk = self.trunk_bytes - self.streamed_trunk_resident_bytes + self.trunk_arena_bytes
-        return trunk + embed + self.state_bytes + self.expert_cache_bytes
+        return trunk + embed + self.state_bytes + self.vision_bytes + self.expert_cache_bytes
 
     @property
     def streams_experts(self) -> bool:
@@ -114,7 +116,21 @@ def expert_sizes(c: K3Config, experts_bytes: int) -> tuple[int, int, int]:
 def plan_memory(c: K3Config, budget: int, *, storage_itemsize: int | None = None, state_bytes: int = 0,
                 int8_at_load: bool = False) -> MemoryPlan:
     """int8_at_load: the trunk is quantised as it is read (load_model(trunk="int8")): resident layers
-    cost their int8 bytes, streamed ones are read as stored (a no-op for an int8 checkpoint)."""
+    cost their int8 bytes, streamed ones are read as stored (a no-op for an int8 checkpoint). A config
+    with a vision tower (c.vision) holds it resident beside the state (plan for text only with
+    c.replace(vision=None))."""
+    vision = vision_bytes(c, storage_itemsize)
+    try:
+        plan = _plan(c, budget, storage_itemsize, state_bytes + vision, int8_at_load)
+    except ValueError as e:
+        if not vision:
+            raise
+        raise ValueError(f"{e} (this counts the vision tower, {_gb(vision)} with its largest image's activations: "
+                         "--no-vision plans for the text model alone)") from None
+    return replace(plan, state_bytes=state_bytes, vision_bytes=vision)
+
+
+def _plan(c: K3Config, budget: int, storage_itemsize: int | None, state_bytes: int, int8_at_load: bool) -> MemoryPlan:
     resident_c, int8_at_load = _held_layout(c, int8_at_load)
     trunk, embed, experts = weight_bytes(resident_c, storage_itemsize)
     embed_resident = storage_itemsize is not None
@@ -175,7 +191,8 @@ def minimum_budget(c: K3Config, *, storage_itemsize: int | None = None, state_by
                    int8_at_load: bool = False) -> int:
     """The smallest budget any plan fits in: every layer streamed when weights keep their stored dtype
     (unless the resident trunk beside two expert slots is smaller), else the whole converted trunk
-    beside two expert slots."""
+    beside two expert slots (and the vision tower, when the config has one)."""
+    state_bytes += vision_bytes(c, storage_itemsize)
     resident_c, _ = _held_layout(c, int8_at_load)
     trunk, embed, experts = weight_bytes(resident_c, storage_itemsize)
     total_experts, per_expert, _ = expert_sizes(c, experts)

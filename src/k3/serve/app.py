@@ -17,6 +17,10 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from k3 import __version__
+from k3.chat.images import image_sources
+from k3.config.vision import MediaConfig
+from k3.engine.image_prompts import prepare_all
+from k3.media import ImageError, ImageLimits
 from k3.serve import chat_route, completion_route
 from k3.serve.async_engine import AdmissionFailed, AsyncEngine, EngineUnavailable, QueueFull
 from k3.serve.guard import Guard
@@ -29,13 +33,33 @@ STATIC = Path(__file__).parent / "static"
 
 class Server:
     def __init__(self, engine: AsyncEngine, tokenizer, model_name: str, api_key: str | None = None,
-                 request_timeout: float = 600.0, max_model_len: int | None = None, public_metrics: bool = False):
+                 request_timeout: float = 600.0, max_model_len: int | None = None, public_metrics: bool = False,
+                 media: MediaConfig | None = None, image_limits: ImageLimits | None = None,
+                 allowed_local_media_path: str | None = None):
         """max_model_len: prompt + completion tokens one request may use (default: the engine's).
-        public_metrics: /metrics answers without the API key (for a scraper that cannot send one)."""
+        public_metrics: /metrics answers without the API key (for a scraper that cannot send one).
+        media, image_limits: the checkpoint's image preprocessing and the limits on a request's images;
+        allowed_local_media_path: a directory requests may name image files in (None: data: URLs only)."""
         self.engine, self.tokenizer, self.model_name, self.api_key = engine, tokenizer, model_name, api_key
         self.request_timeout, self.public_metrics = request_timeout, public_metrics
         self.max_model_len = max_model_len or engine.engine.max_model_len
         self.metrics = engine.metrics = engine.metrics or Metrics()
+        self.media, self.image_limits = media or MediaConfig(), image_limits or ImageLimits()
+        self.allowed_local_media_path = allowed_local_media_path
+
+    def prepare_images(self, messages) -> list | None:
+        """The request's images, prepared (None when it has none); a 400 naming the image and the problem."""
+        sources = image_sources(messages)
+        if not sources:
+            return None
+        if getattr(self.engine.engine.model, "vision", None) is None:
+            raise RequestError("this model takes text only (its checkpoint has no vision tower, or the server was "
+                               "started with --no-vision): send text", "messages")
+        try:
+            return prepare_all(sources, self.media, self.image_limits, local_root=self.allowed_local_media_path,
+                               trusted=False)
+        except ImageError as e:
+            raise RequestError(str(e), "messages") from None
 
     def tokenizer_info(self) -> dict:
         names = {i: n for n, i in self.tokenizer.specials.items()}
@@ -45,7 +69,8 @@ class Server:
                 "vocab_size": self.tokenizer.vocab_size, "chat_template": None,
                 "chat_template_kwargs": {"thinking": self.tokenizer.thinking}}   # the defaults a request overrides
 
-    async def run_all(self, ids: list[int], params: list, request: Request | None = None, ticket=None) -> list:
+    async def run_all(self, ids: list[int], params: list, request: Request | None = None, ticket=None,
+                      images: list | None = None) -> list:
         """Every choice's final output, admitted all together or not at all (`ticket`: places reserved for them
         with others; else reserved here). A client that disconnects aborts them all (ClientGone), and a
         choice that fails takes its siblings with it: nothing generates for nobody."""
@@ -54,7 +79,7 @@ class Server:
 
         async def one(p):
             last = None
-            async for out in self.engine.generate(ids, p, ticket=ticket):
+            async for out in self.engine.generate(ids, p, ticket=ticket, images=images):
                 last = out
             if last.finish_reason == "error":
                 raise HTTPException(500, f"generation failed: {last.error}")
@@ -207,7 +232,7 @@ def _tokenize(server: Server, req: TokenizeRequest) -> list[int]:
         server.check_text_size(len(req.prompt.encode()), "prompt")
         return server.tokenizer.encode(req.prompt, special=True)
     chat = ChatRequest(model=server.model_name, messages=req.messages)
-    return chat_route.prompt_ids(chat, server.tokenizer, server.check_text_size)[0]
+    return chat_route.prompt_ids(chat, server.tokenizer, server.check_text_size, server.prepare_images(req.messages))[0]
 
 
 def _install_guards(app: FastAPI, server: Server) -> None:

@@ -83,7 +83,7 @@ class AsyncEngine:
             self._pending -= n
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams,
-                       ticket: "Ticket | None" = None) -> AsyncIterator[RequestOutput]:
+                       ticket: "Ticket | None" = None, images: list | None = None) -> AsyncIterator[RequestOutput]:
         """Yields outputs as tokens arrive; leaving the iterator early (client gone) aborts the request.
         `ticket`: a place reserved with its siblings (`reserve`); without one, a place is reserved here."""
         (ticket or self.reserve(1)).take()
@@ -91,7 +91,7 @@ class AsyncEngine:
         outputs: asyncio.Queue = asyncio.Queue()
         self._streams[request_id] = (asyncio.get_running_loop(), outputs)
         done = asyncio.get_running_loop().create_future()
-        self._commands.put(("add", request_id, prompt_ids, params, done))
+        self._commands.put(("add", request_id, prompt_ids, params, done, images))
         try:
             await done   # raises the engine's ValueError for a bad request
             last = time.perf_counter()
@@ -163,12 +163,12 @@ class AsyncEngine:
             elif cmd[0] == "stop":
                 return
 
-    def _add(self, request_id, prompt_ids, params, done) -> None:
+    def _add(self, request_id, prompt_ids, params, done, images=None) -> None:
         loop = self._streams[request_id][0] if request_id in self._streams else None
         with self._lock:
             self._pending -= 1
         try:
-            self.engine.add_request(prompt_ids, params, request_id=request_id)
+            self.engine.add_request(prompt_ids, params, request_id=request_id, images=images)
             result = (done.set_result, None)
         except ValueError as e:
             result = (done.set_exception, e)

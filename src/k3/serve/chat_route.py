@@ -75,9 +75,10 @@ def thinking_on(req: ChatRequest, default: bool = True) -> bool:
     return next(iter(given.values()), default)
 
 
-def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None) -> tuple[list[int], dict]:
+def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None, images: list | None = None) -> tuple[list[int], dict]:
     """The prompt's token ids, and the parser options that match it (thinking, the tools offered).
-    check_text_size(bytes) may refuse the rendered prompt before it is tokenized."""
+    check_text_size(bytes) may refuse the rendered prompt before it is tokenized. images: the request's
+    prepared images (Server.prepare_images), whose blocks take the image parts' places."""
     thinking = thinking_on(req, tokenizer.thinking)
     tools, choice = req.tools, req.tool_choice
     check_tools(tools)
@@ -88,24 +89,26 @@ def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None) -> tuple[list[
             raise HTTPException(400, f"tool_choice names {name!r}, which is not among the request's tools")
         choice = "required"
     segments = render(req.messages, tools=tools, thinking=thinking, thinking_effort=req.reasoning_effort,
-                      tool_choice=choice, response_format=req.response_format)
-    if check_text_size is not None:
-        check_text_size(sum(len(seg.text.encode()) for seg in segments))
+                      tool_choice=choice, response_format=req.response_format, images=images)
+    if check_text_size is not None:   # image blocks are one pad name a row: counted as the tokens they are
+        check_text_size(sum(len(seg.text.encode()) for seg in segments if not seg.special))
     return tokenizer.encode_segments(segments), {"thinking": thinking, "tools": tool_names(tools)}
 
 
-def admitted(server, req: ChatRequest) -> tuple[list[int], dict, list[SamplingParams]]:
-    """Prompt ids, parser options and one SamplingParams per choice, within the server's max_model_len."""
+def admitted(server, req: ChatRequest) -> tuple[list[int], dict, list[SamplingParams], list | None]:
+    """Prompt ids, parser options, one SamplingParams per choice (within the server's max_model_len), and
+    the prepared images."""
     thinking = thinking_on(req, server.tokenizer.thinking)
     check_tools(req.tools)
     structured = request_constraint(req, "think" if thinking else "response")   # its 400 names the field
-    ids, options = prompt_ids(req, server.tokenizer, server.check_text_size)
+    images = server.prepare_images(req.messages)
+    ids, options = prompt_ids(req, server.tokenizer, server.check_text_size, images)
     asked = req.max_completion_tokens or req.max_tokens
     room = server.check_length(len(ids), asked)
     max_tokens = asked or min(DEFAULT_MAX_TOKENS, room)
     top = (req.top_logprobs or 0) if req.logprobs else None
     return ids, options, [sampling(req, i, logprobs=top, max_tokens=max_tokens, structured=structured)
-                          for i in range(req.n)]
+                          for i in range(req.n)], images
 
 
 def finish_reason(out, message) -> str:
@@ -130,8 +133,8 @@ def usage(prompt_len: int, outs, tokenizer, reasoning_texts) -> dict:
 
 
 async def complete(server, req: ChatRequest, request=None) -> dict:
-    ids, options, params = await asyncio.to_thread(admitted, server, req)   # validation and tokenizing off the loop
-    outs = await server.run_all(ids, params, request)
+    ids, options, params, images = await asyncio.to_thread(admitted, server, req)   # validation, tokenizing off the loop
+    outs = await server.run_all(ids, params, request, images=images)
     messages = [parse_message(server.tokenizer, o.token_ids, **options) for o in outs]
     choices = [{"index": i, "message": m.to_openai(), "finish_reason": finish_reason(o, m),
                 "logprobs": _chat_logprobs(server.tokenizer, o) if req.logprobs else None, **warning(o, m)}
@@ -144,11 +147,11 @@ async def complete(server, req: ChatRequest, request=None) -> dict:
 async def stream(server, req: ChatRequest):
     """SSE chunks per choice: role, then reasoning/content/tool-call deltas, then the finish reason;
     then [usage] and [DONE]. With n > 1 the choices' chunks interleave, each tagged with its index."""
-    ids, options, params = await asyncio.to_thread(admitted, server, req)
+    ids, options, params, images = await asyncio.to_thread(admitted, server, req)
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
             "model": server.model_name}
     with server.engine.reserve(len(params)) as ticket:    # every choice, or a 429 for the request
-        generators = [server.engine.generate(ids, p, ticket=ticket) for p in params]
+        generators = [server.engine.generate(ids, p, ticket=ticket, images=images) for p in params]
         try:
             firsts = [await anext(g) for g in generators]      # surfaces 400s before the 200 is sent
         except BaseException:

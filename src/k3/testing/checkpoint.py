@@ -1,6 +1,7 @@
 """Random checkpoints in the official K3 layout, at any size: `language_model.` names, BF16/F32/U8 dtypes,
 MXFP4 experts (random codes, E8M0 scales 120-125), A_log zero-padded to head_dim, a nested
-`text_config.quantization_config`, 2+ shards with an index, and a few vision tensors to ignore.
+`text_config.quantization_config`, 2+ shards with an index, and the vision tower and projector when the config has one (else a few
+vision tensors a text-only load must ignore).
 
 Values are drawn so every path matters: norms and AttnRes queries are non-uniform and non-zero,
 gates cover their range, matrices are scaled by 1/sqrt(fan_in). The weights are random: outputs
@@ -20,9 +21,11 @@ from k3.chat.specials import NUM_SPECIAL
 from k3.checkpoint.layout import TensorSpec, expected_tensors
 from k3.checkpoint.reader import TEXT_PREFIX
 from k3.checkpoint.stream_writer import write_sharded_streaming
+from k3.checkpoint.vision_layout import vision_tensors
 from k3.checkpoint.writer import atomic_write_text
 from k3.config import K3Config, to_hf_dict
 from k3.config.presets import tiny
+from k3.config.vision import MediaConfig, media_to_hf
 
 TORCH_DTYPES = {"BF16": torch.bfloat16, "F32": torch.float32, "U8": torch.uint8}
 VISION_TENSORS = {"vision_tower.patch_embed.proj.weight": (8, 3, 2, 2), "mm_projector.proj.0.weight": (8, 8)}
@@ -41,7 +44,12 @@ def make_checkpoint(out_dir: str | Path, config: K3Config | None = None, *, seed
     specs = expected_tensors(config)
     makers = {TEXT_PREFIX + s.name: functools.partial(_random_tensor, s, config, seed) for s in specs}
     entries = [(TEXT_PREFIX + s.name, s.dtype, s.shape) for s in specs]
-    if with_vision:
+    if config.vision is not None:      # a real tower and projector, in the release's names and shapes
+        for spec in vision_tensors(config.vision):
+            makers[spec.name] = functools.partial(_random_tensor, spec, config, seed)
+            entries.append((spec.name, spec.dtype, spec.shape))
+        atomic_write_text(out / "preprocessor_config.json", json.dumps(media_to_hf(MediaConfig()), indent=2))
+    elif with_vision:                  # a few stray tensors a text-only config must ignore
         for name, shape in VISION_TENSORS.items():
             makers[name] = functools.partial(_randn, shape, seed, name, torch.bfloat16)
             entries.append((name, "BF16", shape))
@@ -119,7 +127,7 @@ def _random_tensor(spec: TensorSpec, c: K3Config, seed: int) -> torch.Tensor:
         return _randn(shape, seed, name, dtype, std=0.5)
     if name.endswith("embed_tokens.weight"):
         return _randn(shape, seed, name, dtype)
-    fan_in = shape[-1]
+    fan_in = math.prod(shape[1:]) if len(shape) == 4 else shape[-1]    # a patch conv reads 3 x p x p
     return _randn(shape, seed, name, dtype, std=fan_in ** -0.5)
 
 

@@ -41,6 +41,7 @@ def serving(llm, model_name: str = "default", **server_kwargs):
     from k3.serve.async_engine import AsyncEngine
 
     engine = AsyncEngine(llm.engine, max_queued=server_kwargs.pop("max_queued", 64))
+    server_kwargs.setdefault("media", getattr(llm, "media", None))    # the checkpoint's image preprocessing
     uv, thread, url = start_server(Server(engine, llm.tokenizer, model_name, **server_kwargs))
     try:
         yield url

@@ -91,5 +91,11 @@ def code_paths(c: K3Config) -> list[dict]:
             (f"routed experts ({c.num_experts} per layer)", experts)]
     if c.attn_res_block_size is not None:
         rows.append(("Attention Residuals", f"block depth mix every {c.attn_res_block_size} layers (k3.ops.attnres)"))
-    rows.append(("vision tower / projector", "not run: k3 is text-only (tensors are skipped)"))
+    if c.vision is not None:
+        v = c.vision
+        rows.append(("vision tower / projector", f"MoonViT-3d, {v.num_layers} blocks of width {v.hidden_size}, attention "
+                     "per image (SDPA), 2x2 merge, patchmergerv2; resident; images via image_url parts, LLM.chat, "
+                     "k3 generate --image (k3.layers.vision)"))
+    else:
+        rows.append(("vision tower / projector", "none in this checkpoint's config: text only"))
     return [{"part": p, "k3": k} for p, k in rows]

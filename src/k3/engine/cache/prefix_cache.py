@@ -78,7 +78,7 @@ class PrefixCache:
         for r in running:
             if not r.prefix_cached or r.num_computed >= len(r.prompt_ids):
                 continue
-            shared = _shared_blocks(req.prompt_ids, r.prompt_ids, self.block_size) * self.block_size
+            shared = _shared_blocks(req.prompt_key_ids, r.prompt_key_ids, self.block_size) * self.block_size
             if shared > max(match.num_tokens, r.num_computed) and self.store.enabled:
                 if shared not in r.snapshot_at:
                     insort(r.snapshot_at, shared)

@@ -1,0 +1,39 @@
+"""The image options `k3 serve` (and `k3 generate`'s loading) share: whether to load the vision tower, and
+the limits on a request's images (vLLM's flag names where vLLM has one)."""
+
+from __future__ import annotations
+
+import json
+
+
+def add_vision_arguments(p, server: bool = False) -> None:
+    p.add_argument("--no-vision", action="store_true",
+                   help="load the text model alone (a checkpoint's vision tower is not read; images are refused)")
+    if not server:
+        return
+    p.add_argument("--limit-mm-per-prompt", metavar="JSON", default=None,
+                   help='images one request may carry, as vLLM takes it: \'{"image": 4}\' (default 16)')
+    p.add_argument("--allowed-local-media-path", metavar="DIR",
+                   help="a directory requests may name image files in (file:// or a path); without it, data: URLs only")
+    p.add_argument("--max-image-bytes", type=int, default=32 * 2 ** 20, help="an image's encoded size, at most")
+
+
+def image_limits(args):
+    from k3.media import ImageLimits
+
+    limits = ImageLimits(max_bytes=args.max_image_bytes)
+    if args.limit_mm_per_prompt is None:
+        return limits
+    try:
+        given = json.loads(args.limit_mm_per_prompt)
+    except json.JSONDecodeError:
+        raise ValueError(f"--limit-mm-per-prompt {args.limit_mm_per_prompt!r}: expected JSON such as "
+                         '\'{"image": 4}\'') from None
+    if not isinstance(given, dict) or set(given) - {"image", "video"} or not all(
+            isinstance(v, int) and v >= 0 for v in given.values()):
+        raise ValueError('--limit-mm-per-prompt: expected {"image": N} with N >= 0 (K3 takes images only)')
+    if given.get("video"):
+        raise ValueError("--limit-mm-per-prompt: K3's released processor takes no video; leave video out or at 0")
+    from dataclasses import replace
+
+    return replace(limits, max_images=given.get("image", limits.max_images))

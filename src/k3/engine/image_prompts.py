@@ -1,0 +1,54 @@
+"""Prompts with images for the offline API: chat messages with image parts, and vLLM's dict prompts
+`{"prompt": TEXT, "multi_modal_data": {"image": IMAGE or [IMAGES]}}` whose text marks each image's place
+with `<|kimi_image_placeholder|>` (K3's own processor marker). Images are prepared here (k3.media) with the
+checkpoint's preprocessing, under the caller's limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from k3.media import ImageError, ImageLimits, prepare_image
+from k3.media.sources import image_bytes_or_object
+
+PLACEHOLDER = "<|kimi_image_placeholder|>"
+
+
+@dataclass
+class Prompt:
+    ids: list[int]
+    images: list | None = None     # PreparedImage's, in prompt order
+
+
+def prepare_all(sources: list, media, limits: ImageLimits, *, local_root=None, trusted: bool = True) -> list:
+    """Each source (bytes, path, PIL image, data: URL) -> a PreparedImage; ImageError names the image."""
+    if len(sources) > limits.max_images:
+        raise ImageError(f"{len(sources)} images in one prompt, over the limit of {limits.max_images}")
+    out = []
+    for i, src in enumerate(sources):
+        try:
+            out.append(prepare_image(image_bytes_or_object(src, local_root=local_root, trusted=trusted), media, limits))
+        except ImageError as e:
+            raise ImageError(f"image {i + 1} of {len(sources)}: {e}") from None
+    return out
+
+
+def dict_prompt(tok, prompt: dict, media, limits: ImageLimits) -> Prompt:
+    """vLLM's {"prompt": ..., "multi_modal_data": {"image": ...}} -> ids with each marker replaced by its image's block."""
+    text = prompt.get("prompt")
+    if not isinstance(text, str):
+        raise ValueError("a dict prompt needs 'prompt' (text with one <|kimi_image_placeholder|> per image)")
+    data = prompt.get("multi_modal_data") or {}
+    unknown = sorted(set(data) - {"image"})
+    if unknown:
+        raise ValueError(f"multi_modal_data: {unknown} not supported; K3 takes images only")
+    sources = data.get("image", [])
+    sources = list(sources) if isinstance(sources, (list, tuple)) else [sources]
+    pieces = text.split(PLACEHOLDER)
+    if len(pieces) - 1 != len(sources):
+        raise ValueError(f"the prompt marks {len(pieces) - 1} image place(s) with {PLACEHOLDER} but "
+                         f"multi_modal_data has {len(sources)} image(s)")
+    images = prepare_all(sources, media, limits)
+    ids = tok.encode(pieces[0], special=True)
+    for image, piece in zip(images, pieces[1:]):
+        ids += tok.encode(image.block, special=True) + tok.encode(piece, special=True)
+    return Prompt(ids, images or None)

@@ -1,0 +1,147 @@
+"""One image, from whatever a user holds (bytes, a file, a PIL image) to the tower's input (K3_VISION.md 3.2):
+decode under limits, resize (bicubic, in the image's own mode), put transparent pixels on the configured
+background, pad with zeros, normalise to [-1, 1], cut into 14x14 patches in row-major order.
+
+Limits hold before any pixel is decoded: the encoded size, and width x height read from the header (a
+decompression bomb is refused by its header, never decoded). EXIF orientation is not applied, as the
+reference does not apply it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from k3.config.vision import MediaConfig
+from k3.media.errors import ImageError
+from k3.media.prompt import image_block
+from k3.media.resize import plan_resize
+from k3.media.transparency import composite
+
+FORMATS = ("PNG", "JPEG", "WEBP")
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    max_bytes: int = 32 * 2 ** 20             # the encoded file
+    max_pixels: int = 100_000_000             # width x height as the header states it (7168 x 7168 is 51 M)
+    max_images: int = 16                      # in one prompt
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedImage:
+    pixel_values: torch.Tensor     # [h * w, 3, p, p] float32 in [-1, 1]
+    grid: tuple[int, int, int]     # (t, h, w) patches: t = 1 for an image
+    width: int                     # the upload's size, which the prompt states
+    height: int
+    num_tokens: int                # the rows it becomes, and the `<|media_pad|>` tokens it takes
+    digest: str                    # sha256 of the size and pixels: the prefix cache keys on it
+
+    @property
+    def block(self) -> str:
+        """Its text in a prompt (k3.media.prompt.image_block)."""
+        return image_block(self.width, self.height, self.num_tokens)
+
+
+def prepare_image(source, media: MediaConfig = MediaConfig(), limits: ImageLimits = ImageLimits()) -> PreparedImage:
+    """source: bytes, a path, or a PIL image -> PreparedImage. Bad input raises ImageError."""
+    img = _open(source, limits)
+    width, height = img.size
+    plan = plan_resize(width, height, media)
+    try:
+        if not media.fill_after_resize:
+            img = composite(img, media)
+        img = _resize(img, (plan.width, plan.height))
+        img = composite(img, media)
+    except (OSError, ValueError) as e:
+        raise ImageError(f"the image could not be decoded ({e}); send an intact PNG, JPEG or WebP file") from None
+    rgb = np.asarray(img, dtype=np.uint8)
+    padded = np.pad(rgb, ((0, plan.pad_height), (0, plan.pad_width), (0, 0)))
+    p, h, w = media.patch_size, plan.grid_h, plan.grid_w
+    x = torch.from_numpy(padded).to(torch.float64).div(255.0).float()          # (u8 / 255) in float64, then fp32
+    x = (x - torch.tensor(media.image_mean)) * (1.0 / torch.tensor(media.image_std, dtype=torch.float64)).float()
+    patches = x.view(h, p, w, p, 3).permute(0, 2, 4, 1, 3).reshape(h * w, 3, p, p).contiguous()
+    digest = hashlib.sha256(f"{width}x{height}|{h}x{w}|".encode() + padded.tobytes()).hexdigest()
+    return PreparedImage(patches, (1, h, w), width, height, plan.num_tokens, digest)
+
+
+def stack_images(images: list[PreparedImage]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Several images -> (pixel_values [sum h*w, 3, p, p], grid_thw [n, 3] int64) for `model.encode_images`."""
+    return (torch.cat([i.pixel_values for i in images]),
+            torch.tensor([list(i.grid) for i in images], dtype=torch.long))
+
+
+def _pil():
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ImageError("image input needs Pillow: pip install 'k3[vision]'") from None
+    return Image
+
+
+def _open(source, limits: ImageLimits):
+    Image = _pil()
+    if isinstance(source, Image.Image):
+        _check_pixels(source.size, limits)
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        source = _read_file(Path(source), limits)
+    if not isinstance(source, (bytes, bytearray, memoryview)):
+        raise ImageError(f"an image is bytes, a file path or a PIL image, not {type(source).__name__}")
+    if len(source) > limits.max_bytes:
+        raise ImageError(f"the image is {len(source):,} bytes, over the limit of {limits.max_bytes:,}; send a smaller file")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(bytes(source)))
+            if img.format not in FORMATS:
+                raise ImageError(f"{img.format or 'this'} images are not accepted; send PNG, JPEG or WebP")
+            _check_pixels(img.size, limits)
+            img.load()
+    except ImageError:
+        raise
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError):
+        raise ImageError(f"the image's header claims more than {limits.max_pixels:,} pixels; send a smaller image") from None
+    except (OSError, SyntaxError, ValueError, Image.UnidentifiedImageError) as e:
+        raise ImageError(f"the image is corrupt, truncated or not an image ({type(e).__name__}: {e}); "
+                         "send an intact PNG, JPEG or WebP file") from None
+    return img
+
+
+def _read_file(path: Path, limits: ImageLimits) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > limits.max_bytes:
+            raise ImageError(f"{path} is {size:,} bytes, over the limit of {limits.max_bytes:,}")
+        return path.read_bytes()
+    except OSError as e:
+        raise ImageError(f"cannot read the image file {path}: {e.strerror or e}") from None
+
+
+def _check_pixels(size: tuple[int, int], limits: ImageLimits) -> None:
+    w, h = size
+    if w < 1 or h < 1:
+        raise ImageError(f"the image is {w}x{h}: it has no pixels")
+    if w * h > limits.max_pixels:
+        raise ImageError(f"the image is {w}x{h} = {w * h:,} pixels, over the limit of {limits.max_pixels:,}; "
+                         "send a smaller image (K3 sees at most 7168 pixels a side after its own resize)")
+
+
+def _resize(img, size: tuple[int, int]):
+    """PIL bicubic in the image's own mode (PIL itself takes nearest for palette images), as the reference;
+    a mode bicubic cannot resample is widened first."""
+    if img.size == size:
+        return img.copy()
+    Image = _pil()
+    try:
+        return img.resize(size, resample=Image.Resampling.BICUBIC)
+    except ValueError:
+        wide = img.convert("RGBA" if "A" in img.getbands() or "transparency" in img.info else "RGB")
+        return wide.resize(size, resample=Image.Resampling.BICUBIC)
