@@ -89,9 +89,10 @@ class ModelRunner:
         scored = _prompt_positions(chunks, batch)
         index = torch.tensor(sampled + [i for i, _, _ in scored], dtype=torch.long, device=self.device)
         splice = self._splice(chunks, batch)
+        images = {"splice": splice} if splice is not None else {}   # a text-only model's forward never sees the word
         with torch.inference_mode():
             logits = self.model.forward_batch(torch.tensor(ids, dtype=torch.long, device=self.device), batch, views, index,
-                                              splice)
+                                              **images)
         return StepOutput(logits[:len(sampled)], [reqs[i] for i in rows], [chunks[i].draft for i in rows],
                           _score_prompt(scored, logits[len(sampled):]), log,
                           {c.request.request_id: i for i, c in enumerate(chunks) if c.window})

@@ -31,7 +31,8 @@ FORMATS = ("PNG", "JPEG", "WEBP")
 @dataclass(frozen=True)
 class ImageLimits:
     max_bytes: int = 32 * 2 ** 20             # the encoded file
-    max_pixels: int = 100_000_000             # width x height as the header states it (7168 x 7168 is 51 M)
+    max_pixels: int = 80_000_000              # width x height as the header states it (7168 x 7168 is 51 M; under
+                                              # Pillow's own bomb threshold, so this limit is the one that speaks)
     max_images: int = 16                      # in one prompt
 
 
