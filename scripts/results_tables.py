@@ -15,6 +15,7 @@ ABOUT = {
     "speculative": "speculative decoding against plain decoding",
     "eval_harness": "the evaluation harness's own costs (sandbox, Inspect)",
     "engine_thread": "a served request with the model built on the stepping thread or not",
+    "vision": "the vision tower at K3's dimensions: seconds per image by size and where they go; TTFT with an image",
 }
 
 
@@ -126,7 +127,22 @@ def _eval_harness(r: dict) -> list[str]:
             f"| the same prompts straight through `LLM.chat` (ms) | {ms('local_direct_item_s')} |"]
 
 
-SHAPES = {"eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
+def _vision(r: dict) -> list[str]:
+    rows = ["| image | patches | image tokens | tower + projector (s) | largest part | peak RSS (GB) |",
+            "|---|---|---|---|---|---|"]
+    for t in r["tower"]:
+        part, secs = next(iter(t["parts"].items()))
+        rows.append(f"| {t['size']}x{t['size']} | {_fmt(t['patches'])} | {_fmt(t['image_tokens'])} | "
+                    f"{_fmt(t['seconds'])} | {part} ({secs / t['seconds']:.0%}) | {_fmt(t['peak_rss_gb'])} |")
+    f = r["ttft"]
+    rows += ["", "| time to first token (small text model in K3's layout) | value |", "|---|---|",
+             f"| without an image ({f['prompt_tokens_text']} tokens) | {_fmt(f['ttft_text_s'] * 1e3)} ms |",
+             f"| with one {f['size']}x{f['size']} image ({f['prompt_tokens_image']} tokens) | "
+             f"{_fmt(f['ttft_image_s'] * 1e3)} ms |"]
+    return rows
+
+
+SHAPES = {"vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
           "prefix_cache": _prefix_cache, "speculative": _speculative}
 
 

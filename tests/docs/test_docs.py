@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from doc_runner import page
-from k3.config.presets import tiny_chat
+from k3.config.presets import tiny_chat, tiny_chat_vision
 from k3.testing import make_checkpoint
 from k3.engine import LLM
 from k3.testing.http_mirror import Mirror
@@ -21,7 +21,8 @@ RUN = ["README.md", "docs/getting-started.md", "docs/guide/models.md", "docs/gui
        "docs/guide/serving.md", "docs/guide/speculative-decoding.md", "docs/guide/structured-outputs.md",
        "docs/guide/memory.md",
        "docs/guide/bench.md",
-       "docs/guide/checkpoints.md", "docs/guide/train.md", "docs/benchmarks/methodology.md", "docs/guide/eval.md"]
+       "docs/guide/checkpoints.md", "docs/guide/train.md", "docs/benchmarks/methodology.md", "docs/guide/eval.md",
+       "docs/guide/images.md"]
 # Runs sized for a test: a handful of items and short answers where the page runs a set (the tiny model's
 # answers are noise; the commands, their options and their reports are what is checked).
 SMALL = {"--limit 40": "--limit 3 --max-tokens 16",
@@ -59,7 +60,7 @@ def test_every_page_with_commands_is_run_or_says_why():
 def stand_ins(tmp_path_factory):
     """A tiny checkpoint with a tokenizer in K3's layout, served by a loopback mirror as the hub."""
     root = tmp_path_factory.mktemp("docs")
-    ckpt = make_checkpoint(root / "tiny", tiny_chat(), tokenizer=True)
+    ckpt = make_checkpoint(root / "tiny", tiny_chat_vision(), tokenizer=True)   # the release has a vision tower
     texts = [str(p) for p in sorted((ROOT / "docs").rglob("*.md"))[:12]]   # "your text": the docs' own
     dense = make_checkpoint(root / "dense", tiny_chat().replace(expert_format=None), tokenizer=True)
     remote = LLM(str(ckpt), cache_memory="64MiB", max_num_seqs=8)    # "a GPU box": a k3 server on loopback

@@ -132,3 +132,38 @@ def test_config_round_trip_and_an_empty_vision_config_is_text_only():
 def test_a_text_only_checkpoint_still_ignores_stray_vision_tensors(tmp_path):
     ckpt = make_checkpoint(tmp_path / "t", tiny_chat_vision().replace(vision=None), tokenizer=True)
     assert load_model(ckpt).vision is None
+
+
+def test_many_images_go_through_the_tower_in_bounded_groups(vision_checkpoint, monkeypatch):
+    """However many images a request sends, the tower holds one group's activations at a time: grouped rows
+    equal the rows of one pass, and the groups stay under the bound."""
+    import k3.model.vision as vision
+
+    model = load_model(vision_checkpoint, dtype=torch.float32)
+    pixels = _pixels(GRIDS, seed=4)
+    whole = model.encode_images(pixels, torch.tensor(GRIDS))
+    seen = []
+    forward = model.vision_tower.forward
+    monkeypatch.setattr(model.vision_tower, "forward", lambda px, grids: seen.append(px.shape[0]) or forward(px, grids))
+    monkeypatch.setattr(vision, "GROUP_PATCHES", 100)
+    grouped = model.encode_images(pixels, torch.tensor(GRIDS))
+    assert seen == [60, 360, 4]                      # 60 + 360 > 100: the large image alone
+    for a, b in zip(grouped, whole):
+        assert_close("grouped", a, b, 1e-6)
+
+
+def test_verify_checks_the_tower_against_the_vision_config(vision_checkpoint, tmp_path):
+    import shutil
+
+    from k3.tools.verify import verify_checkpoint
+
+    assert verify_checkpoint(vision_checkpoint).ok
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(vision_checkpoint, ckpt)
+    name = "vision_tower.encoder.blocks.1.wo.weight"
+    rewrite_shard(ckpt, name, lambda t: t.__setitem__(name, torch.ones(3, 3, dtype=torch.bfloat16)))
+    (problem,) = verify_checkpoint(ckpt).problems
+    assert (problem.kind, problem.tensor) == ("shape", name)
+    rewrite_shard(ckpt, name, lambda t: t.pop(name))
+    (problem,) = verify_checkpoint(ckpt).problems
+    assert (problem.kind, problem.tensor) == ("missing-tensor", name)

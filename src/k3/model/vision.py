@@ -42,13 +42,34 @@ def encode(tower: VisionTower, projector: Projector, v: VisionConfig, pixel_valu
     for t, _, _ in grids:
         if t > v.pos_emb_time:
             raise ValueError(f"a chunk of {t} frames: the tower takes at most {v.pos_emb_time}")
-    y = tower(pixel_values.to(dtype), grids)
-    merged, start = [], 0
-    for t, h, w in grids:
-        merged.append(merge_2x2(y[start:start + t * h * w], t, h, w))
-        start += t * h * w
-    rows = projector(torch.cat(merged))
-    return list(rows.split([m.shape[0] for m in merged]))
+    out, start = [], 0
+    for group in _groups(grids):
+        n = sum(t * h * w for t, h, w in group)
+        y, merged, at = tower(pixel_values[start:start + n].to(dtype), group), [], 0
+        for t, h, w in group:
+            merged.append(merge_2x2(y[at:at + t * h * w], t, h, w))
+            at += t * h * w
+        out += list(projector(torch.cat(merged)).split([m.shape[0] for m in merged]))
+        start += n
+    return out
+
+
+GROUP_PATCHES = 65536   # items go through the tower together up to this many patches (one largest K3 image)
+
+
+def _groups(grids: list[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:
+    """Consecutive items in groups of at most GROUP_PATCHES patches (an item larger than that alone): the
+    tower's activations stay those of one large image however many a request sends, which is what the
+    memory plan reserves (k3.offload.vision_memory)."""
+    groups, size = [[]], 0
+    for g in grids:
+        n = g[0] * g[1] * g[2]
+        if groups[-1] and size + n > GROUP_PATCHES:
+            groups.append([])
+            size = 0
+        groups[-1].append(g)
+        size += n
+    return groups
 
 
 def splice_for(input_ids: torch.Tensor, rows: list[torch.Tensor], pad_id: int) -> Splice:

@@ -23,7 +23,7 @@ from k3.engine.image_prompts import prepare_all
 from k3.media import ImageError, ImageLimits
 from k3.serve import chat_route, completion_route
 from k3.serve.async_engine import AdmissionFailed, AsyncEngine, EngineUnavailable, QueueFull
-from k3.serve.guard import Guard
+from k3.serve.guard import MAX_BODY_BYTES, MAX_BODY_BYTES_WITH_IMAGES, Guard
 from k3.serve.metrics import Metrics
 from k3.serve.protocol import (ChatRequest, ClientGone, CompletionRequest, DetokenizeRequest, RequestError, TokenizeRequest,
                                error_response)
@@ -46,6 +46,8 @@ class Server:
         self.metrics = engine.metrics = engine.metrics or Metrics()
         self.media, self.image_limits = media or MediaConfig(), image_limits or ImageLimits()
         self.allowed_local_media_path = allowed_local_media_path
+        vision = getattr(engine.engine.model, "vision", None) is not None
+        self.max_request_bytes = MAX_BODY_BYTES_WITH_IMAGES if vision else MAX_BODY_BYTES   # images come inline
 
     def prepare_images(self, messages) -> list | None:
         """The request's images, prepared (None when it has none); a 400 naming the image and the problem."""

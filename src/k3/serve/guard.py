@@ -1,7 +1,8 @@
 """The server's front door, as plain ASGI middleware (it must see the body's bytes as they arrive).
 
-- Body size: at most MAX_BODY_BYTES, counted over the bytes actually received, so a chunked body
-  without Content-Length is cut at the limit too (413), never read whole.
+- Body size: at most the server's max_request_bytes (MAX_BODY_BYTES for text; images inline as data: URLs
+  need more), counted over the bytes actually received, so a chunked body without Content-Length is cut at
+  the limit too (413), never read whole.
 - Body time: the whole body within BODY_TIMEOUT_S (408), so a client trickling it cannot hold a slot.
 - API key: with --api-key every path needs `Authorization: Bearer KEY` (that scheme exactly) except /health (a liveness
   probe carries no data); /metrics too unless the server was started with --public-metrics. The chat
@@ -18,6 +19,7 @@ from urllib.parse import parse_qs
 from k3.serve.protocol import error_response
 
 MAX_BODY_BYTES = 4 * 2 ** 20
+MAX_BODY_BYTES_WITH_IMAGES = 64 * 2 ** 20
 BODY_TIMEOUT_S = 60.0   # the whole body, however it is chunked (the head's timeout is connection.py's)
 
 
@@ -52,16 +54,16 @@ class Guard:
         if not self._authorized(scope):
             return await error_response(401, "missing or wrong API key (send Authorization: Bearer KEY)")(
                 scope, receive, send)
-        declared = _header(scope, b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            return await _too_large()(scope, receive, send)
+        declared, limit = _header(scope, b"content-length"), self.server.max_request_bytes
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return await _too_large(limit)(scope, receive, send)
         try:
-            body, ended = await _read_body(receive)
+            body, ended = await _read_body(receive, limit)
         except BodyTimeout:
             return await error_response(408, f"the request body did not arrive within {BODY_TIMEOUT_S:g} s")(
                 scope, receive, send)
         if body is None:
-            return await _too_large()(scope, receive, send)
+            return await _too_large(limit)(scope, receive, send)
         replay = [{"type": "http.request", "body": body, "more_body": False}] if not ended else []
 
         async def replayed():
@@ -80,7 +82,7 @@ class Guard:
         return hmac.compare_digest(given.encode(), key.encode())
 
 
-async def _read_body(receive) -> tuple[bytes | None, bool]:
+async def _read_body(receive, limit: int) -> tuple[bytes | None, bool]:
     """-> (the whole body, or None past the limit; whether the client disconnected while sending it).
     BodyTimeout when the body does not arrive within BODY_TIMEOUT_S."""
     chunks, size = [], 0
@@ -94,15 +96,15 @@ async def _read_body(receive) -> tuple[bytes | None, bool]:
             return b"".join(chunks), True
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
+        if size > limit:
             return None, False
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks), False
 
 
-def _too_large():
-    return error_response(413, f"request body over {MAX_BODY_BYTES} bytes")
+def _too_large(limit: int):
+    return error_response(413, f"request body over {limit} bytes")
 
 
 def _header(scope, name: bytes) -> str | None:

@@ -16,6 +16,7 @@ from k3.checkpoint.header import ShardHeader, TensorEntry, read_header
 from k3.checkpoint.layout import TensorSpec, expected_tensors
 from k3.checkpoint.manifest import FileDigest, load_manifest, sha256_file
 from k3.checkpoint.paths import member_path
+from k3.checkpoint.vision_layout import vision_tensors
 from k3.checkpoint.reader import TEXT_PREFIX, read_index, shard_map, superseded_names, text_name
 from k3.config import load_config
 from k3.config.model import ConfigError
@@ -133,6 +134,7 @@ def _layout_agreement(root: Path, found: dict[str, tuple[str, TensorEntry]], unr
         report.add("config", str(e), "config.json")
         return
     expected: dict[str, TensorSpec] = {TEXT_PREFIX + s.name: s for s in expected_tensors(config)}
+    _vision_agreement(config, found, unread, report)
     present_text = {n: v for n, v in found.items() if text_name(n) is not None}
     by_text = {TEXT_PREFIX + text_name(n): n for n in present_text}
     for name, spec in expected.items():
@@ -150,6 +152,20 @@ def _layout_agreement(root: Path, found: dict[str, tuple[str, TensorEntry]], unr
             file, entry = found[stored]
             report.add("unexpected-tensor", f"{entry.dtype}{list(entry.shape)} is not part of the layout "
                        "config.json implies (wrong config, or a different model)", file, stored)
+
+
+def _vision_agreement(config, found: dict[str, tuple[str, TensorEntry]], unread: set[str], report: VerifyReport) -> None:
+    """The tower's and projector's tensors (stored without the text prefix) against the vision_config."""
+    if config.vision is None:
+        return
+    for spec in vision_tensors(config.vision):
+        if spec.name not in found:
+            if spec.name not in unread:
+                report.add("missing-tensor", f"the vision_config implies {spec.dtype}{list(spec.shape)}; not in any "
+                           "shard (or load with --no-vision)", tensor=spec.name)
+            continue
+        file, entry = found[spec.name]
+        check_tensor_spec(config, spec, file, entry, report)
 
 
 def _manifest_agreement(root: Path, digests: dict[str, FileDigest], report: VerifyReport,

@@ -19,8 +19,8 @@ OUTPUT_PROJECTIONS = ("o_proj.weight", "down_proj.weight", ".w2")
 
 
 def trainable_config(config: K3Config) -> K3Config:
-    """Training keeps experts as float tensors; export quantises them."""
-    return config.replace(expert_format=None) if config.expert_format else config
+    """Training keeps experts as float tensors (export quantises them) and trains the text model alone."""
+    return config.replace(expert_format=None, vision=None)
 
 
 def init_model(config: K3Config, seed: int = 0) -> K3ForCausalLM:
