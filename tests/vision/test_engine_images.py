@@ -45,6 +45,7 @@ def test_the_image_changes_the_output_and_batchmates_do_not(llm):
     crowd = llm.chat([_chat("look", red), _chat("other words here", blue), [{"role": "user", "content": "text"}],
                       _chat("look", blue)], GREEDY)
     assert crowd[0].output.token_ids == alone
+    assert crowd[2].output.token_ids == llm.chat([{"role": "user", "content": "text"}], GREEDY)[0].output.token_ids
     red_rows = llm.model.encode_images(*stack_images([prepare_image(red)]))[0]
     blue_rows = llm.model.encode_images(*stack_images([prepare_image(blue)]))[0]
     assert (red_rows - blue_rows).abs().max() > 1e-3      # different images make different rows
