@@ -167,3 +167,20 @@ def test_verify_checks_the_tower_against_the_vision_config(vision_checkpoint, tm
     rewrite_shard(ckpt, name, lambda t: t.pop(name))
     (problem,) = verify_checkpoint(ckpt).problems
     assert (problem.kind, problem.tensor) == ("missing-tensor", name)
+
+
+def test_the_tower_stays_resident_when_weights_stream(vision_checkpoint):
+    from k3.offload import minimum_budget
+
+    config = tiny_chat_vision()
+    budget = minimum_budget(config) + 2 ** 16
+    streamed = load_model(vision_checkpoint, memory_budget=budget)
+    assert streamed.memory_plan.streams_experts and streamed.memory_plan.vision_bytes > 0
+    resident = load_model(vision_checkpoint)
+    pixels = _pixels(GRIDS, seed=5)
+    for a, b in zip(streamed.encode_images(pixels, torch.tensor(GRIDS)), resident.encode_images(pixels, torch.tensor(GRIDS))):
+        assert torch.equal(a, b)
+    ids = torch.tensor([[5, 6, 7, 533, 533, 8]])
+    grid = torch.tensor([(1, 2, 4)])
+    px = _pixels([(1, 2, 4)], seed=6)
+    assert torch.equal(streamed(ids, pixel_values=px, grid_thw=grid), resident(ids, pixel_values=px, grid_thw=grid))
