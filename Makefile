@@ -28,6 +28,9 @@ $(BASE): pyproject.toml
 # What `make test` needs beyond it: the [test] extra, and the system packages some tests use.
 $(STAMP): $(BASE)
 	$(PY) -m pip install -q -e ".[test]" "$(TORCH_PIN)"
+	# The vision oracle (tests/vision/test_vision_oracle.py): only mlx-vlm's kimi_k3 modules are imported, and
+	# they need mlx, numpy and Pillow (in [test]); its own dependencies (transformers 5, opencv, mlx-audio) serve its CLI.
+	$(PY) -m pip install -q --no-deps "mlx-vlm==0.7.10"
 	scripts/system_packages.sh
 	touch $(STAMP)
 

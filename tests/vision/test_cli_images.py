@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import encoded
+from images_support import encoded
 from k3.cli.main import main
 from k3.config.presets import released
 from k3.offload import plan_memory

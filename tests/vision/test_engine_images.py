@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import encoded
+from images_support import encoded
 from k3 import LLM, SamplingParams
 from k3.media import prepare_image, stack_images
 from k3.testing.tolerance import assert_close

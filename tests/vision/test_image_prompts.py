@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import encoded
+from images_support import encoded
 from k3.chat import ChatFormatError, K3Tokenizer, render, to_text
 from k3.chat.images import image_sources
 from k3.media import image_block, prepare_image

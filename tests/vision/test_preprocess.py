@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import encoded
+from images_support import encoded
 from k3.config.vision import MediaConfig, media_from_hf, media_to_hf
 from k3.media import ImageError, ImageLimits, plan_resize, prepare_image
 from k3.media.sources import from_data_url, image_bytes_or_object

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import torch
 
-from conftest import encoded
+from images_support import encoded
 from k3 import LLM, SamplingParams
 from k3.media import ImageLimits
 from k3.testing.serving import serving
