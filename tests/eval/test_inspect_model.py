@@ -33,8 +33,11 @@ def test_messages_reasoning_and_tool_calls_go_to_k3():
     assert out[2]["reasoning_content"] == "look it up"
     assert json.loads(out[2]["tool_calls"][0]["function"]["arguments"]) == {"city": "Oslo"}
     assert out[3] == {"role": "tool", "content": "error: took too long", "tool_call_id": "c1"}
-    with pytest.raises(ValueError, match="image"):
-        to_k3([ChatMessageUser(content=[ContentText(text="x"), ContentImage(image="data:image/png;base64,AAAA")])])
+    image = ContentImage(image="data:image/png;base64,AAAA")
+    assert to_k3([ChatMessageUser(content=[ContentText(text="x"), image])])[0]["content"] == [
+        {"type": "text", "text": "x"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
+    with pytest.raises(ValueError, match="images in user messages"):
+        to_k3([ChatMessageAssistant(content=[ContentText(text="x"), image])])
     assert tool_choice_to_k3("any") == "required" and tool_choice_to_k3("none") == "none"
     assert tool_choice_to_k3(ToolFunction(name="f")) == {"type": "function", "function": {"name": "f"}}
 

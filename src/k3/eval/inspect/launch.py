@@ -59,13 +59,13 @@ def local(path: str, **model_args) -> Target:
 def endpoint(base_url: str, name: str | None, api_key: str | None = None) -> Target:
     """`base_url`: the server's OpenAI root, with or without its /v1 (http://host:8000 and .../v1 both work)."""
     base_url = base_url.rstrip("/") if base_url.rstrip("/").endswith("/v1") else base_url.rstrip("/") + "/v1"
-    name = name or _first_model(base_url, api_key)
+    name = name or first_model(base_url, api_key)
     model = get_model(f"openai-api/k3/{name}", base_url=base_url, api_key=api_key or "none", memoize=False)
     listed = prov.served_model(base_url, name, api_key)
     return Target(model, name, base_url, listed.get("fingerprint"), listed.get("max_model_len"))
 
 
-def _first_model(base_url: str, api_key: str | None) -> str:
+def first_model(base_url: str, api_key: str | None) -> str:
     import httpx
 
     try:

@@ -2,8 +2,8 @@
 
 Reasoning is carried both ways: an assistant message's ContentReasoning goes back to the model as
 `reasoning_content` (K3's format keeps earlier thinking), and the parser's reasoning comes out as
-ContentReasoning. Images are not sent (k3 serves text; its vision path is issue 46): a message that has
-one is refused with a clear error rather than silently stripped."""
+ContentReasoning. Images (ContentImage: a data: URL or a file) in user messages go as `image_url` parts, in
+their place; audio, video and documents are refused with a clear error rather than silently stripped."""
 
 from __future__ import annotations
 
@@ -19,10 +19,14 @@ def to_k3(messages: list[ChatMessage]) -> list[dict]:
 
 def _message(m: ChatMessage) -> dict:
     parts = m.content if isinstance(m.content, list) else []
-    if any(getattr(p, "type", "text") not in ("text", "reasoning") for p in parts):
+    allowed = ("text", "reasoning", "image") if m.role == "user" else ("text", "reasoning")
+    if any(getattr(p, "type", "text") not in allowed for p in parts):
         raise ValueError(f"a {m.role} message holds {', '.join(sorted({p.type for p in parts}))} content; k3's chat "
-                         "format takes text (and reasoning)")
+                         "format takes text (and reasoning), and images in user messages")
     out: dict = {"role": m.role, "content": _text(m)}
+    if any(getattr(p, "type", None) == "image" for p in parts):
+        out["content"] = [{"type": "image_url", "image_url": {"url": p.image}} if p.type == "image"
+                          else {"type": "text", "text": p.text} for p in parts if p.type in ("image", "text")]
     if m.role == "assistant":
         reasoning = "".join(p.reasoning for p in parts if isinstance(p, ContentReasoning))
         if reasoning:

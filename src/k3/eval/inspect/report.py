@@ -77,7 +77,7 @@ def main_value(score) -> float | None:
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def _first_score(sample):
+def first_score(sample):
     return next(iter(sample.scores.values())) if sample.scores else None
 
 
@@ -87,7 +87,7 @@ def truncated(sample) -> bool:
 
 def main_views(samples) -> dict:
     """The main score's mean both ways: truncated answers left out, and counted as failed (0)."""
-    rows = [(main_value(sc), truncated(s)) for s in samples if (sc := _first_score(s)) is not None]
+    rows = [(main_value(sc), truncated(s)) for s in samples if (sc := first_score(s)) is not None]
     rows = [(v, cut) for v, cut in rows if v is not None]
     kept = [v for v, cut in rows if not cut]
     cut = sum(c for _, c in rows)
@@ -100,7 +100,7 @@ def groups(samples) -> dict:
     """Rates of the main score by the group its scorer named (score metadata "group"), with Wilson intervals."""
     tally: dict[str, list[float]] = defaultdict(list)
     for s in samples:
-        sc = _first_score(s)
+        sc = first_score(s)
         if sc is None or (sc.metadata or {}).get("group") is None or truncated(s):
             continue
         v = main_value(sc)

@@ -1,0 +1,1 @@
+"""`k3 check`: quality, speed and memory measured in one run, with a verdict against stated thresholds."""

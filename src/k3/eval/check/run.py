@@ -1,0 +1,154 @@
+"""One check: the tasks through Inspect (k3 eval's launcher and tasks) against an endpoint, every call streamed
+and timed (measured.py), then quality, latency and memory joined into one record and judged against the
+requirements. A local model is served in this process on loopback, so it is measured through the same path
+as a remote one, and the process's peak RSS is the engine's."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from inspect_ai.model import GenerateConfig, get_model
+
+from k3.bench.local_client import peak_rss
+from k3.bench.metrics import summarize
+from k3.bench.records import RequestRecord
+from k3.eval.check import thresholds
+from k3.eval.check.measured import timing_of
+from k3.eval.inspect import launch
+from k3.eval.inspect import provenance as prov
+
+RECORD_FIELDS = {f.name for f in fields(RequestRecord)}
+
+
+@dataclass
+class Check:
+    tasks: list[str]
+    endpoint: str | None = None            # an OpenAI root; or
+    model: str | None = None               # a model reference served here
+    served_model_name: str | None = None
+    api_key: str | None = None
+    requirements: list = field(default_factory=list)   # thresholds.Requirement
+    limit: int | None = None
+    epochs: int = 1
+    task_args: dict = field(default_factory=dict)
+    max_tokens: int | None = None
+    thinking: bool | None = None
+    log_dir: str = "check-runs"
+    progress: bool = False
+    llm_kwargs: dict = field(default_factory=dict)
+
+
+def run(c: Check) -> dict:
+    start = time.perf_counter()
+    with _served(c) as (base_url, local):
+        name = c.served_model_name or launch.first_model(base_url, c.api_key)
+        model = get_model(f"k3check/{name}", base_url=base_url, api_key=c.api_key or "none", memoize=False,
+                          thinking=c.thinking)
+        listed = prov.served_model(base_url, name, c.api_key)
+        target = launch.Target(model, name, base_url, listed.get("fingerprint"), listed.get("max_model_len"))
+        config = GenerateConfig(max_tokens=c.max_tokens) if c.max_tokens else GenerateConfig()
+        logs, report, paths = launch.run(launch.Run(c.tasks, target, task_args=c.task_args, limit=c.limit,
+                                                    epochs=c.epochs, log_dir=c.log_dir, config=config,
+                                                    progress=c.progress))
+        memory = {"peak_rss_bytes": peak_rss()} if local else {}
+    records = calls(logs)
+    speed = summarize(records, time.perf_counter() - start)
+    measured = measure(report, speed, memory)
+    rows = thresholds.judge(c.requirements, measured)
+    return {"verdict": "PASS" if all(r["status"] == "PASS" for r in rows) else "FAIL", "requirements": rows,
+            "measured": measured, "speed": speed, "memory": memory, "items": items(logs),
+            "provenance": report.get("provenance", {}), "target": target.identity(), "local": local,
+            "report": str(paths[-1]) if paths else None, "seconds": time.perf_counter() - start}
+
+
+@contextlib.contextmanager
+def _served(c: Check):
+    """(the endpoint's OpenAI root, whether it is this process's)."""
+    if c.endpoint:
+        root = c.endpoint.rstrip("/")
+        yield (root if root.endswith("/v1") else root + "/v1"), False
+        return
+    from k3 import LLM
+    from k3.serve.loopback import serving
+
+    llm = LLM(c.model or "default", **c.llm_kwargs)
+    with serving(llm, c.served_model_name or "default") as url:
+        yield url + "/v1", True
+
+
+def calls(logs) -> list[RequestRecord]:
+    """Every timed model call of the run, from the logs (each ModelEvent's output)."""
+    out = []
+    for log in logs:
+        for sample in log.samples or []:
+            for event in sample.events or []:
+                timing = timing_of(getattr(event, "output", None)) if event.event == "model" else None
+                if timing is not None:
+                    out.append(RequestRecord(**{k: v for k, v in timing.items() if k in RECORD_FIELDS}))
+    return out
+
+
+def items(logs) -> list[dict]:
+    """Per item: its task, id, score, and its calls' latency (the first call's TTFT; all calls' end-to-end)."""
+    from k3.eval.inspect.report import first_score, main_value
+
+    out = []
+    for log in logs:
+        for s in log.samples or []:
+            timed = [RequestRecord(**{k: v for k, v in t.items() if k in RECORD_FIELDS}) for e in s.events or []
+                     if e.event == "model" and (t := timing_of(e.output)) is not None]
+            score = first_score(s)
+            out.append({"task": _short(log.eval.task), "id": s.id, "epoch": s.epoch,
+                        "score": main_value(score) if score else None, "calls": len(timed),
+                        "ttft_s": timed[0].ttft if timed else None, "ttfvt_s": timed[0].ttfvt if timed else None,
+                        "tpot_s": [r.tpot for r in timed], "e2el_s": sum(r.e2el or 0 for r in timed),
+                        "output_tokens": sum(r.output_tokens for r in timed),
+                        "prompt_tokens": sum(r.prompt_tokens for r in timed),
+                        "errors": [r.error for r in timed if r.error]})
+    return out
+
+
+def measure(report: dict, speed: dict, memory: dict) -> dict[str, float]:
+    """Every value a requirement may name: TASK.score (the main score, truncated answers counted as failed),
+    TASK.METRIC for each of Inspect's metrics, ttft/ttfvt/tpot/e2el/itl .mean/.p50/.p90/.p99 in seconds,
+    output_throughput, failed, and peak_rss in bytes for a local model."""
+    out: dict[str, float] = {}
+    for task in report.get("tasks", []):
+        short = _short(task["task"])
+        value = task["main"].get("truncated_as_failed")
+        if value is not None:
+            out[f"{short}.score"] = float(value)
+        for scorer, metrics in task["metrics"].items():
+            for metric, v in metrics.items():
+                if isinstance(v, (int, float)) and math.isfinite(v):     # NaN: no items of that kind
+                    out.setdefault(f"{short}.{metric}", float(v))
+                    out[f"{short}.{scorer}.{metric}"] = float(v)
+    for kind in thresholds.LATENCIES:
+        for stat, ms in (speed.get(f"{kind}_ms") or {}).items():
+            if ms is not None:
+                out[f"{kind}.{stat}"] = ms / 1e3
+    out["output_throughput"] = float(speed.get("output_throughput", 0.0))
+    out["failed"] = float(speed.get("failed", 0))
+    if memory.get("peak_rss_bytes"):
+        out["peak_rss"] = float(memory["peak_rss_bytes"])
+    return out
+
+
+def _short(task: str) -> str:
+    return task.split("/")[-1]
+
+
+def write(result: dict, log_dir: str | Path) -> Path:
+    """check.json beside the Inspect logs (temp file, then rename)."""
+    import json
+    import os
+
+    out = Path(log_dir) / "check.json"
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(result, indent=1, default=str))
+    os.replace(tmp, out)
+    return out

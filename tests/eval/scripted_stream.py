@@ -1,0 +1,61 @@
+"""A streaming OpenAI-compatible chat endpoint on loopback with a known latency: the first chunk after
+`first` seconds, then one chunk of text every `gap` seconds, answering every request with reply(messages).
+The stand-in for a deployment whose speed a check must measure."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@contextmanager
+def streaming_endpoint(reply, first: float, gap: float, model: str = "scripted"):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            data = json.dumps({"object": "list", "data": [{"id": model, "object": "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            words = reply(body["messages"]).split(" ")
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            time.sleep(first)
+            for i, word in enumerate(words):
+                if i:
+                    time.sleep(gap)
+                self._event({"choices": [{"index": 0, "delta": {"content": word if not i else word,
+                                                                "role": "assistant"} if i == 0 else
+                                          {"content": " " + word}, "finish_reason": None}]})
+            self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            self._event({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": len(words),
+                                                  "total_tokens": 11 + len(words)}})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+        def _event(self, chunk: dict) -> None:
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.flush()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
