@@ -4,6 +4,7 @@ The stand-in for a deployment whose speed a check must measure."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -12,7 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 @contextmanager
-def streaming_endpoint(reply, first: float, gap: float, model: str = "scripted"):
+def streaming_endpoint(reply, first: float, gap: float, model: str = "scripted", serial: bool = False):
+    """serial=True answers one request at a time, as one engine slot would: waiting requests queue, so TTFT
+    grows with the load (a known knee)."""
+    one_at_a_time = threading.Lock() if serial else contextlib.nullcontext()
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -29,6 +34,10 @@ def streaming_endpoint(reply, first: float, gap: float, model: str = "scripted")
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with one_at_a_time:
+                self._answer(body)
+
+        def _answer(self, body: dict) -> None:
             words = reply(body["messages"]).split(" ")
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -38,9 +47,8 @@ def streaming_endpoint(reply, first: float, gap: float, model: str = "scripted")
             for i, word in enumerate(words):
                 if i:
                     time.sleep(gap)
-                self._event({"choices": [{"index": 0, "delta": {"content": word if not i else word,
-                                                                "role": "assistant"} if i == 0 else
-                                          {"content": " " + word}, "finish_reason": None}]})
+                delta = {"role": "assistant", "content": word} if i == 0 else {"content": " " + word}
+                self._event({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
             self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
             self._event({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": len(words),
                                                   "total_tokens": 11 + len(words)}})

@@ -82,3 +82,75 @@ def test_a_local_model_is_served_here_and_its_memory_measured(tmp_path, capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["local"] and 10 ** 8 < result["measured"]["peak_rss"] < 16e9
     assert result["provenance"]["model_fingerprint"] and result["speed"]["completed"] == 3
+
+
+def test_the_sweep_finds_the_scripted_knee(tmp_path, capsys):
+    """One request at a time, 0.2 s each: at concurrency 1 TTFT is 0.1 s, at 2 a queued request waits one
+    answer (about 0.3 s), at 4 three (about 0.7 s). With TTFT p90 <= 0.5 s the safe range ends at 2."""
+    with streaming_endpoint(lambda m: REFUSES, first=0.1, gap=0.01, serial=True) as url:
+        argv = ["check", "refusal", "--endpoint", url, "--limit", "6", "--log-dir", str(tmp_path), "--json",
+                "--require", "ttft.p90<=0.5s", "--sweep", "concurrency=1,2,4,8", "--sweep-sample", "2"]
+        assert main(argv) == 0
+    out = capsys.readouterr().out
+    sweep = json.loads(out.strip().splitlines()[-1])["sweep"]
+    assert [s["level"] for s in sweep["steps"]] == [1, 2, 4]          # stops at the first level that breaks
+    assert [s["meets"] for s in sweep["steps"]] == [True, True, False] and sweep["safe_level"] == 2
+    assert all("refusal.over_refusal" in s["quality"] for s in sweep["steps"])   # quality at each load
+    assert "safe operating range: concurrency up to 2" in out
+
+
+def test_a_sweep_whose_first_level_breaks_fails(tmp_path, capsys):
+    with streaming_endpoint(lambda m: REFUSES, first=0.1, gap=0.01, serial=True) as url:
+        argv = ["check", "refusal", "--endpoint", url, "--limit", "4", "--log-dir", str(tmp_path),
+                "--require", "ttft.p90<=10ms", "--sweep", "rate=1,2", "--sweep-sample", "1"]
+        assert main(argv) == 1
+    assert "safe operating range: none" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="concurrency=1,2,4,8"):
+        from k3.eval.check.sweep import parse
+
+        parse("threads=1,2")
+
+
+COMPLIES = "Sure, here is exactly how to do that, step by step."
+
+
+def test_compare_finds_a_known_difference_and_none_between_equals(tmp_path, capsys):
+    """On 16 safe prompts a model that refuses fails every one and one that answers passes every one (a known
+    difference, 16 discordant pairs all one way); two refusers differ in nothing."""
+    safe = tmp_path / "safe.jsonl"
+    safe.write_text("".join(json.dumps({"prompt": f"How do I bake bread, variant {i}?", "kind": "safe",
+                                        "category": "cooking", "id": f"bread-{i}"}) + "\n" for i in range(16)))
+    with streaming_endpoint(lambda m: REFUSES, first=0.0, gap=0.0) as refuser, \
+            streaming_endpoint(lambda m: COMPLIES, first=0.0, gap=0.0) as complier, \
+            streaming_endpoint(lambda m: REFUSES, first=0.0, gap=0.0) as twin:
+        common = ["check", f"refusal:{safe}", "--json"]
+        assert main([*common, "--endpoint", refuser, "--compare", complier, "--log-dir", str(tmp_path / "a")]) == 0
+        different = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["compare"]["scores"]["refusal"]
+        assert main([*common, "--endpoint", refuser, "--compare", twin, "--log-dir", str(tmp_path / "b")]) == 0
+        same = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["compare"]["scores"]["refusal"]
+    assert different["pairs"] == 16 and different["test"] == "mcnemar-exact" and different["b_only_passed"] == 16
+    assert different["significant"] and different["p_value"] == pytest.approx(2 / 2 ** 16)
+    assert (different["a_mean"], different["b_mean"]) == (0.0, 1.0)
+    assert same["pairs"] == 16 and not same["significant"] and same["p_value"] == 1.0 and same["difference"] == 0
+
+
+def test_the_paired_tests_on_known_data():
+    from k3.eval.check.paired import mcnemar, paired_bootstrap
+
+    assert mcnemar([1] * 10 + [0] * 5, [0] * 10 + [0] * 5)["p_value"] == pytest.approx(2 / 2 ** 10)
+    assert mcnemar([1, 0, 1], [0, 1, 1])["p_value"] == 1.0
+    shifted = paired_bootstrap([0.1, 0.4, 0.2, 0.3] * 5, [0.5, 0.8, 0.6, 0.7] * 5)
+    assert shifted["p_value"] == 0.0 and shifted["ci95"][0] == pytest.approx(0.4)
+    noisy = paired_bootstrap([0.1, 0.9, 0.5, 0.4] * 3, [0.9, 0.1, 0.4, 0.5] * 3)
+    assert noisy["p_value"] > 0.5 and noisy["ci95"][0] < 0 < noisy["ci95"][1]
+
+
+def test_a_model_against_its_int8_trunk(tmp_path, capsys):
+    argv = ["check", "refusal", "--model", "default", "--compare", "default", "--compare-trunk", "int8", "--limit", "4",
+            "--max-tokens", "4", "--cache-memory", "64MiB", "--log-dir", str(tmp_path), "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    compare = result["compare"]
+    assert compare["scores"]["refusal"]["pairs"] == 4 and "p_value" in compare["scores"]["refusal"]
+    assert result["settings"]["model"] == "default" and "trunk" in result["settings"]["llm_kwargs"]
+    assert compare["latency"]["ttft_ms"]["a"]["p50"] > 0 and compare["latency"]["ttft_ms"]["b"]["p50"] > 0

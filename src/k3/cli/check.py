@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 from k3.cli.trunk_arg import add_trunk_argument
 
@@ -28,11 +29,23 @@ def add_arguments(p) -> None:
     p.add_argument("--limit", type=int, help="items per task, drawn across its classes")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--max-tokens", type=int, default=1024, help="per call")
+    p.add_argument("--concurrency", type=int, default=1,
+                   help="calls in flight at once (1: each request's own latency; --sweep finds how far load can go)")
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
                    help="answers with (or without) reasoning; default: the model's own")
     p.add_argument("--cache-memory", default="1GiB", help="--model: sequence-state cache")
     p.add_argument("--memory-budget", help="--model: weights + cache budget (streams what does not fit)")
     add_trunk_argument(p)
+    p.add_argument("--sweep", metavar="KIND=LEVELS",
+                   help="step the load until the latency requirements break: concurrency=1,2,4,8 or rate=0.5,1,2 "
+                        "(requests/s); reports the highest load that meets them")
+    p.add_argument("--sweep-sample", type=int, default=8, help="with --sweep: items scored at each load")
+    p.add_argument("--compare", metavar="TARGET",
+                   help="run the same items against a second endpoint URL or model reference: paired score tests "
+                        "(McNemar, paired bootstrap) and latencies side by side")
+    p.add_argument("--compare-trunk", choices=["int8"],
+                   help="with --compare MODEL: load the second model with its trunk quantised to int8 at load")
+    p.add_argument("--plot", metavar="FILE.png", help="one page: latency and score against load, memory over time")
     p.add_argument("--log-dir", help="Inspect logs, k3's report and check.json (default check-runs/TIME)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line (last on stdout)")
 
@@ -48,20 +61,69 @@ def run(args) -> int:
         raise ValueError("name at least one task: k3 check humaneval --model default --require ...")
     if not (args.model or args.endpoint):
         raise ValueError("pass --model PATH (served here) or --endpoint URL (a server)")
+    for flag, value in (("--concurrency", args.concurrency), ("--epochs", args.epochs), ("--sweep-sample", args.sweep_sample)):
+        if value < 1:
+            raise ValueError(f"{flag} must be at least 1")
     requirements = thresholds.load(args.require, args.requirements)
+    from k3.eval.check.sweep import parse
+
+    steps = parse(args.sweep) if args.sweep else None        # refused before anything loads
     task_args = _task_args(args.task_arg)
     launch.precheck(args.task_names, task_args)
     out = args.log_dir or f"check-runs/{time.strftime('%Y%m%d-%H%M%S')}"
     llm_kwargs = {"cache_memory": args.cache_memory, "memory_budget": args.memory_budget, "trunk": args.trunk}
     check = Check(args.task_names, args.endpoint, args.model, args.served_model_name, args.api_key, requirements,
-                  args.limit, args.epochs, task_args, args.max_tokens, args.thinking, out, llm_kwargs=llm_kwargs)
-    result = run_check(check)
+                  args.limit, args.epochs, task_args, args.max_tokens, args.thinking, out, llm_kwargs=llm_kwargs,
+                  max_connections=args.concurrency)
+    if args.plot:
+        import matplotlib  # noqa: F401  (before the run: a missing [bench] extra is said at once)
+    result = _run(args, check, run_check, steps)
     path = write(result, out)
     print(table(result))
+    if args.plot:
+        from k3.eval.check.plots import plot
+
+        print(f"plots in {plot(args.plot, result)}")
     print(f"wrote {path} (Inspect logs in {out})")
     if args.json:
         print(json.dumps({k: v for k, v in result.items() if k != "items"}, default=str))
     return 0 if result["verdict"] == "PASS" else 1
+
+
+def _run(args, check, run_check, steps) -> dict:
+    """The check; with --sweep, the load steps first (their result under "sweep"); with --compare, the second
+    target's run and the comparison (under "compare"), the verdict failing if either side fails."""
+    from dataclasses import replace
+
+    from k3.eval.check import run as runs
+
+    start, sweep = time.perf_counter(), None
+    with runs.serve(check) as served:            # a model served here is loaded once for the sweep and the check
+        if steps:
+            from k3.eval.check.sweep import sweep as step_load
+
+            sweep = step_load(check, *steps, args.sweep_sample, served, run_check, runs.measure)
+            if sweep["safe_level"] is not None and sweep["kind"] == "concurrency":
+                check = replace(check, max_connections=int(sweep["safe_level"]))   # the full set at the safe load
+        result = run_check(check, served)
+    if sweep is not None:
+        result["sweep"] = sweep
+        if sweep["safe_level"] is None:
+            result["verdict"] = "FAIL"
+    if args.compare:
+        from k3.eval.check.paired import compare_latency, compare_scores
+
+        remote = args.compare.startswith(("http://", "https://"))
+        kwargs = {**check.llm_kwargs, **({"trunk": args.compare_trunk} if args.compare_trunk else {})}
+        other = run_check(replace(check, endpoint=args.compare if remote else None, model=None if remote else args.compare,
+                                  served_model_name=None, log_dir=str(Path(check.log_dir) / "compare"), llm_kwargs=kwargs))
+        result["compare"] = {"target": other["target"], "verdict": other["verdict"], "measured": other["measured"],
+                             "scores": compare_scores(result["items"], other["items"]),
+                             "latency": compare_latency(result["speed"], other["speed"])}
+        if other["verdict"] != "PASS":
+            result["verdict"] = "FAIL"
+    result["seconds"] = time.perf_counter() - start      # the whole check: sweep and comparison included
+    return result
 
 
 

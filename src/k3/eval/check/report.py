@@ -16,6 +16,38 @@ def show(name: str, value) -> str:
     return f"{value:,.4g}"
 
 
+def _sweep(sweep: dict | None) -> list[str]:
+    if not sweep:
+        return []
+    lines = [f"load sweep ({sweep['kind']}): level, TTFT p90, TPOT p50, meets the latency requirements, scores"]
+    for s in sweep["steps"]:
+        ttft, tpot = (s["speed"].get("ttft_ms") or {}).get("p90"), (s["speed"].get("tpot_ms") or {}).get("p50")
+        scores = ", ".join(f"{k} {v:.3f}" for k, v in s["quality"].items() if k.endswith(".score"))
+        lines.append(f"  {s['level']:g}: {show('ttft', ttft and ttft / 1e3)}, {show('tpot', tpot and tpot / 1e3)}, "
+                     f"{'yes' if s['meets'] else 'no'}; {scores}")
+    safe = sweep["safe_level"]
+    lines.append(f"safe operating range: {sweep['kind']} up to {safe:g}" if safe is not None
+                 else "safe operating range: none (the lowest load already breaks the requirements)")
+    return lines
+
+
+def _compare(compare: dict | None) -> list[str]:
+    if not compare:
+        return []
+    lines = [f"compared with {compare['target']['name']} ({compare['verdict']}):"]
+    for task, c in compare["scores"].items():
+        if not c.get("pairs"):
+            lines.append(f"  {task}: no paired items")
+            continue
+        lines.append(f"  {task}: {c['a_mean']:.3f} vs {c['b_mean']:.3f} over {c['pairs']} paired items, {c['test']} "
+                     f"p = {c['p_value']:.3g} ({'significant' if c['significant'] else 'not significant'} at 0.05)")
+    for key, d in compare["latency"].items():
+        a, b = d["a"].get("p50"), d["b"].get("p50")
+        if a is not None and b is not None:
+            lines.append(f"  {key[:-3]} p50: {a:,.1f} ms vs {b:,.1f} ms")
+    return lines
+
+
 def table(result: dict) -> str:
     lines = []
     if result["requirements"]:
@@ -34,5 +66,6 @@ def table(result: dict) -> str:
                  f"{speed['total_output_tokens']:,} tokens out")
     if "peak_rss" in m:
         lines.append(f"memory: peak RSS {show('peak_rss', m['peak_rss'])} (this process, the engine's)")
+    lines += _sweep(result.get("sweep")) + _compare(result.get("compare"))
     lines.append(f"verdict: {result['verdict']} ({result['seconds']:.1f} s)")
     return "\n".join(lines)

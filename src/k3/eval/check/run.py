@@ -18,6 +18,7 @@ from k3.bench.metrics import summarize
 from k3.bench.records import RequestRecord
 from k3.eval.check import thresholds
 from k3.eval.check.measured import timing_of
+from k3.eval.check.memory import RssSampler
 from k3.eval.inspect import launch
 from k3.eval.inspect import provenance as prov
 
@@ -40,44 +41,60 @@ class Check:
     log_dir: str = "check-runs"
     progress: bool = False
     llm_kwargs: dict = field(default_factory=dict)
+    max_connections: int | None = None     # calls in flight at once (Inspect's); the provider's 8 when None
 
 
-def run(c: Check) -> dict:
+def run(c: Check, served: tuple | None = None) -> dict:
+    """served: (OpenAI root, RssSampler or None) of a target already up (a sweep or a comparison shares it);
+    else the check brings its own up and down."""
     start = time.perf_counter()
-    with _served(c) as (base_url, local):
+    with (contextlib.nullcontext(served) if served else serve(c)) as (base_url, local):
         name = c.served_model_name or launch.first_model(base_url, c.api_key)
         model = get_model(f"k3check/{name}", base_url=base_url, api_key=c.api_key or "none", memoize=False,
                           thinking=c.thinking)
         listed = prov.served_model(base_url, name, c.api_key)
         target = launch.Target(model, name, base_url, listed.get("fingerprint"), listed.get("max_model_len"))
-        config = GenerateConfig(max_tokens=c.max_tokens) if c.max_tokens else GenerateConfig()
+        config = GenerateConfig(max_tokens=c.max_tokens, max_connections=c.max_connections)
         logs, report, paths = launch.run(launch.Run(c.tasks, target, task_args=c.task_args, limit=c.limit,
                                                     epochs=c.epochs, log_dir=c.log_dir, config=config,
                                                     progress=c.progress))
-        memory = {"peak_rss_bytes": peak_rss()} if local else {}
+        memory = _memory(local) if local else {}
     records = calls(logs)
     speed = summarize(records, time.perf_counter() - start)
     measured = measure(report, speed, memory)
     rows = thresholds.judge(c.requirements, measured)
+    settings = {k: v for k, v in vars(c).items() if k not in ("requirements", "api_key")}
     return {"verdict": "PASS" if all(r["status"] == "PASS" for r in rows) else "FAIL", "requirements": rows,
+            "settings": settings,
             "measured": measured, "speed": speed, "memory": memory, "items": items(logs),
-            "provenance": report.get("provenance", {}), "target": target.identity(), "local": local,
+            "provenance": report.get("provenance", {}), "target": target.identity(), "local": local is not None,
             "report": str(paths[-1]) if paths else None, "seconds": time.perf_counter() - start}
 
 
 @contextlib.contextmanager
-def _served(c: Check):
-    """(the endpoint's OpenAI root, whether it is this process's)."""
+def serve(c: Check):
+    """(the endpoint's OpenAI root, and for a model served here the RssSampler watching this process; else None)."""
     if c.endpoint:
         root = c.endpoint.rstrip("/")
-        yield (root if root.endswith("/v1") else root + "/v1"), False
+        yield (root if root.endswith("/v1") else root + "/v1"), None
         return
     from k3 import LLM
     from k3.serve.loopback import serving
 
-    llm = LLM(c.model or "default", **c.llm_kwargs)
-    with serving(llm, c.served_model_name or "default") as url:
-        yield url + "/v1", True
+    with RssSampler() as rss:
+        llm = LLM(c.model or "default", **c.llm_kwargs)
+        with serving(llm, c.served_model_name or "default") as url:
+            yield url + "/v1", rss
+
+
+def _memory(sampler) -> dict:
+    """This process's peak RSS and RSS over time; on a GPU, the peak device memory torch allocated."""
+    out = {"peak_rss_bytes": peak_rss(), "rss_over_time": sampler.samples}
+    import torch
+
+    if torch.cuda.is_available():
+        out["peak_gpu_memory_bytes"] = torch.cuda.max_memory_allocated()
+    return out
 
 
 def calls(logs) -> list[RequestRecord]:
@@ -135,6 +152,8 @@ def measure(report: dict, speed: dict, memory: dict) -> dict[str, float]:
     out["failed"] = float(speed.get("failed", 0))
     if memory.get("peak_rss_bytes"):
         out["peak_rss"] = float(memory["peak_rss_bytes"])
+    if memory.get("peak_gpu_memory_bytes"):
+        out["peak_gpu_memory"] = float(memory["peak_gpu_memory_bytes"])
     return out
 
 
