@@ -13,6 +13,8 @@ import torch
 from k3.config.presets import tiny
 from k3.testing import make_checkpoint
 
+import sandbox_lock
+
 # Figures k3 remembers between runs (measured bandwidths) go to a private folder, never the user's cache.
 os.environ["K3_CACHE_DIR"] = tempfile.mkdtemp(prefix="k3-test-cache-")
 atexit.register(shutil.rmtree, os.environ["K3_CACHE_DIR"], ignore_errors=True)   # one was left per run
@@ -35,6 +37,13 @@ def nan_poisoned_empty(monkeypatch):
     """Uninitialised float memory reads as NaN, so a result that depends on it fails loudly (FLA habit)."""
     monkeypatch.setattr(torch, "empty", lambda *a, **k: _poison(_empty(*a, **k)))
     monkeypatch.setattr(torch.Tensor, "new_empty", lambda self, *a, **k: _poison(_new_empty(self, *a, **k)))
+
+
+@pytest.fixture(autouse=True)
+def sandboxes_shared():
+    """Every test holds the machine's sandbox lock shared (sandbox_lock.py)."""
+    with sandbox_lock.shared():
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import sandbox_lock
 
 from k3.eval.sandbox import namespaces
 
@@ -19,16 +20,10 @@ def need_namespaces() -> None:
     pytest.skip(f"the default sandbox needs bubblewrap: {why} ({namespaces.INSTALL_HINT})")
 
 
-LOCK_FD: int | None = None   # the eval tests' shared lock on the machine's sandboxes (conftest.py)
-
-
 def sandbox_processes() -> set[int]:
     """PIDs of every process of any sandbox run (the launcher's command line), seen from the harness. The
     first call in a test makes its lock exclusive: no other worker's sandbox starts while this test counts."""
-    if LOCK_FD is not None:
-        import fcntl
-
-        fcntl.flock(LOCK_FD, fcntl.LOCK_EX)
+    sandbox_lock.exclusive()
     found = set()
     for p in os.listdir("/proc"):
         try:

@@ -34,7 +34,14 @@ def scripted_endpoint(reply, model: str = "scripted"):
                                      "finish_reason": "stop"}],
                         "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}})
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with on_loopback(Handler) as url:
+        yield url
+
+
+@contextmanager
+def on_loopback(handler):
+    """A threading HTTP server with `handler` on a free loopback port, for the block; yields its /v1 URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -9,7 +9,9 @@ import json
 import threading
 import time
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from scripted_server import on_loopback
 
 
 @contextmanager
@@ -59,11 +61,5 @@ def streaming_endpoint(reply, first: float, gap: float, model: str = "scripted",
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             self.wfile.flush()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with on_loopback(Handler) as url:
+        yield url

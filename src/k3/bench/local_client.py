@@ -12,16 +12,7 @@ from k3.bench.workloads import BenchPrompt
 from k3.engine import LLM, SamplingParams
 from k3.engine.thread import EngineThread
 from k3.serve.async_engine import AsyncEngine
-
-
-def peak_rss() -> int | None:
-    try:
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+from k3.tools.proc_memory import peak_rss
 
 
 class LocalClient:

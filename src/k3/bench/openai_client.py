@@ -110,15 +110,8 @@ class OpenAIClient:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         else:
             visible, reasoning = c.get("text"), None
-        if not (visible or reasoning):
-            return
-        record.first_token = record.first_token or now
-        if visible and record.first_visible is None:
-            record.first_visible = now
-        record.chunk_times.append(now)
-        record.output_tokens += 1
-        record.reasoning_tokens += 1 if reasoning and not visible else 0
-        record.end = now
+        if visible or reasoning:
+            record.token_chunk(now, bool(visible))
 
     async def close(self) -> None:
         await self.http.aclose()

@@ -21,6 +21,16 @@ class RequestRecord:
     tag: dict = field(default_factory=dict)  # workload labels: context length, turn, prefix group
     warmup: bool = False
 
+    def token_chunk(self, now: float, visible: bool) -> None:
+        """A chunk that carried a token arrived: reasoning (visible False) or answer text / a tool call."""
+        self.first_token = self.first_token or now
+        if visible and self.first_visible is None:
+            self.first_visible = now
+        self.chunk_times.append(now)
+        self.output_tokens += 1
+        self.reasoning_tokens += 0 if visible else 1
+        self.end = now
+
     @property
     def ok(self) -> bool:
         return self.error is None and self.end is not None and self.first_token is not None

@@ -6,16 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-
-def rss_bytes() -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+from k3.tools.proc_memory import rss
 
 
 class RssSampler:
@@ -35,7 +26,7 @@ class RssSampler:
         self._take()
 
     def _take(self) -> None:
-        value = rss_bytes()
+        value = rss()
         if value is not None:
             self.samples.append((round(time.perf_counter() - self._start, 3), value))
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from inspect_ai.model import GenerateConfig, get_model
 
-from k3.bench.local_client import peak_rss
 from k3.bench.metrics import summarize
 from k3.bench.records import RequestRecord
 from k3.eval.check import thresholds
@@ -21,6 +20,7 @@ from k3.eval.check.measured import timing_of
 from k3.eval.check.memory import RssSampler
 from k3.eval.inspect import launch
 from k3.eval.inspect import provenance as prov
+from k3.tools.proc_memory import peak_rss
 
 RECORD_FIELDS = {f.name for f in fields(RequestRecord)}
 

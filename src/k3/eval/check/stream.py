@@ -53,15 +53,8 @@ class Reply:
             call["name"] += fn.get("name") or ""
             call["arguments"] += fn.get("arguments") or ""
         visible = bool(content or d.get("tool_calls"))
-        if not (visible or reasoning):
-            return
-        record.first_token = record.first_token or now
-        if visible and record.first_visible is None:
-            record.first_visible = now
-        record.chunk_times.append(now)
-        record.output_tokens += 1
-        record.reasoning_tokens += 0 if visible else 1
-        record.end = now
+        if visible or reasoning:
+            record.token_chunk(now, visible)
 
     def message(self) -> ChatMessageAssistant:
         content: list = [ContentReasoning(reasoning=self.reasoning)] if self.reasoning else []
