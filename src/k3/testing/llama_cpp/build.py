@@ -20,6 +20,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from k3.config import env
+
 VERSION = "0.3.36"  # the first llama-cpp-python whose vendored llama.cpp has the kimi-k3 arch
 TARGETS = ("llama", "llama-bench")
 
@@ -30,10 +32,7 @@ class AnchorError(RuntimeError):
 
 def cache_dir() -> Path:
     """$K3_LLAMA_CPP_DIR, else ~/.cache/k3/llama.cpp-<version> (XDG_CACHE_HOME respected)."""
-    if os.environ.get("K3_LLAMA_CPP_DIR"):
-        return Path(os.environ["K3_LLAMA_CPP_DIR"])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "k3" / f"llama.cpp-{VERSION}"
+    return env.folder("K3_LLAMA_CPP_DIR", f"llama.cpp-{VERSION}")
 
 
 def source_dir(root: Path | None = None) -> Path:
