@@ -37,6 +37,7 @@ from k3.bench.local_client import LocalClient
 from k3.bench.main import run_bench
 from k3.bench.records import RequestRecord
 from k3.config.presets import released
+from k3.engine import EngineConfig
 from k3.layers.state import state_spec
 from k3.testing import make_checkpoint
 
@@ -48,8 +49,8 @@ K3_SNAPSHOT = state_spec(released()).slot_bytes(2)   # bf16 conv tails, fp32 rec
 
 
 def bench(model, prompts, caching: bool, concurrency: int, cache_memory: str):
-    client = LocalClient(model, cache_memory=cache_memory, max_num_seqs=max(8, concurrency),
-                         enable_prefix_caching=caching)
+    client = LocalClient(model, EngineConfig(cache_memory=cache_memory, max_num_seqs=max(8, concurrency),
+                                             enable_prefix_caching=caching))
     args = SimpleNamespace(concurrency=concurrency, request_rate=float("inf"), warmup=0, seed=0, goodput=None)
     result, records = run_bench(client, prompts, args)
     return result, sorted(records, key=lambda r: r.index)
@@ -67,7 +68,7 @@ async def alternate(clients, prompts) -> list[list[RequestRecord]]:
 
 def multi_turn(model, turns: int, turn_len: int, reply_len: int, cache_memory: str) -> dict:
     prompts = wl.multi_turn(1, turns, turn_len, reply_len, model.config.vocab_size, seed=1)
-    clients = [LocalClient(model, cache_memory=cache_memory, enable_prefix_caching=on) for on in (True, False)]
+    clients = [LocalClient(model, EngineConfig(cache_memory=cache_memory, enable_prefix_caching=on)) for on in (True, False)]
     rec_on, rec_off = asyncio.run(alternate(clients, prompts))
     on = clients[0].local_stats()
     for c in clients:

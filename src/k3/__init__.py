@@ -9,7 +9,7 @@ Heavy modules are imported on first use, so `import k3` stays cheap.
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["LLM", "K3Config", "SamplingParams", "default_model", "load", "load_config", "resolve_model"]
+__all__ = ["LLM", "EngineConfig", "K3Config", "SamplingParams", "default_model", "load", "load_config", "resolve_model"]
 
 
 def load(path, dtype=None, device="cpu", *, memory_budget=None, **kwargs):
@@ -24,7 +24,7 @@ def load(path, dtype=None, device="cpu", *, memory_budget=None, **kwargs):
 
 
 def __getattr__(name):
-    if name in ("LLM", "SamplingParams"):
+    if name in ("LLM", "EngineConfig", "SamplingParams"):
         import k3.engine as engine
 
         return getattr(engine, name)

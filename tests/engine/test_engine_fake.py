@@ -2,7 +2,7 @@
 
 import pytest
 
-from k3.engine import LLMEngine, SamplingParams
+from k3.engine import EngineConfig, LLMEngine, SamplingParams
 from fake_model import POISON, FakeModel, drain as _drain, expected_next, fake_engine as _engine, reference as _reference
 
 GREEDY = dict(temperature=0.0, ignore_eos=True)
@@ -95,7 +95,7 @@ def test_nan_fails_only_that_request():
 
 
 def test_stop_reasons():
-    engine = LLMEngine(FakeModel(eos_token_id=expected_next([1, 2])), cache_memory=1 << 20)
+    engine = LLMEngine(FakeModel(eos_token_id=expected_next([1, 2])), EngineConfig(cache_memory=1 << 20))
     eos = engine.add_request([1, 2], SamplingParams(max_tokens=5, temperature=0))
     ignore = engine.add_request([1, 2], SamplingParams(max_tokens=5, temperature=0, ignore_eos=True))
     stop_id = _reference([3], 3)[2]
@@ -114,7 +114,7 @@ class LetterTokenizer:
 def test_stop_strings_need_a_tokenizer_and_truncate_text():
     with pytest.raises(ValueError, match="SamplingParams.stop"):
         _engine().add_request([1], SamplingParams(stop=["x"]))
-    engine = LLMEngine(FakeModel(), cache_memory=1 << 20, tokenizer=LetterTokenizer())
+    engine = LLMEngine(FakeModel(), EngineConfig(cache_memory=1 << 20), tokenizer=LetterTokenizer())
     full = LetterTokenizer().decode(_reference([1, 2], 12))
     stop = full[4:6]
     rid = engine.add_request([1, 2], SamplingParams(max_tokens=12, stop=[stop], **GREEDY))
@@ -124,7 +124,7 @@ def test_stop_strings_need_a_tokenizer_and_truncate_text():
 
 def test_capacity_errors_are_clear():
     with pytest.raises(ValueError, match="too small"):
-        LLMEngine(FakeModel(), cache_memory=100)
+        LLMEngine(FakeModel(), EngineConfig(cache_memory=100))
     engine = _engine(block_size=16)
     too_many = engine.capacity.max_cached_tokens + 1
     with pytest.raises(ValueError, match="max_tokens"):

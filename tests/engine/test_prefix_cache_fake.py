@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from k3.engine import LLMEngine, SamplingParams
+from k3.engine import EngineConfig, LLMEngine, SamplingParams
 from fake_model import FakeModel, fake_engine, reference as _reference
 
 GREEDY = dict(temperature=0.0, ignore_eos=True)
@@ -201,8 +201,8 @@ def test_spilled_snapshots_of_another_model_are_not_used(tmp_path):
     first = list(range(1, 12))
     _run(engine, [first])
     engine.close()
-    other = LLMEngine(FakeModel(eos_token_id=47), cache_memory=1 << 20, block_size=4,
-                      prefix_cache_spill_dir=str(tmp_path))   # another config: another fingerprint
+    other = LLMEngine(FakeModel(eos_token_id=47), EngineConfig(cache_memory=1 << 20, block_size=4,
+                                                              prefix_cache_spill_dir=str(tmp_path)))   # another config: another fingerprint
     _run(other, [first + [5]])
     assert _hits(other) == 0 and other.stats()["prefix_spill_files"] == 0
 

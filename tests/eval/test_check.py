@@ -152,5 +152,5 @@ def test_a_model_against_its_int8_trunk(tmp_path, capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     compare = result["compare"]
     assert compare["scores"]["refusal"]["pairs"] == 4 and "p_value" in compare["scores"]["refusal"]
-    assert result["settings"]["model"] == "default" and "trunk" in result["settings"]["llm_kwargs"]
+    assert result["settings"]["model"] == "default" and result["settings"]["engine"] == {"cache_memory": 64 << 20}
     assert compare["latency"]["ttft_ms"]["a"]["p50"] > 0 and compare["latency"]["ttft_ms"]["b"]["p50"] > 0

@@ -9,20 +9,17 @@ import time
 
 from k3.bench.records import RequestRecord
 from k3.bench.workloads import BenchPrompt
-from k3.engine import LLM, SamplingParams
+from k3.engine import LLM, EngineConfig, SamplingParams
 from k3.engine.thread import EngineThread
 from k3.serve.async_engine import AsyncEngine
 from k3.tools.proc_memory import peak_rss
 
 
 class LocalClient:
-    def __init__(self, model: str, *, memory_budget: str | None = None, cache_memory: str = "1GiB",
-                 max_num_seqs: int = 8, max_num_batched_tokens: int = 512, ignore_eos: bool = True,
-                 temperature: float = 0.0, **engine_kwargs):
-        """engine_kwargs: more LLM(...) keywords (the prefix cache's, speculative_config)."""
+    def __init__(self, model: str, config: EngineConfig | None = None, *, ignore_eos: bool = True,
+                 temperature: float = 0.0):
         thread = EngineThread()   # built where it is stepped, as k3 serve does (engine/thread.py says why)
-        self.llm = thread.call(LLM, model, max_num_seqs=max_num_seqs, cache_memory=cache_memory,
-                               memory_budget=memory_budget, max_num_batched_tokens=max_num_batched_tokens, **engine_kwargs)
+        self.llm = thread.call(LLM, model, config)
         self.engine = AsyncEngine(self.llm.engine, max_queued=10 ** 6, thread=thread)
         self.ignore_eos, self.temperature = ignore_eos, temperature
         self.vocab_size = self.llm.model.config.vocab_size

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
-from k3.cli.trunk_arg import add_trunk_argument
+from k3.cli.engine_args import add_engine_arguments, engine_config
 
 
 def add_arguments(p) -> None:
@@ -44,18 +43,13 @@ def add_arguments(p) -> None:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false",
                    help="let requests stop at EOS (default: generate exactly --output-len)")
-    p.add_argument("--memory-budget", help="local: weights + cache budget; experts beyond it stream")
-    add_trunk_argument(p)
-    p.add_argument("--cache-memory", default="1GiB", help="local: sequence-state cache")
-    p.add_argument("--max-num-seqs", type=int, default=8, help="local: sequences decoded together")
-    p.add_argument("--max-num-batched-tokens", type=int, default=512, help="local: tokens per engine step")
-    add_prefix_cache_arguments(p)
     p.add_argument("--save", metavar="FILE.json", help="write the result and every request's record")
     p.add_argument("--save-result", action="store_true", help="write the result JSON (vLLM's flat keys included)")
     p.add_argument("--result-dir", default=".", help="with --save-result: the directory (default .)")
     p.add_argument("--result-filename", help="with --save-result: the file name (default k3-RATEqps-MODEL-DATE.json)")
     p.add_argument("--json", action="store_true", help="also print the result as one JSON line (last on stdout)")
     p.add_argument("--plot", metavar="FILE.png", help="latency histograms (and TPOT vs context)")
+    add_engine_arguments(p, local_only=True)
 
 
 def endpoint_target(args) -> tuple[str | None, str]:
@@ -97,9 +91,7 @@ def run(args) -> int:
     if args.model:
         from k3.bench.local_client import LocalClient
 
-        client = LocalClient(args.model, memory_budget=args.memory_budget, cache_memory=args.cache_memory, trunk=args.trunk,
-                             max_num_seqs=args.max_num_seqs, ignore_eos=args.ignore_eos, temperature=args.temperature,
-                             max_num_batched_tokens=args.max_num_batched_tokens, **prefix_cache_kwargs(args))
+        client = LocalClient(args.model, engine_config(args), ignore_eos=args.ignore_eos, temperature=args.temperature)
         vocab = client.vocab_size
     else:
         from k3.bench.openai_client import OpenAIClient

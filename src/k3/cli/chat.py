@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
-from k3.cli.trunk_arg import add_trunk_argument
+from k3.cli.engine_args import add_engine_arguments, engine_config
 
 DIM, RESET = "\033[2m", "\033[0m"
 
@@ -29,10 +28,7 @@ def add_arguments(p) -> None:
     p.add_argument("--repetition-penalty", type=float, default=1.0, help="1 = off")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--threads", type=int, default=None, help="CPU threads for compute (default: one per core)")
-    p.add_argument("--cache-memory", default="512MiB", help="KDA slots + MLA cache budget")
-    p.add_argument("--memory-budget", help="weights + cache within this; experts, then layers, beyond it stream")
-    add_trunk_argument(p)
-    add_prefix_cache_arguments(p)
+    add_engine_arguments(p, max_num_seqs=1, cache_memory="512MiB")
 
 
 def run(args) -> int:
@@ -43,8 +39,7 @@ def run(args) -> int:
     set_threads(args.threads)
     path = resolve_model(args.model)
     check_tokenizer(path, None, "chat")
-    llm = LLM(str(path), max_num_seqs=1, cache_memory=args.cache_memory, memory_budget=args.memory_budget,
-              trunk=args.trunk, **prefix_cache_kwargs(args))
+    llm = LLM(str(path), engine_config(args))
     thinking = llm.tokenizer.thinking if args.thinking is None else args.thinking
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
                             min_p=args.min_p, repetition_penalty=args.repetition_penalty, seed=args.seed)

@@ -12,7 +12,7 @@ import json
 import time
 from pathlib import Path
 
-from k3.cli.trunk_arg import add_trunk_argument
+from k3.cli.engine_args import add_engine_arguments, engine_config
 
 
 def add_arguments(p) -> None:
@@ -33,9 +33,6 @@ def add_arguments(p) -> None:
                    help="calls in flight at once (1: each request's own latency; --sweep finds how far load can go)")
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
                    help="answers with (or without) reasoning; default: the model's own")
-    p.add_argument("--cache-memory", default="1GiB", help="--model: sequence-state cache")
-    p.add_argument("--memory-budget", help="--model: weights + cache budget (streams what does not fit)")
-    add_trunk_argument(p)
     p.add_argument("--sweep", metavar="KIND=LEVELS",
                    help="step the load until the latency requirements break: concurrency=1,2,4,8 or rate=0.5,1,2 "
                         "(requests/s); reports the highest load that meets them")
@@ -48,6 +45,7 @@ def add_arguments(p) -> None:
     p.add_argument("--plot", metavar="FILE.png", help="one page: latency and score against load, memory over time")
     p.add_argument("--log-dir", help="Inspect logs, k3's report and check.json (default check-runs/TIME)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line (last on stdout)")
+    add_engine_arguments(p, local_only=True)
 
 
 def run(args) -> int:
@@ -71,9 +69,9 @@ def run(args) -> int:
     task_args = _task_args(args.task_arg)
     launch.precheck(args.task_names, task_args)
     out = args.log_dir or f"check-runs/{time.strftime('%Y%m%d-%H%M%S')}"
-    llm_kwargs = {"cache_memory": args.cache_memory, "memory_budget": args.memory_budget, "trunk": args.trunk}
+    engine = engine_config(args).settings() if args.model else {}
     check = Check(args.task_names, args.endpoint, args.model, args.served_model_name, args.api_key, requirements,
-                  args.limit, args.epochs, task_args, args.max_tokens, args.thinking, out, llm_kwargs=llm_kwargs,
+                  args.limit, args.epochs, task_args, args.max_tokens, args.thinking, out, engine=engine,
                   max_connections=args.concurrency)
     if args.plot:
         import matplotlib  # noqa: F401  (before the run: a missing [bench] extra is said at once)
@@ -114,9 +112,9 @@ def _run(args, check, run_check, steps) -> dict:
         from k3.eval.check.paired import compare_latency, compare_scores
 
         remote = args.compare.startswith(("http://", "https://"))
-        kwargs = {**check.llm_kwargs, **({"trunk": args.compare_trunk} if args.compare_trunk else {})}
+        engine = {**check.engine, **({"trunk": args.compare_trunk} if args.compare_trunk else {})}
         other = run_check(replace(check, endpoint=args.compare if remote else None, model=None if remote else args.compare,
-                                  served_model_name=None, log_dir=str(Path(check.log_dir) / "compare"), llm_kwargs=kwargs))
+                                  served_model_name=None, log_dir=str(Path(check.log_dir) / "compare"), engine=engine))
         result["compare"] = {"target": other["target"], "verdict": other["verdict"], "measured": other["measured"],
                              "scores": compare_scores(result["items"], other["items"]),
                              "latency": compare_latency(result["speed"], other["speed"])}

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from k3.cli.trunk_arg import add_trunk_argument
+from k3.cli.engine_args import add_engine_arguments, engine_config
 
 DEFAULT_MAX_TOKENS = 32768
 
@@ -43,12 +43,10 @@ def add_arguments(p) -> None:
     p.add_argument("--prices", help="JSON price table {model: {input, output}} in USD per million tokens: cost in the report")
     p.add_argument("--log-dir", default=None, help="Inspect logs and k3's report (default eval-runs/TIME)")
     p.add_argument("--report-from", nargs="+", metavar="LOG", help="only rebuild the report from these Inspect logs")
-    p.add_argument("--memory-budget", help="local: weights + cache budget; experts, then layers, beyond it stream")
-    add_trunk_argument(p)
-    p.add_argument("--cache-memory", default="1GiB", help="local: sequence-state cache")
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
                    help="answers with (or without) reasoning; default: the model's own default (on for K3)")
     p.add_argument("--no-progress", action="store_true")
+    add_engine_arguments(p, local_only=True)
 
 
 def run(args) -> int:
@@ -96,8 +94,7 @@ def _target(args):
     from k3.eval.inspect import launch
 
     if args.model:
-        return launch.local(args.model, cache_memory=args.cache_memory, memory_budget=args.memory_budget,
-                            trunk=args.trunk, thinking=args.thinking)
+        return launch.local(args.model, engine_config(args), thinking=args.thinking)
     return launch.endpoint(args.endpoint, args.model_name, args.api_key)
 
 

@@ -7,9 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from k3.cli.vision_args import add_vision_arguments
-from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
-from k3.cli.trunk_arg import add_trunk_argument
+from k3.cli.engine_args import add_engine_arguments, engine_config
 
 
 def add_arguments(p) -> None:
@@ -31,11 +29,7 @@ def add_arguments(p) -> None:
                    help="CPU threads for compute (default: torch's, one per core; also OMP_NUM_THREADS)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--ignore-eos", action="store_true")
-    p.add_argument("--cache-memory", default="512MiB", help="KDA slots + MLA cache budget")
     p.add_argument("--tokenizer", help="directory with tiktoken.model (default: the checkpoint's own)")
-    p.add_argument("--memory-budget", help="weights + cache within this (e.g. 64GB); experts, then layers, that do "
-                   "not fit stream from the shards (see k3 plan)")
-    add_trunk_argument(p)
     p.add_argument("--save-state", metavar="FILE", help="write the sequence state here when generation ends")
     p.add_argument("--resume-state", metavar="FILE",
                    help="continue from a saved state (its tokens are not computed again); with --prompt-ids, "
@@ -43,8 +37,7 @@ def add_arguments(p) -> None:
     p.add_argument("--image", action="append", default=[], metavar="FILE",
                    help="an image for the prompt (repeatable; PNG, JPEG or WebP): at each <|kimi_image_placeholder|> "
                         "in the prompt, else before its text")
-    add_prefix_cache_arguments(p)
-    add_vision_arguments(p)
+    add_engine_arguments(p, max_num_seqs=1, cache_memory="512MiB")
 
 
 def _with_images(prompt: str, images: list[str]) -> dict:
@@ -92,8 +85,7 @@ def run(args) -> int:
     model = resolve_model(args.model)
     if args.prompt is not None:
         check_tokenizer(model, args.tokenizer, "a text prompt")
-    llm = LLM(model, max_num_seqs=1, cache_memory=args.cache_memory, tokenizer=args.tokenizer,
-              memory_budget=args.memory_budget, trunk=args.trunk, vision=not args.no_vision, **prefix_cache_kwargs(args))
+    llm = LLM(model, engine_config(args), tokenizer=args.tokenizer)
     print(llm.capacity.describe(), file=sys.stderr)
     if getattr(llm.model, "memory_plan", None) is not None:
         print(describe_plan(llm.model.memory_plan), file=sys.stderr)

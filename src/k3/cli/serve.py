@@ -6,9 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from k3.cli.prefix_args import add_prefix_cache_arguments, prefix_cache_kwargs
-from k3.cli.trunk_arg import add_trunk_argument
-from k3.cli.vision_args import add_vision_arguments, image_limits
+from k3.cli.engine_args import add_engine_arguments, engine_config
+from k3.cli.vision_args import add_image_limit_arguments
 
 
 def add_arguments(p) -> None:
@@ -17,27 +16,15 @@ def add_arguments(p) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (loopback by default)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--api-key", help="require Authorization: Bearer KEY on /v1 routes")
-    p.add_argument("--max-num-seqs", type=int, default=8)
-    p.add_argument("--max-num-batched-tokens", type=int, default=512, help="tokens per engine step")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                   help="compute dtype (auto: fp32 on a CPU, weights kept as stored)")
-    p.add_argument("--device", default="cpu", help="torch device for the model and its state (e.g. cuda)")
     p.add_argument("--tokenizer", help="directory with tiktoken.model (default: the checkpoint's own)")
     p.add_argument("--max-queued", type=int, default=64, help="waiting requests before 429")
     p.add_argument("--served-model-name", help="model id in the API (default: the folder name)")
-    p.add_argument("--cache-memory", default="1GiB")
-    p.add_argument("--memory-budget", help="weights + cache within this (e.g. 64GB); experts, then layers, that do "
-                   "not fit stream from the shards (see k3 plan)")
-    add_trunk_argument(p)
     p.add_argument("--request-timeout", type=float, default=600.0, help="seconds before a request fails with 504")
-    p.add_argument("--max-model-len", type=int,
-                   help=f"prompt + completion tokens per request (default: what the cache holds for one sequence, "
-                        f"at most {DEFAULT_MAX_MODEL_LEN:,})")
     p.add_argument("--public-metrics", action="store_true", help="with --api-key, let /metrics answer without the key")
     p.add_argument("--shutdown-timeout", type=float, default=30.0,
                    help="on SIGTERM, seconds requests in flight get to finish before they are cut")
-    add_prefix_cache_arguments(p)
-    add_vision_arguments(p, server=True)
+    add_image_limit_arguments(p)
+    add_engine_arguments(p)
 
 
 DEFAULT_MAX_MODEL_LEN = 131_072   # past this a CPU prefill takes hours; ask for more with --max-model-len
@@ -59,13 +46,6 @@ def bind(host: str, port: int):
     return sock
 
 
-def torch_dtype(name: str):
-    """--dtype: auto (None: weights as stored, fp32 compute on a CPU) or a torch floating dtype."""
-    import torch
-
-    return None if name == "auto" else getattr(torch, name)
-
-
 def model_argument(args) -> str | None:
     if args.model_path and args.model and args.model_path != args.model:
         raise ValueError(f"two models given ({args.model_path} and --model {args.model}); give one")
@@ -83,7 +63,6 @@ def served_name(argument: str | None, path) -> str:
 
 
 def run(args) -> int:
-
     from k3.cli.target import check_tokenizer
     from k3.models import resolve_model
     from k3.engine import LLM
@@ -93,15 +72,10 @@ def run(args) -> int:
 
     path = resolve_model(model_argument(args))
     check_tokenizer(path, args.tokenizer, "the server")
-    if args.max_model_len is not None and args.max_model_len < 2:
-        raise ValueError("--max-model-len must be at least 2")
+    config = engine_config(args)   # every engine flag checked before the port is taken or the model loads
     sock = bind(args.host, args.port)
     thread = EngineThread()    # the model is built where it will be stepped (engine/thread.py says why)
-    llm = thread.call(LLM, str(path), dtype=torch_dtype(args.dtype), device=args.device, max_num_seqs=args.max_num_seqs,
-                      max_num_batched_tokens=args.max_num_batched_tokens, cache_memory=args.cache_memory,
-                      memory_budget=args.memory_budget, trunk=args.trunk, tokenizer=args.tokenizer,
-                      max_model_len=args.max_model_len, vision=not args.no_vision, image_limits=image_limits(args),
-                      **prefix_cache_kwargs(args))
+    llm = thread.call(LLM, str(path), config, tokenizer=args.tokenizer)
     engine = AsyncEngine(llm.engine, max_queued=args.max_queued, thread=thread)
     served_len = args.max_model_len or min(llm.engine.max_model_len, DEFAULT_MAX_MODEL_LEN)
     server = Server(engine, llm.tokenizer, args.served_model_name or served_name(model_argument(args), path), args.api_key, args.request_timeout,

@@ -1,16 +1,12 @@
-"""The image options `k3 serve` (and `k3 generate`'s loading) share: whether to load the vision tower, and
-the limits on a request's images (vLLM's flag names where vLLM has one)."""
+"""`k3 serve`'s limits on a request's images (vLLM's flag names where vLLM has one); whether the tower loads
+at all is an engine flag (--no-vision, cli/engine_args.py)."""
 
 from __future__ import annotations
 
 import json
 
 
-def add_vision_arguments(p, server: bool = False) -> None:
-    p.add_argument("--no-vision", action="store_true",
-                   help="load the text model alone (a checkpoint's vision tower is not read; images are refused)")
-    if not server:
-        return
+def add_image_limit_arguments(p) -> None:
     p.add_argument("--limit-mm-per-prompt", metavar="JSON", default=None,
                    help='images one request may carry, as vLLM takes it: \'{"image": 4}\' (default 16)')
     p.add_argument("--allowed-local-media-path", metavar="DIR",

@@ -67,8 +67,6 @@ def max_model_len(asked: int | None, capacity, config) -> int:
     most = min(config.max_position_embeddings, capacity.max_cached_tokens or config.max_position_embeddings)
     if asked is None:
         return most
-    if not isinstance(asked, int) or asked < 2:
-        raise ValueError(f"max_model_len must be an integer >= 2, got {asked!r}")
     if asked > config.max_position_embeddings:
         raise ValueError(f"max_model_len={asked:,} is past the model's max_position_embeddings "
                          f"({config.max_position_embeddings:,}, from its config.json); ask for at most that")

@@ -22,6 +22,7 @@ from k3.engine import admission
 from k3.engine.cache.allocator import CacheAllocator
 from k3.engine.cache.manager import fit_capacity
 from k3.engine.cache.prefix_setup import build_prefix_cache, snapshot_budget, snapshot_bytes
+from k3.engine.config import EngineConfig
 from k3.engine.detokenize import OutputText
 from k3.engine.emit import emit
 from k3.engine.offload import StateOffloader
@@ -29,7 +30,6 @@ from k3.engine.request import Request, RequestOutput, SamplingParams, Status
 from k3.engine.runner import ModelRunner
 from k3.engine.sampler import Sampler
 from k3.engine.scheduler import Scheduler
-from k3.engine.spec import SpeculativeConfig
 from k3.engine.spec.setup import build_drafter
 from k3.engine.structured.matcher import Grammars
 from k3.engine.state_file import model_fingerprint, save_state
@@ -42,46 +42,36 @@ class EngineDead(RuntimeError):
 
 
 class LLMEngine:
-    def __init__(self, model, *, max_num_seqs: int = 8, max_num_batched_tokens: int = 512,
-                 cache_memory: int = 2 ** 30, block_size: int = 16, tokenizer=None, seed: int = 0,
-                 max_resident_seqs: int | None = None, state_offload_dir: str | None = None,
-                 max_model_len: int | None = None, enable_prefix_caching: bool = True,
-                 prefix_cache_memory: int | None = None, prefix_cache_spill_dir: str | None = None,
-                 prefix_cache_spill_bytes: int = 16 * 2 ** 30, speculative_config=None):
-        """max_resident_seqs: sequences whose state is in memory at once (default: as many of max_num_seqs
-        as cache_memory holds). Fewer than max_num_seqs turns on state offload: the others' state waits
-        on disk (in state_offload_dir, default a private temporary directory) until their turn.
-        max_model_len: prompt + generated tokens one request may hold (default: what the cache holds for
-        one sequence, at most the model's max_position_embeddings).
-        enable_prefix_caching: reuse the state of earlier requests' prompt prefixes (see
-        `k3.engine.cache.prefix_cache`); prefix_cache_memory: bytes of cache_memory kept for its KDA
-        snapshots (default a quarter); prefix_cache_spill_dir: write evicted snapshots there (at most
-        prefix_cache_spill_bytes) rather than dropping them.
-        speculative_config: vLLM's dict (or its JSON) for speculative decoding, see `k3.engine.spec`."""
-        self.model, self.cache_memory = model, cache_memory
+    def __init__(self, model, config: EngineConfig | None = None, *, tokenizer=None):
+        """config: the engine's settings (k3.EngineConfig, validated when made; its load settings were used
+        by whoever loaded `model`). Fewer max_resident_seqs than max_num_seqs turns on state offload: the
+        others' state waits on disk until their turn."""
+        config = config or EngineConfig()
+        self.model, self.config, self.cache_memory = model, config, config.cache_memory
         device = next(iter(model.parameters()), torch.empty(0)).device
         spec = model.state_spec()
-        enable_prefix_caching = enable_prefix_caching and bool(spec.mla_layers)  # blocks address the prefixes
+        prefix_on = config.enable_prefix_caching and bool(spec.mla_layers)  # blocks address the prefixes
         one_snapshot = snapshot_bytes(spec, model.compute_dtype)
-        budget = snapshot_budget(enable_prefix_caching, prefix_cache_memory, cache_memory, one_snapshot,
-                                 max_resident_seqs or max_num_seqs)
+        budget = snapshot_budget(prefix_on, config.prefix_cache_memory, config.cache_memory, one_snapshot,
+                                 config.max_resident_seqs or config.max_num_seqs)
         try:
-            self.capacity = fit_capacity(spec, cache_memory - budget, max_num_seqs, max_resident_seqs,
-                                         block_size, model.compute_dtype)
+            self.capacity = fit_capacity(spec, config.cache_memory - budget, config.max_num_seqs,
+                                         config.max_resident_seqs, config.block_size, model.compute_dtype)
         except ValueError as e:
             if not budget:
                 raise
             raise ValueError(f"{e} (the budget left after prefix_cache_memory's {budget:,} B for prefix-cache "
                              "snapshots; lower prefix_cache_memory or turn prefix caching off)") from None
-        offload = self.capacity.max_seqs < max_num_seqs
-        offloader = StateOffloader(state_offload_dir, spec.kda_layers, spec.mla_layers, device) if offload else None
-        prefix = build_prefix_cache(budget, one_snapshot, block_size, prefix_cache_spill_dir, prefix_cache_spill_bytes,
-                                    lambda: self.fingerprint, model.compute_dtype, quiet=prefix_cache_memory == 0
-                                    ) if enable_prefix_caching else None
+        offload = self.capacity.max_seqs < config.max_num_seqs
+        offloader = StateOffloader(config.state_offload_dir, spec.kda_layers, spec.mla_layers, device) if offload else None
+        prefix = build_prefix_cache(budget, one_snapshot, config.block_size, config.prefix_cache_spill_dir,
+                                    config.prefix_cache_spill_bytes, lambda: self.fingerprint, model.compute_dtype,
+                                    quiet=config.prefix_cache_memory == 0) if prefix_on else None
         self.prefix_cache = prefix
         self.driver = None   # the AsyncEngine stepping this engine from its own thread, if any
         self.allocator = CacheAllocator(self.capacity, bool(spec.mla_layers), prefix.index if prefix else None)
-        self.scheduler = Scheduler(self.allocator, max_num_seqs, max_num_batched_tokens, offload, prefix=prefix)
+        self.scheduler = Scheduler(self.allocator, config.max_num_seqs, config.max_num_batched_tokens, offload,
+                                   prefix=prefix)
         self.runner = ModelRunner(model, spec, self.capacity, device, offloader, prefix.store if prefix else None)
         self.tokenizer = tokenizer
         self.eos_token_id = model.config.eos_token_id
@@ -92,13 +82,13 @@ class LLMEngine:
         self.holes = frozenset(h for h in getattr(tokenizer, "holes", ()) if h < self.usable_vocab)
         self.sampler = Sampler(self.usable_vocab, self.holes)
         self.grammars: Grammars | None = None   # built on the first constrained request
-        self.max_model_len = admission.max_model_len(max_model_len, self.capacity, model.config)
+        self.max_model_len = admission.max_model_len(config.max_model_len, self.capacity, model.config)
         self.requests: dict[str, Request] = {}
-        self._seeds = random.Random(seed)
+        self._seeds = random.Random(config.seed)
         self._arrivals = 0
         self.counters = {"steps": 0, "prompt_tokens": 0, "generated_tokens": 0, "finished": 0, "errors": 0,
                          "forward_tokens": 0, "forward_seconds": 0.0}
-        self.drafter = build_drafter(SpeculativeConfig.parse(speculative_config), self)
+        self.drafter = build_drafter(config.speculative_config, self)
         self._snapshot = MappingProxyType({})
         self._publish()
         log.info(self.capacity.describe())

@@ -11,12 +11,11 @@ import torch
 from k3.chat import K3Tokenizer, ParsedMessage, parse_message, render
 from k3.chat.tokenizer import VOCAB_FILE
 from k3.chat.tools import tool_names
-from k3.config.units import parse_size
 from k3.chat.images import image_sources
 from k3.config.vision import MediaConfig, load_media_config
+from k3.engine.config import EngineConfig
 from k3.engine.engine import LLMEngine
 from k3.engine.image_prompts import Prompt, dict_prompt, prepare_all
-from k3.media import ImageLimits
 from k3.engine.request import RequestOutput, SamplingParams
 
 
@@ -29,38 +28,21 @@ class ChatOutput:
 class LLM:
     """Load a K3 checkpoint (or wrap a loaded model) and generate with continuous batching.
 
-    max_num_seqs: sequences decoded together (one KDA state slot each).
-    max_num_batched_tokens: tokens per step; longer prompts are prefilled in chunks of this size.
-    cache_memory: bytes for KDA slots + the MLA latent cache ("2GiB", "512MB" or an int).
-    max_model_len: prompt + generated tokens per request (default: what the cache holds for one sequence).
-    memory_budget: bytes for weights + cache_memory together ("24GB"); routed experts that do not fit
-    stream from the checkpoint's shards (bit-identical output). None: everything resident.
+    model: a checkpoint folder, "default" (the bundled model), a downloaded repo id, or a loaded model.
+    config: a k3.EngineConfig; its fields may be given as keywords instead (vLLM's names: max_num_seqs,
+    cache_memory="2GiB", memory_budget="24GB", max_model_len, enable_prefix_caching, speculative_config,
+    trunk="int8", vision=False, ...), or as keywords over a config. Each field's meaning is on
+    k3.EngineConfig, and every one is checked before the model loads.
     tokenizer: a K3Tokenizer, a directory with tiktoken.model, or None to use the checkpoint's own
     tiktoken.model when it has one. With a tokenizer, prompts may be text and outputs carry `text`.
-    enable_prefix_caching: reuse earlier requests' prompt-prefix state (exact; on by default).
-    prefix_cache_memory: the part of cache_memory kept for its KDA snapshots (default a quarter).
-    prefix_cache_spill_dir: write snapshots evicted from memory there (up to prefix_cache_spill_bytes).
-    speculative_config: vLLM's speculative-decoding dict (or its JSON), e.g. {"method": "ngram",
-    "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2} or {"method": "draft_model",
-    "model": PATH, "num_speculative_tokens": 4}; greedy output is unchanged, sampled output keeps its distribution.
-    vision: load the checkpoint's vision tower (when it has one); False loads the text model alone.
-    image_limits: k3.media.ImageLimits for the images prompts carry (encoded bytes, pixels, images a prompt).
     """
 
-    def __init__(self, model, dtype: torch.dtype | None = None, device: str = "cpu", *, max_num_seqs: int = 8,
-                 max_num_batched_tokens: int = 512, cache_memory: int | str = "1GiB", block_size: int = 16,
-                 tokenizer=None, seed: int = 0, memory_budget: int | str | None = None,
-                 max_resident_seqs: int | None = None, state_offload_dir: str | None = None,
-                 max_model_len: int | None = None, enable_prefix_caching: bool = True,
-                 prefix_cache_memory: int | str | None = None, prefix_cache_spill_dir: str | None = None,
-                 prefix_cache_spill_bytes: int | str = "16GiB", speculative_config=None, trunk: str | None = None,
-                 vision: bool = True, image_limits: ImageLimits | None = None):
-        cache_bytes = parse_size(cache_memory, "cache_memory")
-        prefix = dict(enable_prefix_caching=enable_prefix_caching, prefix_cache_spill_dir=prefix_cache_spill_dir,
-                      prefix_cache_spill_bytes=parse_size(prefix_cache_spill_bytes, "prefix_cache_spill_bytes"),
-                      prefix_cache_memory=prefix_cache_memory if prefix_cache_memory in (None, 0)
-                      else parse_size(prefix_cache_memory, "prefix_cache_memory"))
-        self.media, self.image_limits = MediaConfig(), image_limits or ImageLimits()
+    def __init__(self, model, config: EngineConfig | None = None, *, tokenizer=None, **settings):
+        if config is not None and not isinstance(config, EngineConfig):
+            raise TypeError(f"LLM(model, config): config is a k3.EngineConfig, got {type(config).__name__}; "
+                            "give settings such as dtype= as keywords")
+        config = (config or EngineConfig()).replace(**settings)
+        self.config, self.media, self.image_limits = config, MediaConfig(), config.image_limits
         if isinstance(model, torch.nn.Module):
             self.model = model
         else:
@@ -68,23 +50,19 @@ class LLM:
             from k3.models import resolve_model
 
             model = resolve_model(model)   # a path, "default", a downloaded repo id (k3/models.py)
-            self.model = load_model(model, dtype=dtype, device=device, memory_budget=memory_budget,
-                                    state_bytes=cache_bytes, trunk=trunk, vision=vision)
+            self.model = load_model(model, dtype=config.dtype, device=config.device, memory_budget=config.memory_budget,
+                                    state_bytes=config.cache_memory, trunk=config.trunk, vision=config.vision)
             self.media = load_media_config(model)
             if tokenizer is None and (Path(model) / VOCAB_FILE).is_file():
                 tokenizer = model
-        if str(device).startswith("cpu"):
+        if str(config.device).startswith("cpu"):
             from k3.ops.dispatch import prepare
 
             prepare()   # a first-use kernel build happens here, while loading, not inside the first request's TTFT
         if isinstance(tokenizer, (str, Path)):
             tokenizer = K3Tokenizer.load(tokenizer)
         self.tokenizer = tokenizer
-        self.engine = LLMEngine(self.model, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                                cache_memory=cache_bytes, block_size=block_size,
-                                tokenizer=tokenizer, seed=seed, max_resident_seqs=max_resident_seqs,
-                                state_offload_dir=state_offload_dir, max_model_len=max_model_len,
-                                speculative_config=speculative_config, **prefix)
+        self.engine = LLMEngine(self.model, config, tokenizer=tokenizer)
 
     @property
     def capacity(self):

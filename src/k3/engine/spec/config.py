@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass
 
 METHODS = ("ngram", "draft_model")
@@ -78,6 +79,18 @@ class SpeculativeConfig:
         if lo > hi:
             raise ValueError(f"speculative_config: prompt_lookup_min ({lo}) is more than prompt_lookup_max ({hi})")
         return cls(method, k, prompt_lookup_max=hi, prompt_lookup_min=lo)
+
+    def as_dict(self) -> dict:
+        """vLLM's dict for this config (what `parse` reads back; a loaded draft model shows as its type)."""
+        if self.method == "draft_model":
+            model = self.model if isinstance(self.model, (str, os.PathLike)) else type(self.model).__name__
+            d = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens, "model": str(model)}
+        else:
+            d = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens,
+                 "prompt_lookup_max": self.prompt_lookup_max, "prompt_lookup_min": self.prompt_lookup_min}
+        if self.disable_by_batch_size is not None:
+            d["disable_by_batch_size"] = self.disable_by_batch_size
+        return d
 
     def describe(self) -> str:
         if self.method == "ngram":

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from k3.engine.config import EngineConfig
 from k3.engine.request import SamplingParams
 
 
@@ -37,10 +38,10 @@ class DraftModelProposer:
         if vocab < target.usable_vocab:
             raise ValueError(f"speculative_config.model: the draft model's vocabulary ({vocab:,} ids) is smaller than "
                              f"the target's ({target.usable_vocab:,}); a drafter needs the target's tokenizer")
-        engine = LLMEngine(model, max_num_seqs=target.scheduler.max_num_seqs,
-                           max_num_batched_tokens=target.scheduler.max_num_batched_tokens,
-                           cache_memory=target.cache_memory,
-                           block_size=target.capacity.block_size, enable_prefix_caching=True)
+        settings = target.config   # the draft engine's batch and cache as the target's; no offload, no drafts
+        engine = LLMEngine(model, EngineConfig(
+            max_num_seqs=settings.max_num_seqs, max_num_batched_tokens=settings.max_num_batched_tokens,
+            cache_memory=settings.cache_memory, block_size=settings.block_size))
         engine.sampler.sampleable = min(engine.usable_vocab, target.usable_vocab)   # propose what the target may emit
         return cls(engine)
 

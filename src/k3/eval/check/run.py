@@ -40,7 +40,7 @@ class Check:
     thinking: bool | None = None
     log_dir: str = "check-runs"
     progress: bool = False
-    llm_kwargs: dict = field(default_factory=dict)
+    engine: dict = field(default_factory=dict)   # EngineConfig.settings() of a model served here
     max_connections: int | None = None     # calls in flight at once (Inspect's); the provider's 8 when None
 
 
@@ -82,7 +82,7 @@ def serve(c: Check):
     from k3.serve.loopback import serving
 
     with RssSampler() as rss:
-        llm = LLM(c.model or "default", **c.llm_kwargs)
+        llm = LLM(c.model or "default", **c.engine)
         with serving(llm, c.served_model_name or "default") as url:
             yield url + "/v1", rss
 

@@ -49,8 +49,11 @@ class Run:
     prices: dict = field(default_factory=dict)
 
 
-def local(path: str, **model_args) -> Target:
-    model = get_model(f"k3/{path}", memoize=False, **model_args)
+def local(path: str, config=None, thinking: bool | None = None) -> Target:
+    """A model served in this process by Inspect's "k3" provider; config: its k3.EngineConfig (passed as its
+    settings, the JSON Inspect records with the model's arguments)."""
+    settings = config.settings() if config is not None else {}
+    model = get_model(f"k3/{path}", memoize=False, thinking=thinking, **settings)
     engine = model.api.llm.engine
     fingerprint = model.api.thread.call(lambda: engine.fingerprint)   # tensor reads stay on the model's thread
     return Target(model, f"k3/{path}", None, fingerprint, engine.max_model_len)
