@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from k3.config.presets import mid
-from k3.offload.plan import expert_sizes, weight_bytes
+from k3.streaming.plan import expert_sizes, weight_bytes
 from k3.testing import make_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -28,7 +28,7 @@ import torch
 
 import k3
 import k3.ops.native as native_module
-from k3.offload.plan import expert_sizes, weight_bytes
+from k3.streaming.plan import expert_sizes, weight_bytes
 from k3.testing import make_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))

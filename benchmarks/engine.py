@@ -30,8 +30,8 @@ import torch
 import k3
 from k3.config.presets import mid
 from k3.engine import LLM, SamplingParams
-from k3.engine.cache.snapshot import SequenceState
-from k3.offload.plan import expert_sizes, weight_bytes
+from k3.engine.memory.sequence_state import SequenceState
+from k3.streaming.plan import expert_sizes, weight_bytes
 from k3.testing import make_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -37,8 +37,8 @@ from scratch import scratch_dir  # noqa: E402
 import k3  # noqa: E402
 from k3.engine import LLM, SamplingParams  # noqa: E402
 from k3.engine.scheduler import ScheduledChunk, SchedulerOutput  # noqa: E402
-from k3.engine.spec import Drafter, SpeculativeConfig  # noqa: E402
-from k3.offload import plan_memory  # noqa: E402
+from k3.engine.speculative import Drafter, SpeculativeConfig  # noqa: E402
+from k3.streaming import plan_memory  # noqa: E402
 from k3.testing import make_checkpoint  # noqa: E402
 
 ENGLISH = ["The old house at the end of the lane had been empty for years, and",
@@ -106,7 +106,7 @@ def window_costs(model, reps: int = 5) -> dict:
 
     one = forward(1)
     costs = {f"T={T}": forward(T) / one for T in (2, 3, 5, 9, 17)}
-    from k3.engine.cache.snapshot import export_kda
+    from k3.engine.memory.sequence_state import export_kda
 
     slots = engine.runner.pools.slots
     copy = min(_timed(lambda: export_kda(slots, placement.slot)) for _ in range(reps))

@@ -38,7 +38,7 @@ import torch
 
 from k3.config.presets import released, shrink
 from k3.engine import LLM, SamplingParams
-from k3.offload import minimum_budget, plan_memory
+from k3.streaming import minimum_budget, plan_memory
 from k3.testing import make_checkpoint
 
 def drop_cache(d: Path) -> None:
@@ -90,7 +90,7 @@ def sequential_floor(d: Path, ranges: list[tuple[Path, int, int]] | None = None,
 def trunk_ranges(d: Path, config) -> list[tuple[Path, int, int]]:
     """Every layer's streamed matrices, as (file, start, end), in the order the trunk store reads them."""
     from k3.checkpoint import CheckpointReader
-    from k3.offload.trunk import trunk_extents
+    from k3.streaming.trunk import trunk_extents
 
     extents = trunk_extents(CheckpointReader(d), config, tuple(range(config.num_hidden_layers)))
     return [(d / p.file, p.offset, p.offset + p.nbytes) for layer in sorted(extents) for p in extents[layer]]

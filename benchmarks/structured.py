@@ -35,7 +35,7 @@ from speculative import ReplayProposer  # noqa: E402
 import k3  # noqa: E402
 from k3.chat.tokenizer import K3Tokenizer  # noqa: E402
 from k3.engine import LLM, SamplingParams  # noqa: E402
-from k3.engine.spec import Drafter  # noqa: E402
+from k3.engine.speculative import Drafter  # noqa: E402
 from k3.engine.structured import StructuredOutputs  # noqa: E402
 from k3.engine.structured.matcher import Grammars  # noqa: E402
 from k3.testing import make_checkpoint  # noqa: E402

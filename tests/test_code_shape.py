@@ -6,7 +6,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "k3"
 MAX_FILE_LINES = 300
 MAX_FUNCTION_LINES = 60
-RANK = {"config": 0, "chat": 1, "ops": 1, "checkpoint": 1, "media": 1, "offload": 2, "layers": 2, "model": 3, "engine": 4, "train": 4, "tools": 4, "serve": 5, "bench": 5, "eval": 5,
+RANK = {"config": 0, "chat": 1, "ops": 1, "checkpoint": 1, "media": 1, "streaming": 2, "layers": 2, "model": 3, "engine": 4, "train": 4, "tools": 4, "serve": 5, "bench": 5, "eval": 5,
         "testing": 5, "cli": 6}
 
 

@@ -113,7 +113,7 @@ def test_local_run_fills_every_field(tiny_checkpoint, tmp_path, capsys):
 
 def test_local_context_sweep_with_streamed_experts(tiny_checkpoint, capsys):
     from k3.config import load_config
-    from k3.offload import plan_memory
+    from k3.streaming import plan_memory
 
     p = plan_memory(load_config(tiny_checkpoint), 10 ** 12, state_bytes=8 * 2 ** 20)
     budget = p.trunk_bytes + p.state_bytes + 4 * p.expert_bytes

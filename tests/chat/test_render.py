@@ -1,4 +1,4 @@
-"""Golden renderings written by hand from spec section 6.2 (O/C/S/E = <|open|>/<|close|>/<|sep|>/<|end_of_msg|>)."""
+"""Golden renderings written by hand from spec §6.2 (O/C/S/E = <|open|>/<|close|>/<|sep|>/<|end_of_msg|>)."""
 
 import pytest
 

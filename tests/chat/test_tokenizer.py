@@ -17,7 +17,7 @@ def test_specials_follow_the_ranks(tok):
 
 
 def test_released_layout_ids():
-    # With the released 163,584 ranks the defaults give spec section 6.1's ids.
+    # With the released 163,584 ranks the defaults give spec §6.1's ids.
     from k3.chat.specials import special_names
     names = special_names(163_584)
     assert (names["<|end_of_msg|>"], names["<|open|>"], names["<|sep|>"], names["[UNK]"]) == (163586, 163587, 163589, 163838)

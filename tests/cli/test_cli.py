@@ -175,7 +175,7 @@ def test_generate_save_and_resume_state(tiny_checkpoint, tmp_path, capsys):
 
 def test_generate_with_a_memory_budget_reports_streaming(tiny_checkpoint, capsys):
     from k3.config import load_config
-    from k3.offload import plan_memory
+    from k3.streaming import plan_memory
 
     p = plan_memory(load_config(tiny_checkpoint), 10 ** 12, state_bytes=8 * 2 ** 20)
     budget = p.trunk_bytes + p.state_bytes + 3 * p.expert_bytes

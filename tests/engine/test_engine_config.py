@@ -11,7 +11,7 @@ from k3.cli.engine_args import engine_config
 from k3.cli.main import build_parser, main
 from k3.engine import LLM, EngineConfig
 from k3.engine.config import FIELDS
-from k3.engine.spec import SpeculativeConfig
+from k3.engine.speculative import SpeculativeConfig
 
 FLAGS = ["--cache-memory", "64MiB", "--max-num-seqs", "3", "--max-num-batched-tokens", "96", "--no-vision",
          "--trunk", "int8", "--dtype", "bfloat16", "--prefix-cache-memory", "0", "--max-model-len", "300",

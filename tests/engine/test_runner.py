@@ -13,8 +13,8 @@ import torch
 import k3
 import k3.layers.mla as mla_layer
 from k3.engine import LLM, SamplingParams
-from k3.engine.cache.blocks import PagedMLAView
-from k3.engine.cache.manager import CachePools
+from k3.engine.memory.blocks import PagedMLAView
+from k3.engine.memory.manager import CachePools
 from k3.ops.dispatch import reference_only
 
 from test_engine_model import CACHE, _prompt, model  # noqa: F401  (the tiny model fixture and prompts)

@@ -9,9 +9,9 @@ import random
 import pytest
 
 from k3.engine import SamplingParams
-from k3.engine.spec import Drafter, SpeculativeConfig
-from k3.engine.spec.drafter import MAX_PAUSE
-from k3.engine.spec.ngram import propose_ngram
+from k3.engine.speculative import Drafter, SpeculativeConfig
+from k3.engine.speculative.drafter import MAX_PAUSE
+from k3.engine.speculative.ngram import propose_ngram
 from fake_model import drain as _drain, expected_next, fake_engine, reference
 
 GREEDY = dict(temperature=0.0, ignore_eos=True)

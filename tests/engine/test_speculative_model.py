@@ -12,9 +12,9 @@ from safetensors.torch import load_file
 import k3
 from k3.config.presets import tiny, tiny7
 from k3.engine import LLM, SamplingParams
-from k3.engine.spec import Drafter, SpeculativeConfig
+from k3.engine.speculative import Drafter, SpeculativeConfig
 from k3.ops.dispatch import reference_only
-from k3.offload import plan_memory
+from k3.streaming import plan_memory
 from k3.testing import make_checkpoint
 from k3.testing.tolerance import assert_close
 from test_speculative_fake import ReplayProposer

@@ -6,7 +6,7 @@ import math
 import torch
 
 from k3.engine import SamplingParams
-from k3.engine.spec import Drafter, SpeculativeConfig
+from k3.engine.speculative import Drafter, SpeculativeConfig
 from k3.ops.sampling import filter_logits
 from k3.ops.speculative import verify_sampled
 from fake_model import POISON, VOCAB, fake_engine

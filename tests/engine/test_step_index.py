@@ -2,7 +2,7 @@
 
 import torch
 
-from k3.engine.cache.step_index import StepIndex
+from k3.engine.memory.step_index import StepIndex
 
 BS = 4
 

@@ -18,7 +18,7 @@ from k3.config import load_config
 from k3.config.presets import tiny7
 from k3.engine import LLM, SamplingParams
 from k3.ops.dispatch import reference_only
-from k3.offload.trunk import layer_stream_specs
+from k3.streaming.trunk import layer_stream_specs
 from k3.ops.int8 import Int8FormatError, dequantize, quantize
 from k3.testing import assert_close, make_checkpoint
 from k3.testing.checkpoint import rewrite_shard
@@ -122,7 +122,7 @@ def test_decode_kernels_agree_with_the_references(derived):
 
 
 def test_streamed_int8_layers_are_bit_identical_to_resident(derived):
-    from k3.offload import minimum_budget
+    from k3.streaming import minimum_budget
 
     config = load_config(derived)
     resident = k3.load(derived)
@@ -135,7 +135,7 @@ def test_streamed_int8_layers_are_bit_identical_to_resident(derived):
 
 
 def test_int8_at_load_with_streamed_layers_keeps_those_as_stored(ckpt):
-    from k3.offload import minimum_budget
+    from k3.streaming import minimum_budget
 
     floor = minimum_budget(CONFIG, int8_at_load=True)
     assert floor == minimum_budget(CONFIG)          # nothing resident is quantised when every layer streams
@@ -227,7 +227,7 @@ def test_verify_accepts_only_the_superseded_names(derived, tmp_path):
 
 
 def test_the_planner_holds_an_int8_checkpoint_as_stored():
-    from k3.offload import minimum_budget, plan_memory
+    from k3.streaming import minimum_budget, plan_memory
 
     stored = CONFIG.replace(trunk_format="int8")
     budget = minimum_budget(stored) + 10 ** 6

@@ -1,4 +1,4 @@
-"""Cross-implementation parity (spec section 8): k3 vs mlx-lm's kimi_k3 on MLX-CPU, fp32, same checkpoint."""
+"""Cross-implementation parity (spec §8): k3 vs mlx-lm's kimi_k3 on MLX-CPU, fp32, same checkpoint."""
 
 import pytest
 import torch

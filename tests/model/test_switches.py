@@ -1,4 +1,4 @@
-"""Each config switch of spec section 1.2 (and the layout variants k3 reads): the model loads, the
+"""Each config switch of spec §1.2 (and the layout variants k3 reads): the model loads, the
 switch changes the output, cached decode equals the full forward, and mlx-lm's kimi_k3 agrees."""
 
 import json

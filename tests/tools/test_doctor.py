@@ -8,11 +8,11 @@ import pytest
 
 from k3.cli.main import main
 from k3.config.presets import released
-from k3.offload.plan import plan_memory
+from k3.streaming.plan import plan_memory
 from k3.tools.doctor import diagnose
 from k3.tools.estimate import estimate
 
-PER_EXPERT = 3072 * (1792 + 112) * 2 + 3584 * (1536 + 96)  # spec section 3.2
+PER_EXPERT = 3072 * (1792 + 112) * 2 + 3584 * (1536 + 96)  # spec §3.2
 
 
 def doctor_json(capsys, *args) -> tuple[int, dict]:
@@ -26,7 +26,7 @@ def test_released_preset_plan_and_tables(capsys):
     assert report["format"]["expert_format"] == "mxfp4" and report["format"]["experts"] == 896
     plan = report["plan"]
     assert plan["mode"] == "stream-experts"
-    assert plan["expert_bytes_per_token"] == 16 * 92 * PER_EXPERT  # 25.8 GB, spec section 7
+    assert plan["expert_bytes_per_token"] == 16 * 92 * PER_EXPERT  # 25.8 GB, spec §7
     assert plan["expert_bytes_total"] == 896 * 92 * PER_EXPERT
     assert {e["engine"] for e in report["engines"]} >= {"vLLM", "SGLang", "llama.cpp", "colibri"}
     assert any("MXFP4" in row["k3"] for row in report["code_paths"])

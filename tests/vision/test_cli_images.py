@@ -10,8 +10,8 @@ import pytest
 from images_support import encoded
 from k3.cli.main import main
 from k3.config.presets import released
-from k3.offload import plan_memory
-from k3.offload.vision_memory import vision_activation_bytes, vision_weight_bytes
+from k3.streaming import plan_memory
+from k3.streaming.vision_memory import vision_activation_bytes, vision_weight_bytes
 
 
 def test_generate_with_an_image(vision_checkpoint, tmp_path, capsys):

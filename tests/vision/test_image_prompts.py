@@ -1,4 +1,4 @@
-"""Where images go in a prompt (K3_VISION.md 6, 7): the block each image takes, the XTML around it, and what a
+"""Where images go in a prompt (vision spec §6, 7): the block each image takes, the XTML around it, and what a
 user cannot do with typed text."""
 
 from __future__ import annotations

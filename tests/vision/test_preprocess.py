@@ -1,4 +1,4 @@
-"""Preprocessing (K3_VISION.md 3): the resize rule on the spec's worked sizes, transparency, padding,
+"""Preprocessing (vision spec §3): the resize rule on the spec's worked sizes, transparency, padding,
 normalisation and patch order; and bad input refused by name, before it costs memory."""
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ def test_verify_checks_the_tower_against_the_vision_config(vision_checkpoint, tm
 
 
 def test_the_tower_stays_resident_when_weights_stream(vision_checkpoint):
-    from k3.offload import minimum_budget
+    from k3.streaming import minimum_budget
 
     config = tiny_chat_vision()
     budget = minimum_budget(config) + 2 ** 16

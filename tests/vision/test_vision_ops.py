@@ -1,5 +1,5 @@
 """The tower's ops against their references: the resampled position table (PyTorch's bilinear against the
-formula of K3_VISION.md 4.3), 2-D rotary embedding (pairs rotated as complex numbers), attention within an
+formula of vision spec §4.3), 2-D rotary embedding (pairs rotated as complex numbers), attention within an
 image, the time table and the tower's RMSNorm."""
 
 from __future__ import annotations

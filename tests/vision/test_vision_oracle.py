@@ -1,4 +1,4 @@
-"""The vision path against an outside implementation: mlx-vlm's K3 tower and projector (K3_VISION.md's
+"""The vision path against an outside implementation: mlx-vlm's K3 tower and projector (the vision spec's
 MLXVLM) on MLX-CPU over the same tiny checkpoint. mlx-vlm hard-codes the tower's RMSNorm epsilon at 2^-7
 (open question 12.1), so k3 runs with that override here; a second check shows what the choice moves."""
 

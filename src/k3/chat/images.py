@@ -1,4 +1,4 @@
-"""Image parts in chat messages, as OpenAI's API, vLLM and K3's own processor take them (K3_VISION.md 7.2):
+"""Image parts in chat messages, as OpenAI's API, vLLM and K3's own processor take them (vision spec §7.2):
 `{"type": "image_url", "image_url": {"url": ...}}`, `{"type": "input_image", "image_url": ...}`, or
 `{"type": "image", "image": ...}` (a path, bytes or a PIL image, in Python). Images come from user messages
 only, in document order; video is refused (the released processor is image-only, section 8)."""

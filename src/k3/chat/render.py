@@ -1,4 +1,4 @@
-"""Render a conversation as K3's XTML segments (spec section 6.2; the official `encoding_k3.py` protocol).
+"""Render a conversation as K3's XTML segments (spec §6.2; the official `encoding_k3.py` protocol).
 
 `render(messages, ...)` -> list[Segment]. Joining `.text` gives the prompt string; encoding segment
 by segment (`K3Tokenizer.encode_segments`) gives the token ids, with specials recognised only in

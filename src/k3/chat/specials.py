@@ -1,4 +1,4 @@
-"""K3's 256 reserved special tokens (spec section 6.1), as offsets from the end of the BPE ranks.
+"""K3's 256 reserved special tokens (spec §6.1), as offsets from the end of the BPE ranks.
 
 In the released vocabulary the ranks end at 163583, so offset 2 (`<|end_of_msg|>`) is id 163586.
 Names come from `tokenizer_config.json` when it names them; these are the defaults otherwise.

@@ -83,7 +83,7 @@ class CheckpointReader:
         return list(self._where)
 
     def vision_names(self) -> list[str]:
-        """Stored names of the vision tower's and projector's tensors (K3_VISION.md section 2)."""
+        """Stored names of the vision tower's and projector's tensors (vision spec §2)."""
         return list(self._vision)
 
     def get_vision(self, stored: str) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The vision tower's and projector's tensors as the release stores them (K3_VISION.md section 2): 165
+"""The vision tower's and projector's tensors as the release stores them (vision spec §2): 165
 tower tensors under `vision_tower.` and 3 projector tensors under `mm_projector.`, all BF16, no biases,
 names without the text model's `language_model.` prefix. Shapes `[out, in]`."""
 

@@ -30,7 +30,7 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from k3.cli.target import resolve_config
     from k3.config.units import parse_size
-    from k3.offload import minimum_budget, plan_memory
+    from k3.streaming import minimum_budget, plan_memory
 
     config, ckpt, name = resolve_config(args.target)
     if args.no_vision:

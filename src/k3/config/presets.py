@@ -1,7 +1,7 @@
 """Named presets: the released Kimi K3 text config, and tiny odd-sized configs for tests.
 
 Presets are named functions, never guessed from paths. `released_hf_dict()` is the official
-config.json content (spec section 1.1) so the released numbers can be checked without a download.
+config.json content (spec §1.1) so the released numbers can be checked without a download.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def quantization_config(c: K3Config) -> dict | None:
 
 
 def mxfp4_quantization_config(group_size: int = 32) -> dict:
-    """`text_config.quantization_config` exactly as the release writes it (spec section 3.1)."""
+    """`text_config.quantization_config` exactly as the release writes it (spec §3.1)."""
     return {
         "quant_method": "compressed-tensors",
         "format": "mxfp4-pack-quantized",

@@ -1,5 +1,5 @@
 """The vision path's two configs: the tower and projector (`vision_config` in config.json) and the image
-preprocessing (`media_proc_cfg` in preprocessor_config.json). K3_VISION.md sections 1.1 and 1.2.
+preprocessing (`media_proc_cfg` in preprocessor_config.json). vision spec §1.1 and 1.2.
 
 Stdlib only. The released checkpoint's values are the defaults; `vision_from_hf` reads the 25 keys the
 release has and refuses the variants K3 does not use (other norms, MLPs, merges, projectors, biases),
@@ -15,7 +15,7 @@ from pathlib import Path
 from k3.config.model import ConfigError
 
 MEDIA_PAD_ID = 163605      # `<|media_pad|>` in the released vocabulary: media_placeholder_token_id
-# The only variants K3 uses: key -> required value (K3_VISION.md 1.1).
+# The only variants K3 uses: key -> required value (vision spec §1.1).
 REQUIRED = {"norm_type": "rmsnorm", "mlp_type": "mlp2", "merge_type": "sd2_tpool",
             "mm_projector_type": "patchmergerv2", "pos_emb_type": "divided_fixed",
             "activation_func": "gelu_pytorch_tanh", "projector_hidden_act": "gelu",
@@ -118,7 +118,7 @@ def vision_to_hf(c: VisionConfig) -> dict:
 
 @dataclass(frozen=True)
 class MediaConfig:
-    """Image preprocessing (`media_proc_cfg`); the released values are the defaults (K3_VISION.md 1.2)."""
+    """Image preprocessing (`media_proc_cfg`); the released values are the defaults (vision spec §1.2)."""
     patch_size: int = 14
     merge_kernel: int = 2
     in_patch_limit: int = 65536             # whole patches an image may hold before padding

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 import torch
 
 from k3.config.units import parse_size
-from k3.engine.spec.config import SpeculativeConfig
+from k3.engine.speculative.config import SpeculativeConfig
 from k3.media import ImageLimits
 
 DTYPES = ("float32", "bfloat16", "float16", "float64")

@@ -19,18 +19,18 @@ from types import MappingProxyType
 import torch
 
 from k3.engine import admission
-from k3.engine.cache.allocator import CacheAllocator
-from k3.engine.cache.manager import fit_capacity
-from k3.engine.cache.prefix_setup import build_prefix_cache, snapshot_budget, snapshot_bytes
+from k3.engine.memory.allocator import CacheAllocator
+from k3.engine.memory.manager import fit_capacity
+from k3.engine.prefix.setup import build_prefix_cache, snapshot_budget, snapshot_bytes
 from k3.engine.config import EngineConfig
 from k3.engine.detokenize import OutputText
 from k3.engine.emit import emit
-from k3.engine.offload import StateOffloader
+from k3.engine.memory.offload import StateOffloader
 from k3.engine.request import Request, RequestOutput, SamplingParams, Status
 from k3.engine.runner import ModelRunner
 from k3.engine.sampler import Sampler
 from k3.engine.scheduler import Scheduler
-from k3.engine.spec.setup import build_drafter
+from k3.engine.speculative.setup import build_drafter
 from k3.engine.structured.matcher import Grammars
 from k3.engine.state_file import model_fingerprint, save_state
 

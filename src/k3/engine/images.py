@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-ROW_BITS = 24      # rows an image may have: 16,641 at most for K3 (K3_VISION.md 3.1)
+ROW_BITS = 24      # rows an image may have: 16,641 at most for K3 (vision spec §3.1)
 
 
 @dataclass

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from k3.engine.cache.manager import Capacity, CachePools
-from k3.engine.cache.snapshot import SequenceState, export_kda, export_mla, import_mla
-from k3.engine.cache.window_log import WindowLog
+from k3.engine.memory.manager import Capacity, CachePools
+from k3.engine.memory.sequence_state import SequenceState, export_kda, export_mla, import_mla
+from k3.engine.speculative.rollback import WindowLog
 from k3.engine.request import Request, TokenLogprob
 from k3.engine.scheduler import OFFLOADED, PREFIX, RESUME, SchedulerOutput, SnapshotOrder
 from k3.layers.batch import ForwardBatch

@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from k3.engine.cache.allocator import CacheAllocator, Placement
-from k3.engine.cache.prefix_cache import NO_MATCH, PrefixCache, PrefixMatch
-from k3.engine.cache.prefix_index import CachedBlock
-from k3.engine.cache.snapshot_store import Snapshot
+from k3.engine.memory.allocator import CacheAllocator, Placement
+from k3.engine.prefix.cache import NO_MATCH, PrefixCache, PrefixMatch
+from k3.engine.prefix.index import CachedBlock
+from k3.engine.prefix.snapshots import Snapshot
 from k3.engine.request import Request, Status
 
 # Where a placed sequence's state comes from: zero, request.initial_state (saved or spilled state),

@@ -24,7 +24,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from k3.config import env
-from k3.engine.cache.snapshot import SequenceState
+from k3.engine.memory.sequence_state import SequenceState
 
 FORMAT = "k3-sequence-state"
 VERSION = 2          # 2: signed (HMAC over metadata and tensors); 1 had an optional, unkeyed digest

@@ -1,4 +1,4 @@
-"""KimiDeltaAttention layer (spec section 4.3): projections, short convs, gates, delta-rule core, gated norm.
+"""KimiDeltaAttention layer (spec §4.3): projections, short convs, gates, delta-rule core, gated norm.
 
 Prefill of more than `CHUNK_MIN_TOKENS` tokens runs the chunked core; shorter segments run the
 recurrence. Decode (one new token per sequence) runs the whole batch in one step on the state slots

@@ -1,4 +1,4 @@
-"""Gated NoPE MLA layer (spec section 4.4). Caches only the normalised latent c_kv and the shared k_x.
+"""Gated NoPE MLA layer (spec §4.4). Caches only the normalised latent c_kv and the shared k_x.
 
 Decode (one new token per sequence) attends in the latent space (absorbed): with a cache, every
 decoding sequence of the step in one call over the paged cache read in place, whatever its length.

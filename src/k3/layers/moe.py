@@ -1,4 +1,4 @@
-"""Stable LatentMoE (spec section 4.6): fp32 sigmoid router with selection-only bias, routed experts in a
+"""Stable LatentMoE (spec §4.6): fp32 sigmoid router with selection-only bias, routed experts in a
 latent space (down-proj, experts, RMSNorm, up-proj), plus full-width shared experts.
 
 Each expert runs once per step on all tokens routed to it (so a step's tokens read each expert they use

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from k3.layers.experts import ExpertBank
 from k3.ops.mxfp4.expert import glu_expert
-from k3.offload.store import ExpertStore
+from k3.streaming.store import ExpertStore
 
 
 class StreamedExperts(ExpertBank):

@@ -1,5 +1,5 @@
-"""K3's vision tower (MoonViT-3d) and projector (sd2_tpool merge + patchmergerv2), K3_VISION.md sections
-4 and 5, as modules whose parameter names are the checkpoint's (`vision_tower.…`, `mm_projector.…`).
+"""K3's vision tower (MoonViT-3d) and projector (sd2_tpool merge + patchmergerv2), vision spec §4
+and §5, as modules whose parameter names are the checkpoint's (`vision_tower.…`, `mm_projector.…`).
 
 Items (images, or chunks of frames) never interact: row-wise steps (patch embedding, norms, projections,
 the MLP) run on all items' rows at once, attention runs per item. The float64 reference this is tested

@@ -1,4 +1,4 @@
-"""A float64 reference for the vision path, written from K3_VISION.md's equations and apart from the
+"""A float64 reference for the vision path, written from the vision spec's equations and apart from the
 modules in `k3.layers.vision`: weights from a plain dict of the checkpoint's tensors, one image at a time,
 rotary embedding as complex multiplication, the merge by explicit indexing, GELUs by their formulas.
 Slow; for tests (tests/vision) and for checking a port.

@@ -1,5 +1,5 @@
 """Images in, model inputs out: decoding with Pillow under limits, K3's resize rule, normalisation and
-patch order (K3_VISION.md section 3), and the prompt block each image takes in the chat format (7).
+patch order (vision spec §3), and the prompt block each image takes in the chat format (7).
 
 `prepare_image(source)` -> PreparedImage (pixel_values [h*w, 3, 14, 14], grid (1, h, w), the upload's
 size, the number of image tokens, a digest of the pixels); `stack_images` joins several for

@@ -1,4 +1,4 @@
-"""One image, from whatever a user holds (bytes, a file, a PIL image) to the tower's input (K3_VISION.md 3.2):
+"""One image, from whatever a user holds (bytes, a file, a PIL image) to the tower's input (vision spec §3.2):
 decode under limits, resize (bicubic, in the image's own mode), put transparent pixels on the configured
 background, pad with zeros, normalise to [-1, 1], cut into 14x14 patches in row-major order.
 

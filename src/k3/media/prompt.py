@@ -1,4 +1,4 @@
-"""The text an image takes in a K3 prompt (K3_VISION.md 6 and 7): `<|media_begin|>image {W}x{H}<|media_content|>`,
+"""The text an image takes in a K3 prompt (vision spec §6 and 7): `<|media_begin|>image {W}x{H}<|media_content|>`,
 one `<|media_pad|>` per image row, `<|media_end|>`, with the upload's own width and height. Rendered as one
 segment in which special names are recognised; user text never is, so a typed `<|media_pad|>` (or
 `<|kimi_image_placeholder|>`) stays plain text and cannot claim an image's rows."""

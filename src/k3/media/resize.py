@@ -1,4 +1,4 @@
-"""K3's resize rule (NaViT style; K3_VISION.md 3.1): shrink, never enlarge, so the image holds at most
+"""K3's resize rule (NaViT style; vision spec §3.1): shrink, never enlarge, so the image holds at most
 `in_patch_limit` whole patches and `patch_limit_on_one_side` patches a side, then pad right and bottom
 to a multiple of the 2x2 merge. Pure arithmetic: a prompt's token count is known before any pixel is
 touched."""

@@ -1,4 +1,4 @@
-"""Transparent pixels onto the configured background (K3_VISION.md 3.2 step 1; `transparent_bg_config`).
+"""Transparent pixels onto the configured background (vision spec §3.2 step 1; `transparent_bg_config`).
 
 An RGB image is returned as it is; one with neither an alpha band nor palette transparency is converted
 to RGB; otherwise RGB = trunc(a * C + (1 - a) * G) in float32 with a = alpha / 255, G the background

@@ -1,6 +1,6 @@
 """One decoder layer: KDA or MLA attention, dense or LatentMoE FFN, Block AttnRes or plain residuals.
 
-With AttnRes (spec section 4.2) the layer reads and extends the depth bank `bank` (a list of
+With AttnRes (spec §4.2) the layer reads and extends the depth bank `bank` (a list of
 [N, hidden] block sums, per forward pass, never across tokens) and returns the running partial
 sum of its block; without it, the usual pre-norm residual stream.
 """

@@ -15,7 +15,7 @@ from torch import nn
 from k3.checkpoint.errors import CheckpointError
 from k3.checkpoint.layout import TensorSpec, int8_target
 from k3.checkpoint.reader import TEXT_PREFIX, TORCH_FLOATS, CheckpointReader
-from k3.offload.trunk import LAYER
+from k3.streaming.trunk import LAYER
 from k3.ops.int8 import Int8FormatError, check_int8_scales, quantize, scale_shape
 from k3.ops.int8.format import BLOCK
 

@@ -10,11 +10,11 @@ import torch
 from k3.checkpoint.reader import CheckpointReader
 from k3.config import K3Config
 from k3.config.units import parse_size
-from k3.offload import MemoryPlan, plan_memory
-from k3.offload.extents import expert_extents
-from k3.offload.store import ExpertStore
-from k3.offload.trunk import trunk_extents
-from k3.offload.trunk_store import TrunkStore
+from k3.streaming import MemoryPlan, plan_memory
+from k3.streaming.extents import expert_extents
+from k3.streaming.store import ExpertStore
+from k3.streaming.trunk import trunk_extents
+from k3.streaming.trunk_store import TrunkStore
 from k3.layers.basic import set_tensor
 from k3.layers.streamed import StreamedExperts
 

@@ -1,6 +1,6 @@
 """Images in the model: the tower and projector a K3ForCausalLM holds when its checkpoint has them, image
 rows from pixels (`encode_images`), and where those rows go in a prompt (`Splice`): the rows replace the
-embeddings of the `<|media_pad|>` positions in order (K3_VISION.md section 6, the serving convention:
+embeddings of the `<|media_pad|>` positions in order (vision spec §6, the serving convention:
 one pad per image row, so a prompt's token count is known before the tower runs)."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ GROUP_PATCHES = 65536   # items go through the tower together up to this many pa
 def _groups(grids: list[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:
     """Consecutive items in groups of at most GROUP_PATCHES patches (an item larger than that alone): the
     tower's activations stay those of one large image however many a request sends, which is what the
-    memory plan reserves (k3.offload.vision_memory)."""
+    memory plan reserves (k3.streaming.vision_memory)."""
     groups, size = [[]], 0
     for g in grids:
         n = g[0] * g[1] * g[2]

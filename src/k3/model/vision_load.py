@@ -1,4 +1,4 @@
-"""Load the vision tower and projector from the checkpoint as it is (K3_VISION.md section 2): 168 BF16
+"""Load the vision tower and projector from the checkpoint as it is (vision spec §2): 168 BF16
 tensors under `vision_tower.` and `mm_projector.`, kept resident (about 0.9 GB at K3's size) whatever the
 memory plan streams, since every image runs all of them."""
 

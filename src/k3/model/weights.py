@@ -56,7 +56,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
                direct_io: bool = True, trunk: str | None = None, vision: bool = True) -> K3ForCausalLM:
     """memory_budget (e.g. "24GB"): weights (+ `state_bytes` of sequence state) stay within it; routed
     experts that do not fit are streamed from the shards, and when the trunk does not fit either, some
-    layers' large matrices too (see k3.offload). `model.memory_plan` says how.
+    layers' large matrices too (see k3.streaming). `model.memory_plan` says how.
     trunk="int8": the trunk's projection matrices (k3.checkpoint.layout.int8_target) are quantised to
     int8 with per-32 scales as they are read (half the memory and bytes per token; error measured by
     benchmarks/int8_trunk.py). A checkpoint written by `k3 quantize --trunk int8` is int8 already, with or without it.

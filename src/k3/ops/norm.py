@@ -1,4 +1,4 @@
-"""Normalisations, following the official precision contract (spec section 4.0)."""
+"""Normalisations, following the official precision contract (spec §4.0)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The vision tower's own ops (K3_VISION.md section 4): the position table resampled to an image's patch
+"""The vision tower's own ops (vision spec §4): the position table resampled to an image's patch
 grid, the time table of multi-frame chunks, 2-D rotary embedding, the tower's RMSNorm and attention
 within one image. Each fast op has its plain reference beside it (tests/vision/test_vision_ops.py).
 """

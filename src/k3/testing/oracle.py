@@ -1,4 +1,4 @@
-"""Outside oracle: mlx-lm's `kimi_k3` (spec section 8) run on MLX-CPU in fp32 over the same checkpoint."""
+"""Outside oracle: mlx-lm's `kimi_k3` (spec §8) run on MLX-CPU in fp32 over the same checkpoint."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Speed estimate for `k3 doctor`: exactly the memory plan k3.offload makes, which `k3 plan`,
+"""Speed estimate for `k3 doctor`: exactly the memory plan k3.streaming makes, which `k3 plan`,
 `generate` and `serve` run. A budget below the planner's minimum is refused there, so it is refused
 here too (mode "refused", with the planner's reason), never estimated as a plan k3 would not run.
 Seconds per token = resident active bytes / memory bandwidth + streamed bytes / disk bandwidth.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from k3.config import K3Config
-from k3.offload.plan import expert_sizes, plan_memory, weight_bytes
+from k3.streaming.plan import expert_sizes, plan_memory, weight_bytes
 
 
 @dataclass(frozen=True)

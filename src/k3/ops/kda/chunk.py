@@ -1,4 +1,4 @@
-"""Chunked KDA for prefill (spec section 4.3): matmuls inside a chunk, the recurrence across chunks.
+"""Chunked KDA for prefill (spec §4.3): matmuls inside a chunk, the recurrence across chunks.
 
 Within a chunk with cumulative log-decay G_t = sum_{tau<=t} g_tau (per key channel):
   L[i,j] = beta_i sum_d k_id k_jd exp(G_id - G_jd) (j < i);  T = (I + L)^-1 diag(beta)

@@ -12,7 +12,7 @@ from k3.checkpoint.errors import CheckpointError
 from k3.checkpoint.paths import check_member_name
 from k3.checkpoint.reader import INDEX_FILE, text_name
 
-# Files of the Hugging Face repo besides the shards (spec section 2.1); absent ones are skipped.
+# Files of the Hugging Face repo besides the shards (spec §2.1); absent ones are skipped.
 REQUIRED_META = ("config.json",)
 OPTIONAL_META = ("generation_config.json", "tokenizer_config.json", "tiktoken.model", "special_tokens_map.json",
                  "added_tokens.json", "chat_template.jinja", "preprocessor_config.json", "configuration_kimi_k3.py",

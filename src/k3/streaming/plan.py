@@ -7,7 +7,7 @@ so it is not resident; converted to another dtype it is. Everything left holds r
 of them (resident mode) or a cache of `expert_slots` experts, misses streamed from the shards.
 
 When the trunk does not fit beside two expert slots ("stream-trunk"), whole layers' large matrices
-stream too (k3.offload.trunk): every trunk byte is read once a token, more often than any expert byte,
+stream too (k3.streaming.trunk): every trunk byte is read once a token, more often than any expert byte,
 so as many layers as fit stay resident, two layer-sized arenas take the streamed ones, and experts get
 what is left.
 
@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, replace
 
 from k3.checkpoint.layout import expected_tensors
 from k3.config import K3Config
-from k3.offload.trunk import ARENAS, layer_stream_specs, region_bytes
-from k3.offload.vision_memory import vision_bytes
+from k3.streaming.trunk import ARENAS, layer_stream_specs, region_bytes
+from k3.streaming.vision_memory import vision_bytes
 
 EMBEDDING = "model.embed_tokens.weight"
 MIN_STREAM_SLOTS = 2  # double buffering: one expert computes while the next is read

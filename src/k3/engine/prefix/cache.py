@@ -30,9 +30,9 @@ from bisect import insort
 
 from dataclasses import dataclass
 
-from k3.engine.cache.prefix_index import BlockIndex, CachedBlock
-from k3.engine.cache.snapshot import SequenceState
-from k3.engine.cache.snapshot_store import Snapshot, SnapshotStore
+from k3.engine.prefix.index import BlockIndex, CachedBlock
+from k3.engine.memory.sequence_state import SequenceState
+from k3.engine.prefix.snapshots import Snapshot, SnapshotStore
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ import torch
 
 from k3.checkpoint.paths import member_path
 from k3.checkpoint.reader import TRUNK_DTYPES
-from k3.offload.io import open_for_reads, pread_exact
-from k3.offload.trunk import PAGE, TrunkPart, region_bytes
+from k3.streaming.io import open_for_reads, pread_exact
+from k3.streaming.trunk import PAGE, TrunkPart, region_bytes
 from k3.ops import huge_pages
 
 CHUNK = 8 << 20  # bytes per positioned read: enough in flight to keep an NVMe queue busy

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import torch
 
-from k3.engine.cache.blocks import BlockPool
-from k3.engine.cache.slots import SlotPool
-from k3.engine.cache.snapshot import SequenceState, export_state, import_state
-from k3.engine.cache.step_index import StepIndex
+from k3.engine.memory.blocks import BlockPool
+from k3.engine.memory.slots import SlotPool
+from k3.engine.memory.sequence_state import SequenceState, export_state, import_state
+from k3.engine.memory.step_index import StepIndex
 from k3.layers.state import StateSpec
 
 

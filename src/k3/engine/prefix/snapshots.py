@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from k3.engine.cache.prefix_index import CachedBlock
-from k3.engine.cache.snapshot import SequenceState
+from k3.engine.prefix.index import CachedBlock
+from k3.engine.memory.sequence_state import SequenceState
 
 
 @dataclass(eq=False)

@@ -1,7 +1,7 @@
 """Where each routed expert's six tensors (w1/w3/w2 packed + scale) live in the original shards.
 
 Read from the safetensors headers only. In the released checkpoint an expert's six tensors are
-contiguous in one shard (spec section 2.1), so one positioned read fetches the whole expert; the
+contiguous in one shard (spec §2.1), so one positioned read fetches the whole expert; the
 extent records that, and falls back to one read per tensor when it is not so.
 """
 

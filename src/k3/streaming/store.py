@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 from k3.checkpoint.errors import CheckpointError
-from k3.offload.extents import ExpertExtent
-from k3.offload.io import SlotReader
-from k3.offload.stats import StoreStats
+from k3.streaming.extents import ExpertExtent
+from k3.streaming.io import SlotReader
+from k3.streaming.stats import StoreStats
 from k3.ops import huge_pages
 
 Key = tuple[int, int]  # (layer, expert)

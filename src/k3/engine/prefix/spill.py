@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from k3.engine.cache.snapshot import SequenceState
+from k3.engine.memory.sequence_state import SequenceState
 from k3.engine.state_file import load_state, save_state
 
 log = logging.getLogger("k3.engine")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from k3.engine.cache.step_index import StepIndex
+from k3.engine.memory.step_index import StepIndex
 from k3.layers.state import StateSpec
 from k3.ops import huge_pages
 from k3.ops.mla import PagedLatents

@@ -1,5 +1,5 @@
 """What the vision tower holds: its weights (resident always: every image runs all of them) and the
-activations of the largest image the preprocessing allows (K3_VISION.md 9: about 66k patches for K3)."""
+activations of the largest image the preprocessing allows (vision spec §9: about 66k patches for K3)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import sys
 import torch
 
 from k3.config.presets import tiny
-from k3.offload import plan_memory
+from k3.streaming import plan_memory
 from k3.testing import make_checkpoint
 
 # Experts dominate: 3 x 512 x 256 MXFP4 weights (208,896 B) x 360 experts x 4 MoE layers = 301 MB.
@@ -83,7 +83,7 @@ print(json.dumps({"base": base, "loaded": loaded, "peak": rss('VmHWM'), "plan": 
 def test_int8_at_load_never_holds_the_bf16_trunk(tmp_path):
     """Quantising as it loads, a budget that holds the int8 trunk but not half the bf16 one is kept:
     each shard's bf16 pages are dropped once its matrices are int8 (so at most one shard's stay)."""
-    from k3.offload.plan import weight_bytes
+    from k3.streaming.plan import weight_bytes
 
     d = make_checkpoint(tmp_path / "heavy", TRUNK_HEAVY, seed=3, num_shards=12)
     bf16_trunk = weight_bytes(TRUNK_HEAVY, None)[0]

@@ -1,7 +1,7 @@
 """Speculative decoding: drafts from prompt lookup or a draft model, verified by the target in one
 window per request (`k3.ops.speculative`), with drafting that backs off where it is not accepted."""
 
-from k3.engine.spec.config import SpeculativeConfig
-from k3.engine.spec.drafter import Drafter
+from k3.engine.speculative.config import SpeculativeConfig
+from k3.engine.speculative.drafter import Drafter
 
 __all__ = ["Drafter", "SpeculativeConfig"]

@@ -11,8 +11,8 @@ import k3
 from k3.checkpoint import CheckpointError
 from k3.config.presets import released, tiny
 from k3.engine import LLM, SamplingParams
-from k3.offload import minimum_budget, plan_memory
-from k3.offload.trunk import ARENAS, layer_stream_specs
+from k3.streaming import minimum_budget, plan_memory
+from k3.streaming.trunk import ARENAS, layer_stream_specs
 from k3.testing import make_checkpoint
 from test_budget_rss import OVERHEAD, RSS_PRELUDE
 

@@ -7,10 +7,10 @@ import logging
 
 import torch
 
-from k3.engine.cache.prefix_cache import PrefixCache
-from k3.engine.cache.prefix_index import BlockIndex
-from k3.engine.cache.snapshot_store import SnapshotStore
-from k3.engine.cache.spill import SpilledSnapshots
+from k3.engine.prefix.cache import PrefixCache
+from k3.engine.prefix.index import BlockIndex
+from k3.engine.prefix.snapshots import SnapshotStore
+from k3.engine.prefix.spill import SpilledSnapshots
 from k3.layers.state import StateSpec
 
 log = logging.getLogger("k3.engine")

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from k3.engine.request import Request
-from k3.engine.spec.config import SpeculativeConfig
+from k3.engine.speculative.config import SpeculativeConfig
 
 MAX_PAUSE = 63
 

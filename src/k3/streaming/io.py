@@ -10,7 +10,7 @@ from pathlib import Path
 
 from k3.checkpoint.errors import CheckpointError
 from k3.checkpoint.paths import member_path
-from k3.offload.extents import ExpertExtent
+from k3.streaming.extents import ExpertExtent
 
 O_DIRECT = getattr(os, "O_DIRECT", 0)
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from k3.engine.cache.manager import Capacity
-from k3.engine.cache.prefix_index import BlockIndex, CachedBlock
+from k3.engine.memory.manager import Capacity
+from k3.engine.prefix.index import BlockIndex, CachedBlock
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Expert streaming: bit-identical to the resident model, one read per distinct expert per step,
-an LRU cache across steps, clear errors; the planner against spec section 7."""
+an LRU cache across steps, clear errors; the planner against spec §7."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import k3
 from k3.checkpoint import CheckpointError, CheckpointReader
 from k3.config.presets import released, tiny
 from k3.engine import LLM, SamplingParams
-from k3.offload import plan_memory
+from k3.streaming import plan_memory
 from k3.testing import make_checkpoint
 from k3.testing.tolerance import assert_close
 

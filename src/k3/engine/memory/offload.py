@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from k3.engine.cache.snapshot import SequenceState
+from k3.engine.memory.sequence_state import SequenceState
 
 
 class StateOffloader:
