@@ -92,7 +92,7 @@ def bytes_per_token(model, context: int) -> tuple[int, int]:
     c = model.config
     trunk, _, experts = weight_bytes(c, None)
     itemsize = torch.empty((), dtype=model.compute_dtype).element_size()
-    spec = model.state_spec()
+    spec = model.state_layout()
     cache = 2 * spec.slot_bytes(itemsize) + context * spec.token_bytes(itemsize)   # KDA read + written, MLA rows
     return trunk + expert_sizes(c, experts)[2], cache
 

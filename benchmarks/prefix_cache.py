@@ -38,14 +38,14 @@ from k3.bench.main import run_bench
 from k3.bench.records import RequestRecord
 from k3.config.presets import released
 from k3.engine import EngineConfig
-from k3.layers.state import state_spec
+from k3.layers.state import state_layout
 from k3.testing import make_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compare import config as compare_config  # noqa: E402
 from scratch import scratch_dir  # noqa: E402
 
-K3_SNAPSHOT = state_spec(released()).slot_bytes(2)   # bf16 conv tails, fp32 recurrent state
+K3_SNAPSHOT = state_layout(released()).slot_bytes(2)   # bf16 conv tails, fp32 recurrent state
 
 
 def bench(model, prompts, caching: bool, concurrency: int, cache_memory: str):

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from k3.layers.state import StateSpec
+from k3.layers.state import StateLayout
 
 VOCAB = 50
 POISON = VOCAB - 1
@@ -64,8 +64,8 @@ class FakeModel(nn.Module):
         self.calls: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
         self.soft = soft
 
-    def state_spec(self) -> StateSpec:
-        return StateSpec(kda_layers=(0,), kda_heads=1, kda_key_dim=2, kda_value_dim=2, conv_tail=1,
+    def state_layout(self) -> StateLayout:
+        return StateLayout(kda_layers=(0,), kda_heads=1, kda_key_dim=2, kda_value_dim=2, conv_tail=1,
                          kda_channels=2, mla_layers=(1,), mla_rank=3, mla_extra=1)
 
     def forward_batch(self, input_ids, batch, views, logits_index):

@@ -21,7 +21,7 @@ INT8_KEEP = (".block_sparse_moe.gate.weight", ".kv_b_proj.weight")
 
 
 @dataclass(frozen=True)
-class TensorSpec:
+class ExpectedTensor:
     name: str
     shape: tuple[int, ...]
     dtype: str
@@ -37,11 +37,11 @@ class TensorSpec:
         return n
 
 
-def _t(name: str, shape: tuple[int, ...], dtype: str = "BF16", expert: int | None = None) -> TensorSpec:
+def _t(name: str, shape: tuple[int, ...], dtype: str = "BF16", expert: int | None = None) -> ExpectedTensor:
     n = 1
     for d in shape:
         n *= d
-    return TensorSpec(name, tuple(shape), dtype, n, expert)
+    return ExpectedTensor(name, tuple(shape), dtype, n, expert)
 
 
 def a_log_stored_len(c: K3Config) -> int:
@@ -49,7 +49,7 @@ def a_log_stored_len(c: K3Config) -> int:
     return max(c.kda_num_heads, c.kda_head_dim)
 
 
-def expected_tensors(c: K3Config) -> list[TensorSpec]:
+def expected_tensors(c: K3Config) -> list[ExpectedTensor]:
     """Every tensor the text model's checkpoint holds (about 3 million for K3: its experts' are listed one
     by one, some 160 MB of objects, so nothing here keeps them; the planner keeps its small sums)."""
     specs = [_t("model.embed_tokens.weight", (c.vocab_size, c.hidden_size)),
@@ -63,7 +63,7 @@ def expected_tensors(c: K3Config) -> list[TensorSpec]:
     return specs
 
 
-def layer_tensors(c: K3Config, i: int) -> list[TensorSpec]:
+def layer_tensors(c: K3Config, i: int) -> list[ExpectedTensor]:
     p = f"model.layers.{i}."
     h = c.hidden_size
     specs = [_t(p + "input_layernorm.weight", (h,)), _t(p + "post_attention_layernorm.weight", (h,))]
@@ -77,7 +77,7 @@ def layer_tensors(c: K3Config, i: int) -> list[TensorSpec]:
     return specs
 
 
-def int8_target(spec: TensorSpec) -> bool:
+def int8_target(spec: ExpectedTensor) -> bool:
     """Whether an int8 trunk quantises `spec` (as released): a layer's bf16 projection matrix of more than
     one row (not an expert, the router, kv_b_proj, or a one-row AttnRes query)."""
     return (spec.name.startswith("model.layers.") and spec.expert is None and spec.dtype == "BF16"
@@ -85,23 +85,23 @@ def int8_target(spec: TensorSpec) -> bool:
             and not spec.name.endswith(INT8_KEEP))
 
 
-def int8_pair(spec: TensorSpec) -> list[TensorSpec]:
+def int8_pair(spec: ExpectedTensor) -> list[ExpectedTensor]:
     """A quantised matrix as an int8 trunk stores it: `<name>` I8 [out, in] and `<name>_scale` BF16 [out, ceil(in / 32)]."""
     out, inp = spec.shape
-    return [TensorSpec(spec.name, spec.shape, "I8", spec.params),
-            TensorSpec(spec.name + "_scale", (out, -(-inp // INT8_GROUP)), "BF16", 0)]
+    return [ExpectedTensor(spec.name, spec.shape, "I8", spec.params),
+            ExpectedTensor(spec.name + "_scale", (out, -(-inp // INT8_GROUP)), "BF16", 0)]
 
 
-def _attn_res(prefix: str, c: K3Config) -> list[TensorSpec]:
+def _attn_res(prefix: str, c: K3Config) -> list[ExpectedTensor]:
     return [_t(prefix + "_norm.weight", (c.hidden_size,)), _t(prefix + "_proj.weight", (1, c.hidden_size))]
 
 
-def _glu(prefix: str, h: int, inter: int) -> list[TensorSpec]:
+def _glu(prefix: str, h: int, inter: int) -> list[ExpectedTensor]:
     return [_t(prefix + "gate_proj.weight", (inter, h)), _t(prefix + "up_proj.weight", (inter, h)),
             _t(prefix + "down_proj.weight", (h, inter))]
 
 
-def _kda(c: K3Config, p: str) -> list[TensorSpec]:
+def _kda(c: K3Config, p: str) -> list[ExpectedTensor]:
     h, P, D, K = c.hidden_size, c.kda_proj_dim, c.kda_head_dim, c.short_conv_kernel_size
     specs = [_t(p + f"{x}_proj.weight", (P, h)) for x in "qkv"]
     specs += [_t(p + f"{x}_conv1d.weight", (P, 1, K), "F32") for x in "qkv"]
@@ -115,7 +115,7 @@ def _kda(c: K3Config, p: str) -> list[TensorSpec]:
     return specs + [_t(p + "o_norm.weight", (D,), "F32"), _t(p + "o_proj.weight", (h, P))]
 
 
-def _mla(c: K3Config, p: str) -> list[TensorSpec]:
+def _mla(c: K3Config, p: str) -> list[ExpectedTensor]:
     h, H = c.hidden_size, c.num_attention_heads
     if c.q_lora_rank:
         specs = [_t(p + "q_a_proj.weight", (c.q_lora_rank, h)), _t(p + "q_a_layernorm.weight", (c.q_lora_rank,)),
@@ -130,7 +130,7 @@ def _mla(c: K3Config, p: str) -> list[TensorSpec]:
     return specs + [_t(p + "o_proj.weight", (h, H * c.v_head_dim))]
 
 
-def _moe(c: K3Config, p: str) -> list[TensorSpec]:
+def _moe(c: K3Config, p: str) -> list[ExpectedTensor]:
     h, E = c.hidden_size, c.num_experts
     specs = [_t(p + "gate.weight", (E, h)), _t(p + "gate.e_score_correction_bias", (E,), "F32")]
     r = c.routed_expert_hidden_size
@@ -152,15 +152,15 @@ def expert_mat_shape(c: K3Config, mat: str) -> tuple[int, int]:
     return (d, inter) if mat == "w2" else (inter, d)
 
 
-def expert_tensors(c: K3Config, p: str, e: int) -> list[TensorSpec]:
+def expert_tensors(c: K3Config, p: str, e: int) -> list[ExpectedTensor]:
     specs = []
     g = c.mxfp4_group_size
     for mat in EXPERT_MATS:
         out, inp = expert_mat_shape(c, mat)
         name = f"{p}experts.{e}.{mat}."
         if c.expert_format == "mxfp4":
-            specs.append(TensorSpec(name + "weight_packed", (out, inp // 2), "U8", out * inp, e))
-            specs.append(TensorSpec(name + "weight_scale", (out, inp // g), "U8", 0, e))
+            specs.append(ExpectedTensor(name + "weight_packed", (out, inp // 2), "U8", out * inp, e))
+            specs.append(ExpectedTensor(name + "weight_scale", (out, inp // g), "U8", 0, e))
         else:
             specs.append(_t(name + "weight", (out, inp), expert=e))
     return specs

@@ -4,7 +4,7 @@ names without the text model's `language_model.` prefix. Shapes `[out, in]`."""
 
 from __future__ import annotations
 
-from k3.checkpoint.layout import TensorSpec, _t
+from k3.checkpoint.layout import ExpectedTensor, _t
 from k3.config.vision import VisionConfig
 
 TOWER = "vision_tower."
@@ -12,7 +12,7 @@ PROJECTOR = "mm_projector."
 VISION_PREFIXES = (TOWER, PROJECTOR)
 
 
-def vision_tensors(v: VisionConfig) -> list[TensorSpec]:
+def vision_tensors(v: VisionConfig) -> list[ExpectedTensor]:
     D, Q, F, p = v.hidden_size, v.qkv_size, v.intermediate_size, v.patch_size
     specs = [_t(TOWER + "patch_embed.proj.weight", (D, 3, p, p)),
              _t(TOWER + "patch_embed.pos_emb.weight", (v.pos_emb_height, v.pos_emb_width, D))]

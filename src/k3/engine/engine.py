@@ -1,7 +1,7 @@
 """LLMEngine: add requests, step, abort. The loop that ties the scheduler (decides, allocates), the runner
 (moves state, runs the model) and the sampler (samples), and the only place a request's lifecycle ends.
 
-Knows nothing about HTTP or chat formats. The model is reached only through `state_spec()`,
+Knows nothing about HTTP or chat formats. The model is reached only through `state_layout()`,
 `forward_batch(ids, ForwardBatch, layer_views, logits_index)`, `config` and `compute_dtype`.
 A request whose logits turn non-finite fails alone (finish_reason "error"); the others go on.
 After every step the engine publishes a statistics snapshot (`stats_snapshot()`), which other threads
@@ -49,13 +49,13 @@ class LLMEngine:
         config = config or EngineConfig()
         self.model, self.config, self.cache_memory = model, config, config.cache_memory
         device = next(iter(model.parameters()), torch.empty(0)).device
-        spec = model.state_spec()
-        prefix_on = config.enable_prefix_caching and bool(spec.mla_layers)  # blocks address the prefixes
-        one_snapshot = snapshot_bytes(spec, model.compute_dtype)
+        layout = model.state_layout()
+        prefix_on = config.enable_prefix_caching and bool(layout.mla_layers)  # blocks address the prefixes
+        one_snapshot = snapshot_bytes(layout, model.compute_dtype)
         budget = snapshot_budget(prefix_on, config.prefix_cache_memory, config.cache_memory, one_snapshot,
                                  config.max_resident_seqs or config.max_num_seqs)
         try:
-            self.capacity = fit_capacity(spec, config.cache_memory - budget, config.max_num_seqs,
+            self.capacity = fit_capacity(layout, config.cache_memory - budget, config.max_num_seqs,
                                          config.max_resident_seqs, config.block_size, model.compute_dtype)
         except ValueError as e:
             if not budget:
@@ -63,16 +63,16 @@ class LLMEngine:
             raise ValueError(f"{e} (the budget left after prefix_cache_memory's {budget:,} B for prefix-cache "
                              "snapshots; lower prefix_cache_memory or turn prefix caching off)") from None
         offload = self.capacity.max_seqs < config.max_num_seqs
-        offloader = StateOffloader(config.state_offload_dir, spec.kda_layers, spec.mla_layers, device) if offload else None
+        offloader = StateOffloader(config.state_offload_dir, layout.kda_layers, layout.mla_layers, device) if offload else None
         prefix = build_prefix_cache(budget, one_snapshot, config.block_size, config.prefix_cache_spill_dir,
                                     config.prefix_cache_spill_bytes, lambda: self.fingerprint, model.compute_dtype,
                                     quiet=config.prefix_cache_memory == 0) if prefix_on else None
         self.prefix_cache = prefix
         self.driver = None   # the AsyncEngine stepping this engine from its own thread, if any
-        self.allocator = CacheAllocator(self.capacity, bool(spec.mla_layers), prefix.index if prefix else None)
+        self.allocator = CacheAllocator(self.capacity, bool(layout.mla_layers), prefix.index if prefix else None)
         self.scheduler = Scheduler(self.allocator, config.max_num_seqs, config.max_num_batched_tokens, offload,
                                    prefix=prefix)
-        self.runner = ModelRunner(model, spec, self.capacity, device, offloader, prefix.store if prefix else None)
+        self.runner = ModelRunner(model, layout, self.capacity, device, offloader, prefix.store if prefix else None)
         self.tokenizer = tokenizer
         self.eos_token_id = model.config.eos_token_id
         self.vocab_size = model.config.vocab_size

@@ -20,7 +20,7 @@ from k3.engine.speculative.rollback import WindowLog
 from k3.engine.request import Request, TokenLogprob
 from k3.engine.scheduler import OFFLOADED, PREFIX, RESUME, SchedulerOutput, SnapshotOrder
 from k3.layers.batch import ForwardBatch
-from k3.layers.state import StateSpec
+from k3.layers.state import StateLayout
 from k3.media.image import stack_images
 from k3.model.vision import Splice
 from k3.ops.sampling import top_logprobs_batched
@@ -37,11 +37,11 @@ class StepOutput:
 
 
 class ModelRunner:
-    def __init__(self, model, spec: StateSpec, capacity: Capacity, device: torch.device, offloader=None,
+    def __init__(self, model, layout: StateLayout, capacity: Capacity, device: torch.device, offloader=None,
                  snapshots=None):
         """snapshots: the prefix cache's SnapshotStore (None: prefix caching off)."""
         self.model, self.device, self.offloader, self.snapshots = model, device, offloader, snapshots
-        self.pools = CachePools(spec, capacity, model.compute_dtype, device)
+        self.pools = CachePools(layout, capacity, model.compute_dtype, device)
         if snapshots is not None:
             snapshots.export_mla = lambda blocks, n: export_mla(self.pools.blocks, blocks, n)
 

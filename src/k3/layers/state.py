@@ -166,16 +166,16 @@ def new_layer_states(config: K3Config) -> list[DenseKDAState | DenseMLACache]:
 
 def kda_state_bytes(c: K3Config, conv_bytes_per_value: int = 2) -> tuple[int, int]:
     """(recurrent fp32 bytes, conv-tail bytes) per sequence over all KDA layers."""
-    spec = state_spec(c)
-    return spec.recurrent_bytes(), spec.conv_bytes(conv_bytes_per_value)
+    layout = state_layout(c)
+    return layout.recurrent_bytes(), layout.conv_bytes(conv_bytes_per_value)
 
 
 def mla_cache_bytes_per_token(c: K3Config, bytes_per_value: int = 2) -> int:
-    return state_spec(c).token_bytes(bytes_per_value)
+    return state_layout(c).token_bytes(bytes_per_value)
 
 
 @dataclass(frozen=True)
-class StateSpec:
+class StateLayout:
     """What one sequence's cached state is made of, so an engine can allocate it without the layers."""
     kda_layers: tuple[int, ...]
     kda_heads: int
@@ -202,6 +202,6 @@ class StateSpec:
         return len(self.mla_layers) * (self.mla_rank + self.mla_extra) * itemsize
 
 
-def state_spec(c: K3Config) -> StateSpec:
-    return StateSpec(c.kda_layers, c.kda_num_heads, c.kda_head_dim, c.kda_head_dim, c.short_conv_kernel_size - 1,
+def state_layout(c: K3Config) -> StateLayout:
+    return StateLayout(c.kda_layers, c.kda_num_heads, c.kda_head_dim, c.kda_head_dim, c.short_conv_kernel_size - 1,
                      c.kda_proj_dim, c.mla_layers, c.kv_lora_rank, c.qk_rope_head_dim)

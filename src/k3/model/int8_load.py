@@ -13,14 +13,14 @@ import torch
 from torch import nn
 
 from k3.checkpoint.errors import CheckpointError
-from k3.checkpoint.layout import TensorSpec, int8_target
+from k3.checkpoint.layout import ExpectedTensor, int8_target
 from k3.checkpoint.reader import TEXT_PREFIX, TORCH_FLOATS, CheckpointReader
 from k3.streaming.trunk import LAYER
 from k3.ops.int8 import Int8FormatError, check_int8_scales, quantize, scale_shape
 from k3.ops.int8.format import BLOCK
 
 
-def int8_weights(model: nn.Module, specs: list[TensorSpec], quantise: bool, streamed_layers: tuple[int, ...]) -> set[str]:
+def int8_weights(model: nn.Module, specs: list[ExpectedTensor], quantise: bool, streamed_layers: tuple[int, ...]) -> set[str]:
     """The weight names held as int8 (stored so, or quantised at load outside the streamed layers, which
     are read as stored), their Linears turned int8 before anything is allocated."""
     names = {s.name for s in specs if s.dtype == "I8"}

@@ -15,7 +15,7 @@ from torch import nn
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, WeightOnly
 from k3.layers.batch import ForwardBatch
-from k3.layers.state import KDAStateView, MLACacheView, StateSpec, new_layer_states, state_spec
+from k3.layers.state import KDAStateView, MLACacheView, StateLayout, new_layer_states, state_layout
 from k3.layers.direct import Taken
 from k3.model.block import DecoderLayer
 from k3.model.direct_token import TokenDecodeStep, bind_token_step, decode_token
@@ -105,8 +105,8 @@ class K3ForCausalLM(nn.Module):
             return encode_images(self.vision_tower, self.mm_projector, self.vision, pixel_values, grid_thw,
                                  self.compute_dtype)
 
-    def state_spec(self) -> StateSpec:
-        return state_spec(self.config)
+    def state_layout(self) -> StateLayout:
+        return state_layout(self.config)
 
     def new_state(self, batch_size: int = 1) -> K3State:
         return K3State(new_layer_states(self.config), 0, batch_size)

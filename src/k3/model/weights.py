@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from k3.checkpoint.errors import CheckpointError
-from k3.checkpoint.layout import FLOAT_DTYPES, TensorSpec, expected_tensors
+from k3.checkpoint.layout import FLOAT_DTYPES, ExpectedTensor, expected_tensors
 from k3.checkpoint.reader import TEXT_PREFIX, TORCH_FLOATS, TRUNK_DTYPES, CheckpointReader
 from k3.config import K3Config, load_config
 from k3.layers.basic import set_tensor
@@ -90,7 +90,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     blocks = _allocate_fused(model, device, storage, reader, int8_names)
     # Shard by shard: a converted shard's source pages are unmapped before the next one is read,
     # so peak memory stays near the loaded weights plus one shard.
-    by_file: dict[str, list[TensorSpec]] = {}
+    by_file: dict[str, list[ExpectedTensor]] = {}
     for spec in specs:
         by_file.setdefault(reader.locate(spec.name)[0], []).append(spec)
     for file, file_specs in by_file.items():
@@ -109,7 +109,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     return model
 
 
-def _load_one(model, banks, reader, spec: TensorSpec, storage, device) -> None:
+def _load_one(model, banks, reader, spec: ExpectedTensor, storage, device) -> None:
     _check_header(reader, spec)
     match = EXPERT_NAME.match(spec.name)
     if match:
@@ -123,7 +123,7 @@ def _load_one(model, banks, reader, spec: TensorSpec, storage, device) -> None:
         _assign(model, spec.name, t, model.config)
 
 
-def _read_onto_huge_pages(reader: CheckpointReader, spec: TensorSpec, storage, device) -> torch.Tensor | None:
+def _read_onto_huge_pages(reader: CheckpointReader, spec: ExpectedTensor, storage, device) -> torch.Tensor | None:
     """A tensor kept as stored (storage None, no fp32 rule) of at least a huge page, read with positioned
     reads onto huge pages where the system has them (ops/huge_pages.py: every decode token reads it,
     and the shard map's 4 KB pages cost TLB misses), without mapping the shard; else None. Not the
@@ -142,7 +142,7 @@ def _read_onto_huge_pages(reader: CheckpointReader, spec: TensorSpec, storage, d
     return out
 
 
-def _check_names(reader: CheckpointReader, specs: list[TensorSpec]) -> None:
+def _check_names(reader: CheckpointReader, specs: list[ExpectedTensor]) -> None:
     expected = {s.name for s in specs}
     missing = [n for n in expected if n not in reader]
     if missing:
@@ -157,7 +157,7 @@ def _check_names(reader: CheckpointReader, specs: list[TensorSpec]) -> None:
                       stacklevel=3)
 
 
-def _check_header(reader: CheckpointReader, spec: TensorSpec) -> None:
+def _check_header(reader: CheckpointReader, spec: ExpectedTensor) -> None:
     """Shape and dtype from the header, against the layout the config implies."""
     shape, dtype = reader.info(spec.name)
     file, stored = reader.locate(spec.name)
@@ -178,7 +178,7 @@ def _is_int8_scale(name: str) -> bool:
     return name.endswith(".weight_scale") and EXPERT_NAME.match(name) is None
 
 
-def _fill_expert(reader: CheckpointReader, spec: TensorSpec, slot: torch.Tensor) -> None:
+def _fill_expert(reader: CheckpointReader, spec: ExpectedTensor, slot: torch.Tensor) -> None:
     """Read one expert matrix into its bank slot: positioned reads for CPU uint8 banks (no mapping
     of the shard), a mapped read and copy otherwise."""
     if slot.device.type == "cpu" and slot.dtype == torch.uint8:
@@ -277,7 +277,7 @@ def _allocate_fused(model: K3ForCausalLM, device: torch.device, storage: torch.d
     return blocks
 
 
-def _fill_block(reader: CheckpointReader, spec: TensorSpec, blocks: dict[str, torch.Tensor], storage, device,
+def _fill_block(reader: CheckpointReader, spec: ExpectedTensor, blocks: dict[str, torch.Tensor], storage, device,
                 quantise: bool) -> None:
     """A fused projection's weight (or int8 scales), read into its row block: positioned reads when the
     stored bytes are already what is kept (no mapping of the shard), quantised when trunk="int8" meets

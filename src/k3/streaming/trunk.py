@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from k3.checkpoint.errors import CheckpointError
-from k3.checkpoint.layout import FLOAT_DTYPES, TensorSpec, expected_tensors
+from k3.checkpoint.layout import FLOAT_DTYPES, ExpectedTensor, expected_tensors
 from k3.checkpoint.reader import TEXT_PREFIX, CheckpointReader
 from k3.config import K3Config
 
@@ -26,7 +26,7 @@ PAGE = 4096
 ARENAS = 2  # layer-sized buffers streamed layers take turns in: one computes while the next is read
 
 
-def streamable(spec: TensorSpec) -> int | None:
+def streamable(spec: ExpectedTensor) -> int | None:
     """The layer whose streamed set holds `spec`, or None when it always stays resident."""
     m = LAYER.match(spec.name)
     if (m is None or spec.expert is not None or len(spec.shape) != 2 or spec.shape[0] < 2
@@ -35,14 +35,14 @@ def streamable(spec: TensorSpec) -> int | None:
     return int(m.group(1))
 
 
-def layer_stream_specs(c: K3Config) -> dict[int, list[TensorSpec]]:
+def layer_stream_specs(c: K3Config) -> dict[int, list[ExpectedTensor]]:
     """layer -> the tensors it streams, for every layer (in layer order); a fresh copy each call."""
     return {i: list(specs) for i, specs in _layer_stream_specs(c).items()}
 
 
 @functools.lru_cache(maxsize=8)   # a plan asks several times; listing K3's tensors takes seconds
-def _layer_stream_specs(c: K3Config) -> dict[int, tuple[TensorSpec, ...]]:
-    out: dict[int, list[TensorSpec]] = {i: [] for i in range(c.num_hidden_layers)}
+def _layer_stream_specs(c: K3Config) -> dict[int, tuple[ExpectedTensor, ...]]:
+    out: dict[int, list[ExpectedTensor]] = {i: [] for i in range(c.num_hidden_layers)}
     for spec in expected_tensors(c):
         layer = streamable(spec)
         if layer is not None:

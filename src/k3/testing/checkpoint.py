@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from k3.chat.specials import NUM_SPECIAL
-from k3.checkpoint.layout import TensorSpec, expected_tensors
+from k3.checkpoint.layout import ExpectedTensor, expected_tensors
 from k3.checkpoint.reader import TEXT_PREFIX
 from k3.checkpoint.stream_writer import write_sharded_streaming
 from k3.checkpoint.vision_layout import vision_tensors
@@ -108,7 +108,7 @@ def _randn(shape, seed: int, name: str, dtype: torch.dtype, std: float = 1.0, me
     return out
 
 
-def _random_tensor(spec: TensorSpec, c: K3Config, seed: int) -> torch.Tensor:
+def _random_tensor(spec: ExpectedTensor, c: K3Config, seed: int) -> torch.Tensor:
     name, shape, dtype = spec.name, spec.shape, TORCH_DTYPES[spec.dtype]
     gen = _generator(seed, name)
     if spec.dtype == "U8":

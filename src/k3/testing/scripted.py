@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from k3.layers.state import StateSpec
+from k3.layers.state import StateLayout
 
 
 class ScriptedModel(nn.Module):
@@ -22,8 +22,8 @@ class ScriptedModel(nn.Module):
         self.compute_dtype = torch.float32
         self.script, self.step = list(script), 0
 
-    def state_spec(self) -> StateSpec:
-        return StateSpec((), 1, 1, 1, 1, 1, (), 1, 1)
+    def state_layout(self) -> StateLayout:
+        return StateLayout((), 1, 1, 1, 1, 1, (), 1, 1)
 
     def forward_batch(self, ids, batch, views, logits_index):
         out = torch.full((len(logits_index), self.config.vocab_size), -1e9)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from k3.checkpoint.errors import CheckpointError
 from k3.checkpoint.header import ShardHeader, TensorEntry, read_header
-from k3.checkpoint.layout import TensorSpec, expected_tensors
+from k3.checkpoint.layout import ExpectedTensor, expected_tensors
 from k3.checkpoint.manifest import FileDigest, load_manifest, sha256_file
 from k3.checkpoint.paths import member_path
 from k3.checkpoint.vision_layout import vision_tensors
@@ -133,7 +133,7 @@ def _layout_agreement(root: Path, found: dict[str, tuple[str, TensorEntry]], unr
     except ConfigError as e:
         report.add("config", str(e), "config.json")
         return
-    expected: dict[str, TensorSpec] = {TEXT_PREFIX + s.name: s for s in expected_tensors(config)}
+    expected: dict[str, ExpectedTensor] = {TEXT_PREFIX + s.name: s for s in expected_tensors(config)}
     _vision_agreement(config, found, unread, report)
     present_text = {n: v for n, v in found.items() if text_name(n) is not None}
     by_text = {TEXT_PREFIX + text_name(n): n for n in present_text}

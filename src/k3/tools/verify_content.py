@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from k3.checkpoint.header import TensorEntry
-from k3.checkpoint.layout import FLOAT_DTYPES, TensorSpec, a_log_stored_len
+from k3.checkpoint.layout import FLOAT_DTYPES, ExpectedTensor, a_log_stored_len
 from k3.checkpoint.paths import member_path
 from k3.config import K3Config
 from k3.ops.mxfp4.format import E8M0_NAN
@@ -14,7 +14,7 @@ from k3.ops.mxfp4.format import E8M0_NAN
 SCAN_BLOCK = 16 * 2 ** 20
 
 
-def check_tensor_spec(config: K3Config, spec: TensorSpec, file: str, entry: TensorEntry, report) -> None:
+def check_tensor_spec(config: K3Config, spec: ExpectedTensor, file: str, entry: TensorEntry, report) -> None:
     if spec.name.endswith("A_log"):
         ok = entry.shape in ((a_log_stored_len(config),), (config.kda_num_heads,),
                              (1, 1, config.kda_num_heads, 1))

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from k3.chat.tokenizer import CONFIG_FILE, VOCAB_FILE
-from k3.checkpoint.layout import TensorSpec, expected_tensors
+from k3.checkpoint.layout import ExpectedTensor, expected_tensors
 from k3.checkpoint.reader import TEXT_PREFIX
 from k3.checkpoint.writer import atomic_write_text, groups_of, write_sharded
 from k3.config import to_hf_dict
@@ -60,7 +60,7 @@ class _ExpertQuantizer:
         return self.value[0] if part == "weight_packed" else self.value[1]
 
 
-def _tensor(spec: TensorSpec, state: dict, experts: _ExpertQuantizer, config) -> torch.Tensor:
+def _tensor(spec: ExpectedTensor, state: dict, experts: _ExpertQuantizer, config) -> torch.Tensor:
     m = EXPERT.match(spec.name)
     if m:
         key = f"{m.group(1)}.experts.{m.group(3)}"

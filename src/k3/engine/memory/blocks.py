@@ -9,16 +9,16 @@ from __future__ import annotations
 import torch
 
 from k3.engine.memory.step_index import StepIndex
-from k3.layers.state import StateSpec
+from k3.layers.state import StateLayout
 from k3.ops import huge_pages
 from k3.ops.mla import PagedLatents
 
 
 class BlockPool:
-    def __init__(self, spec: StateSpec, num_blocks: int, block_size: int, dtype: torch.dtype, device: torch.device):
-        self.num_blocks, self.block_size, self.rank = num_blocks, block_size, spec.mla_rank
-        width = spec.mla_rank + spec.mla_extra
-        self.pools = {i: huge_pages.empty((num_blocks * block_size, width), dtype, device) for i in spec.mla_layers}
+    def __init__(self, layout: StateLayout, num_blocks: int, block_size: int, dtype: torch.dtype, device: torch.device):
+        self.num_blocks, self.block_size, self.rank = num_blocks, block_size, layout.mla_rank
+        width = layout.mla_rank + layout.mla_extra
+        self.pools = {i: huge_pages.empty((num_blocks * block_size, width), dtype, device) for i in layout.mla_layers}
 
     def view(self, layer: int, step: StepIndex) -> "PagedMLAView":
         return PagedMLAView(self.pools[layer], step, self.rank)

@@ -15,7 +15,7 @@ from k3.engine.memory.blocks import BlockPool
 from k3.engine.memory.slots import SlotPool
 from k3.engine.memory.sequence_state import SequenceState, export_state, import_state
 from k3.engine.memory.step_index import StepIndex
-from k3.layers.state import StateSpec
+from k3.layers.state import StateLayout
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,10 @@ class Capacity:
                 f"{self.total_bytes / 2 ** 20:,.1f} MiB")
 
 
-def plan_capacity(spec: StateSpec, budget_bytes: int, max_num_seqs: int, block_size: int,
+def plan_capacity(layout: StateLayout, budget_bytes: int, max_num_seqs: int, block_size: int,
                   dtype: torch.dtype) -> Capacity:
     itemsize = torch.empty((), dtype=dtype).element_size()
-    slot, token = spec.slot_bytes(itemsize), spec.token_bytes(itemsize)
+    slot, token = layout.slot_bytes(itemsize), layout.token_bytes(itemsize)
     rest = budget_bytes - max_num_seqs * slot
     if rest < 0 or (token and rest < block_size * token):
         need = max_num_seqs * slot + block_size * token
@@ -55,17 +55,17 @@ def plan_capacity(spec: StateSpec, budget_bytes: int, max_num_seqs: int, block_s
     return Capacity(max_num_seqs, num_blocks, block_size, slot, token)
 
 
-def fit_capacity(spec: StateSpec, budget_bytes: int, max_num_seqs: int, max_resident_seqs: int | None,
+def fit_capacity(layout: StateLayout, budget_bytes: int, max_num_seqs: int, max_resident_seqs: int | None,
                  block_size: int, dtype: torch.dtype) -> Capacity:
     """`max_resident_seqs` slots if given; otherwise as many of `max_num_seqs` as the budget holds
     (at least one; fewer than max_num_seqs means the engine offloads waiting sequences' state)."""
     if max_resident_seqs is not None:
         if not 1 <= max_resident_seqs <= max_num_seqs:
             raise ValueError(f"max_resident_seqs must be in 1..max_num_seqs ({max_num_seqs})")
-        return plan_capacity(spec, budget_bytes, max_resident_seqs, block_size, dtype)
+        return plan_capacity(layout, budget_bytes, max_resident_seqs, block_size, dtype)
     for seqs in range(max_num_seqs, 0, -1):
         try:
-            return plan_capacity(spec, budget_bytes, seqs, block_size, dtype)
+            return plan_capacity(layout, budget_bytes, seqs, block_size, dtype)
         except ValueError:
             if seqs == 1:
                 raise
@@ -73,10 +73,10 @@ def fit_capacity(spec: StateSpec, budget_bytes: int, max_num_seqs: int, max_resi
 
 
 class CachePools:
-    def __init__(self, spec: StateSpec, capacity: Capacity, dtype: torch.dtype, device: torch.device):
-        self.spec, self.capacity = spec, capacity
-        self.slots = SlotPool(spec, capacity.max_seqs, dtype, device)
-        self.blocks = BlockPool(spec, capacity.num_blocks, capacity.block_size, dtype, device)
+    def __init__(self, layout: StateLayout, capacity: Capacity, dtype: torch.dtype, device: torch.device):
+        self.layout, self.capacity = layout, capacity
+        self.slots = SlotPool(layout, capacity.max_seqs, dtype, device)
+        self.blocks = BlockPool(layout, capacity.num_blocks, capacity.block_size, dtype, device)
         # Row `slot` is the block table of the sequence in that slot; written once, when it is placed.
         self.block_tables = torch.zeros(capacity.max_seqs, max(1, capacity.num_blocks), dtype=torch.int32,
                                         device=device)
@@ -100,8 +100,8 @@ class CachePools:
         step = StepIndex([p.slot for p in placements], [p.blocks for p in placements], context_lens,
                          self.block_tables, self.capacity.block_size, window_log)
         views: list = [None] * num_layers
-        for i in self.spec.kda_layers:
+        for i in self.layout.kda_layers:
             views[i] = self.slots.view(i, step)
-        for i in self.spec.mla_layers:
+        for i in self.layout.mla_layers:
             views[i] = self.blocks.view(i, step)
         return views

@@ -9,18 +9,18 @@ from __future__ import annotations
 import torch
 
 from k3.engine.memory.step_index import StepIndex
-from k3.layers.state import StateSpec
+from k3.layers.state import StateLayout
 from k3.ops import huge_pages
 
 
 class SlotPool:
-    def __init__(self, spec: StateSpec, num_slots: int, tail_dtype: torch.dtype, device: torch.device):
+    def __init__(self, layout: StateLayout, num_slots: int, tail_dtype: torch.dtype, device: torch.device):
         self.num_slots = num_slots
-        shape = (num_slots, spec.kda_heads, spec.kda_key_dim, spec.kda_value_dim)
-        tail = (num_slots, spec.conv_tail, spec.kda_channels)
-        self.recurrent = {i: huge_pages.empty(shape, torch.float32, device) for i in spec.kda_layers}
+        shape = (num_slots, layout.kda_heads, layout.kda_key_dim, layout.kda_value_dim)
+        tail = (num_slots, layout.conv_tail, layout.kda_channels)
+        self.recurrent = {i: huge_pages.empty(shape, torch.float32, device) for i in layout.kda_layers}
         self.tails = {i: tuple(torch.empty(tail, dtype=tail_dtype, device=device) for _ in range(3))
-                      for i in spec.kda_layers}
+                      for i in layout.kda_layers}
 
     def zero(self, slot: int) -> None:
         """A new sequence starts from zero state."""

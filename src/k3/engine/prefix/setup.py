@@ -11,14 +11,14 @@ from k3.engine.prefix.cache import PrefixCache
 from k3.engine.prefix.index import BlockIndex
 from k3.engine.prefix.snapshots import SnapshotStore
 from k3.engine.prefix.spill import SpilledSnapshots
-from k3.layers.state import StateSpec
+from k3.layers.state import StateLayout
 
 log = logging.getLogger("k3.engine")
 
 
-def snapshot_bytes(spec: StateSpec, dtype: torch.dtype) -> int:
+def snapshot_bytes(layout: StateLayout, dtype: torch.dtype) -> int:
     """One snapshot: a KDA slot's worth (fp32 recurrent state, conv tails in the compute dtype)."""
-    return spec.slot_bytes(torch.empty((), dtype=dtype).element_size())
+    return layout.slot_bytes(torch.empty((), dtype=dtype).element_size())
 
 
 def snapshot_budget(enabled: bool, asked: int | None, cache_memory: int, one_snapshot: int, seqs: int) -> int:
