@@ -16,6 +16,7 @@ ABOUT = {
     "eval_harness": "the evaluation harness's own costs (sandbox, Inspect)",
     "engine_thread": "a served request with the model built on the stepping thread or not",
     "vision": "the vision tower at K3's dimensions: seconds per image by size and where they go; TTFT with an image",
+    "ops": "every registered op, native against its PyTorch reference, at K3's dimensions (k3/ops/harness.py)",
 }
 
 
@@ -142,7 +143,15 @@ def _vision(r: dict) -> list[str]:
     return rows
 
 
-SHAPES = {"vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
+def _ops(r: dict) -> list[str]:
+    rows = ["| op | example | level | native (ms) | reference (ms) | reference / native |", "|---|---|---|---|---|---|"]
+    for x in r["rows"]:
+        rows.append(f"| `{x['op']}` | {x['example']} | {x['level']} | {x['native_s'] * 1e3:.3f} | "
+                    f"{x['reference_s'] * 1e3:.3f} | {_fmt(x['speedup'])} |")
+    return rows
+
+
+SHAPES = {"ops": _ops, "vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
           "prefix_cache": _prefix_cache, "speculative": _speculative}
 
 

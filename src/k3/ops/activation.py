@@ -12,6 +12,7 @@ import torch
 
 from k3.ops.dispatch import register
 from k3.ops.elementwise import STEP, padded, silu
+from k3.ops.harness import Example, randn
 from k3.ops.native import native
 from k3.ops.precision import wide
 
@@ -58,4 +59,10 @@ def _fp32_pair(gate, up, act, beta, linear_beta) -> bool:
     return act in ("situ", "silu") and gate.dtype == up.dtype == torch.float32 and gate.shape == up.shape and gate.dim() >= 1
 
 
-glu = register("glu", reference=glu_reference, native=_glu_native, supports=_fp32_pair)
+def _glu_examples(large: bool) -> list[Example]:
+    I = 3072 if large else 41
+    return [Example(f"{n} x {I}, {act}", (randn(n, I, seed=1, scale=3.0), randn(n, I, seed=2), act, 1.0, lb))
+            for n in (1, 6) for act, lb in (("situ", None), ("situ", 0.5), ("silu", None))]
+
+
+glu = register("glu", examples=_glu_examples, reference=glu_reference, native=_glu_native, supports=_fp32_pair)

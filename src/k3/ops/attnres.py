@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from k3.ops.dispatch import register
+from k3.ops.harness import Example, randn
 from k3.ops.native import native
 from k3.ops.precision import wide
 
@@ -41,7 +42,20 @@ def _fp32_alike(candidates: list[torch.Tensor]) -> bool:
     return all(x.dtype == torch.float32 and x.shape == c.shape for x in candidates)
 
 
-attn_res_mix = register("attn_res_mix", reference=attn_res_mix_reference, native=_attn_res_mix_native,
+def _mix_examples(large: bool) -> list[Example]:
+    D = 7168 if large else 29
+    return [Example(f"{m} candidates of {n} x {D}", ([randn(n, D, seed=i) for i in range(m)], randn(D, seed=99), 1e-6))
+            for n, m in ((1, 3), (4, 7))]
+
+
+def _attn_res_examples(large: bool) -> list[Example]:
+    D = 7168 if large else 29
+    return [Example(f"{m} candidates of {n} x {D}",
+                    ([randn(n, D, seed=i) for i in range(m)], randn(D, seed=98), randn(1, D, seed=99), 1e-6))
+            for n, m in ((1, 3), (4, 7))]
+
+
+attn_res_mix = register("attn_res_mix", examples=_mix_examples, reference=attn_res_mix_reference, native=_attn_res_mix_native,
                         supports=lambda candidates, query, eps: query.dtype == torch.float32 and _fp32_alike(candidates))
 
 
@@ -59,7 +73,7 @@ def _attn_res_native(candidates, norm_weight, proj_weight, eps):
 
 # What a layer calls: natively, the query is formed inside the mix (no widening per call).
 attn_res = register(
-    "attn_res", reference=attn_res_reference, native=_attn_res_native,
+    "attn_res", examples=_attn_res_examples, reference=attn_res_reference, native=_attn_res_native,
     supports=lambda candidates, norm_weight, proj_weight, eps: (
         norm_weight.dtype in (torch.float32, torch.bfloat16) and proj_weight.dtype in (torch.float32, torch.bfloat16)
         and norm_weight.numel() == proj_weight.numel() == candidates[-1].shape[-1] and _fp32_alike(candidates)))

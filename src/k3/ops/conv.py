@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from k3.ops.dispatch import register
 from k3.ops.elementwise import silu
+from k3.ops.harness import Example, randn
 from k3.ops.native import native
 
 
@@ -43,8 +44,16 @@ def _short_conv_silu_native(x, weight, state=None):
     return tuple(native().short_conv_silu(x.contiguous(), weight, torch.empty(0) if state is None else state.contiguous()))
 
 
+def _conv_examples(large: bool) -> list[Example]:
+    P, Kc = (96 * 128, 4) if large else (11, 4)
+    w = randn(P, Kc, seed=1, scale=0.5)
+    return [Example(f"2 x {T} tokens x {P}{', from a state' if state else ''}",
+                    (randn(2, T, P, seed=2), w, randn(2, Kc - 1, P, seed=3) if state else None))
+            for T in (1, 9) for state in (False, True)]
+
+
 short_conv_silu = register(
-    "short_conv_silu", reference=short_conv_silu_reference, native=_short_conv_silu_native,
+    "short_conv_silu", examples=_conv_examples, reference=short_conv_silu_reference, native=_short_conv_silu_native,
     supports=lambda x, weight, state=None: (x.dtype == weight.dtype == torch.float32 and x.dim() == 3 and weight.dim() == 2
                                             and (state is None or state.dtype == torch.float32)))
 

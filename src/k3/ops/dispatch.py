@@ -94,6 +94,9 @@ class Kernel:
     reference: Callable
     native: Callable
     supports: Callable[..., bool]   # same arguments as the op: the native entry handles these dtypes/sizes
+    examples: Callable[[bool], list]  # examples(large) -> k3.ops.harness.Example's: tiny odd sizes, or K3's
+    tol: float                        # native vs reference, relative L2, on the examples (default 1e-5: fp32
+                                      # sums in another order at K3's widths, ~sqrt(7168) x 2^-24)
 
     def use_native(self, *args, **kwargs) -> bool:
         return not _forced_reference() and bool(self.supports(*args, **kwargs)) and eligible(args, kwargs)
@@ -106,8 +109,12 @@ class Kernel:
 REGISTRY: dict[str, Kernel] = {}
 
 
-def register(name: str, *, reference: Callable, native: Callable, supports: Callable[..., bool]) -> Kernel:
+def register(name: str, *, reference: Callable, native: Callable, supports: Callable[..., bool],
+             examples: Callable[[bool], list], tol: float = 1e-5) -> Kernel:
+    """An op with a native kernel. `examples(large)` gives inputs the native entry supports, so one harness
+    (k3.ops.harness; tests/ops/test_op_harness.py, benchmarks/ops.py) checks every op against its reference
+    at every instruction set and times both."""
     if name in REGISTRY:
         raise ValueError(f"kernel {name!r} is registered twice")
-    REGISTRY[name] = Kernel(name, reference, native, supports)
+    REGISTRY[name] = Kernel(name, reference, native, supports, examples, tol)
     return REGISTRY[name]

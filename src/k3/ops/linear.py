@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from k3.ops.dispatch import register
+from k3.ops.harness import Example, randn
 from k3.ops.native import MAX_ROWS, native, prefill_gemm
 
 
@@ -36,7 +37,20 @@ def _linear_native(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return kernel(flat, w).reshape(*x.shape[:-1], w.shape[0])
 
 
-linear = register("bf16_linear", reference=linear_reference, native=_linear_native,
+def _linear_examples(large: bool) -> list[Example]:
+    out_, in_ = (2048, 7168) if large else (19, 70)
+    w = randn(out_, in_, seed=1, dtype=torch.bfloat16)
+    return [Example(f"{n} rows, [{out_}, {in_}] bf16", (randn(n, in_, seed=2), w)) for n in (1, 5, 70)]
+
+
+def _head_linear_examples(large: bool) -> list[Example]:
+    H, R, C = (96, 128, 512) if large else (3, 7, 13)
+    w = randn(H, R, C, seed=1, dtype=torch.bfloat16)
+    return [Example(f"{n} rows, {H} heads, [{R}, {C}]{' transposed' if t else ''}",
+                    (randn(n, H, R if t else C, seed=2), w, t)) for n in (1, 4) for t in (False, True)]
+
+
+linear = register("bf16_linear", examples=_linear_examples, reference=linear_reference, native=_linear_native,
                   supports=lambda x, w: x.dtype == torch.float32 and w.dtype == torch.bfloat16 and w.is_contiguous())
 
 
@@ -57,5 +71,5 @@ def _head_linear_native(x: torch.Tensor, w: torch.Tensor, transpose: bool = Fals
 
 
 head_linear = register(
-    "bf16_head_linear", reference=head_linear_reference, native=_head_linear_native,
+    "bf16_head_linear", examples=_head_linear_examples, reference=head_linear_reference, native=_head_linear_native,
     supports=lambda x, w, transpose=False: _few_bf16_rows(x.reshape(-1, w.shape[0] * x.shape[-1]), w) and w.stride(2) == 1)

@@ -6,6 +6,7 @@ import torch
 
 from k3.ops.dispatch import register
 from k3.ops.elementwise import sigmoid
+from k3.ops.harness import Example, randn
 from k3.ops.native import MAX_ROWS, native
 
 
@@ -21,8 +22,20 @@ def _rms_norm_native(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch
     return native().rms_norm_rows(flat, weight.contiguous(), eps).view(x.shape)
 
 
+def _rms_norm_examples(large: bool) -> list[Example]:
+    D = 7168 if large else 37
+    return [Example(f"{n} rows x {D}, {w.dtype}", (randn(n, D, seed=1), w, 1e-6))
+            for n in (1, 5) for w in (randn(D, seed=2), randn(D, seed=3, dtype=torch.bfloat16))]
+
+
+def _gated_rms_norm_examples(large: bool) -> list[Example]:
+    H, D = (96, 128) if large else (3, 19)
+    return [Example(f"{n} tokens x {H} heads x {D}", (randn(n, H, D, seed=1), randn(n, H, D, seed=2), randn(D, seed=3), 1e-6))
+            for n in (1, 4)]
+
+
 # Decode rows (fp32, at most MAX_ROWS): one native call for the reference's eight small ops.
-rms_norm = register("rms_norm", reference=rms_norm_reference, native=_rms_norm_native,
+rms_norm = register("rms_norm", examples=_rms_norm_examples, reference=rms_norm_reference, native=_rms_norm_native,
                     supports=lambda x, weight, eps: (x.dtype == torch.float32 and weight.dtype in (torch.float32, torch.bfloat16)
                                                      and x.dim() >= 1 and x.shape[:-1].numel() <= MAX_ROWS))
 
@@ -48,6 +61,6 @@ def _gated_rms_norm_native(o, gate, weight, eps):
 
 # KDA's output norm on decode rows (fp32, at most MAX_ROWS tokens of any number of heads): one call.
 gated_rms_norm = register(
-    "gated_rms_norm", reference=gated_rms_norm_reference, native=_gated_rms_norm_native,
+    "gated_rms_norm", examples=_gated_rms_norm_examples, reference=gated_rms_norm_reference, native=_gated_rms_norm_native,
     supports=lambda o, gate, weight, eps: (o.dtype == gate.dtype == weight.dtype == torch.float32 and o.shape == gate.shape
                                            and o.dim() >= 2 and o.shape[:-2].numel() <= MAX_ROWS))

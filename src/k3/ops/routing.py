@@ -11,6 +11,7 @@ import torch
 
 from k3.ops.dispatch import register
 from k3.ops.elementwise import sigmoid
+from k3.ops.harness import Example, randn
 from k3.ops.native import MAX_ROWS, native
 from k3.ops.precision import wide
 
@@ -35,8 +36,15 @@ def _route_native(logits, bias, top_k, renormalize, scaling):
     return tuple(native().moe_route_rows(logits.contiguous(), b, top_k, renormalize, scaling))
 
 
+def _route_examples(large: bool) -> list[Example]:
+    E, k = (384, 8) if large else (23, 3)
+    return [Example(f"{n} tokens, {E} experts, top {k}{', bias' if bias else ''}",
+                    (randn(n, E, seed=n), randn(E, seed=9, scale=0.1) if bias else None, k, True, 2.5))
+            for n in (1, 5) for bias in (False, True)]
+
+
 sigmoid_topk_route = register(
-    "moe_route", reference=sigmoid_topk_route_reference, native=_route_native,
+    "moe_route", examples=_route_examples, reference=sigmoid_topk_route_reference, native=_route_native,
     supports=lambda logits, bias, top_k, renormalize, scaling: (
         logits.dim() == 2 and logits.dtype == torch.float32 and logits.shape[0] <= MAX_ROWS
         and 1 <= top_k <= logits.shape[1] and (bias is None or bias.dtype == torch.float32)))

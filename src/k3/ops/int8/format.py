@@ -13,6 +13,7 @@ import torch
 
 from k3.config.model import INT8_GROUP as GROUP   # the checkpoint layout's constant, so the two agree
 from k3.ops.dispatch import register
+from k3.ops.harness import Example, randn
 from k3.ops.native import native
 
 
@@ -71,7 +72,14 @@ def _quantize_native(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 NON_FINITE = "the matrix holds inf or NaN: int8 quantisation needs finite weights"
-quantize = register("int8_quantize", reference=quantize_reference, native=_quantize_native,
+
+def _quantize_examples(large: bool) -> list[Example]:
+    out_, in_ = (2048, 7168) if large else (19, 70)
+    return [Example(f"[{out_}, {in_}] {dtype}", (randn(out_, in_, seed=1, dtype=dtype),))
+            for dtype in (torch.float32, torch.bfloat16)]
+
+
+quantize = register("int8_quantize", examples=_quantize_examples, reference=quantize_reference, native=_quantize_native,
                     supports=lambda w: w.dim() == 2 and w.dtype in (torch.bfloat16, torch.float16, torch.float32))
 
 

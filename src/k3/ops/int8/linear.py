@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from k3.ops.dispatch import register
+from k3.ops.harness import Example, randn
 from k3.ops.int8.format import dequantize
 from k3.ops.native import MAX_ROWS, native
 
@@ -29,7 +30,16 @@ def _int8_linear_native(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -
     return native().int8_linear(flat, q, scale).reshape(*x.shape[:-1], q.shape[0])
 
 
+def _int8_examples(large: bool) -> list[Example]:
+    from k3.ops.int8.format import quantize_reference
+
+    out_, in_ = (2048, 7168) if large else (19, 70)
+    q, scale = quantize_reference(randn(out_, in_, seed=1))
+    return [Example(f"{n} rows, [{out_}, {in_}] int8", (randn(n, in_, seed=2), q, scale)) for n in (1, 5, 70)]
+
+
 int8_linear = register(
-    "int8_linear", reference=int8_linear_reference, native=_int8_linear_native,
+    "int8_linear", examples=_int8_examples, tol=1e-4,  # per-group sums, bounded: tests/ops/test_int8.py
+    reference=int8_linear_reference, native=_int8_linear_native,
     supports=lambda x, q, scale: (x.dtype == torch.float32 and q.dtype == torch.int8 and scale.dtype == torch.bfloat16
                                   and q.is_contiguous() and scale.is_contiguous()))

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from k3.ops.dispatch import register
+from k3.ops.harness import Example, randn
 from k3.ops.native import native
 from k3.ops.subnormal import subnormals_flushed
 
@@ -55,7 +56,19 @@ def _fp32_chunk_inputs(q, k, v, g, beta, scale, initial_state=None, chunk_size=C
     return all(t.dtype == torch.float32 for t in tensors) and q.dim() == 4 and chunk_size >= 1
 
 
-chunk_kda = register("kda_chunk", reference=chunk_kda_reference, native=_chunk_kda_native, supports=_fp32_chunk_inputs)
+def _chunk_examples(large: bool) -> list[Example]:
+    from k3.ops.norm import l2_norm
+
+    B, T, H, K, V = (1, 256, 4, 128, 128) if large else (2, 45, 2, 5, 7)
+    q, k = (l2_norm(randn(B, T, H, K, seed=s)) for s in (1, 2))
+    g = -torch.rand(B, T, H, K, generator=torch.Generator().manual_seed(3)) * 0.5
+    beta = torch.sigmoid(randn(B, T, H, seed=4))
+    args = (q, k, randn(B, T, H, V, seed=5), g, beta, K ** -0.5)
+    return [Example(f"{B} x {T} tokens, {H} heads, K {K}, V {V}", args),
+            Example(f"{B} x {T} tokens from a state, chunks of 16", (*args, randn(B, H, K, V, seed=6), 16))]
+
+
+chunk_kda = register("kda_chunk", examples=_chunk_examples, reference=chunk_kda_reference, native=_chunk_kda_native, supports=_fp32_chunk_inputs)
 
 
 def _chunk_kda(q, k, v, g, beta, scale, initial_state, chunk_size):

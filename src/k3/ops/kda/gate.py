@@ -11,6 +11,7 @@ import torch
 
 from k3.ops.dispatch import register
 from k3.ops.elementwise import sigmoid, softplus
+from k3.ops.harness import Example, randn
 from k3.ops.native import MAX_ROWS, native
 from k3.ops.precision import wide
 
@@ -48,4 +49,12 @@ def _supports(raw, b, a_log, dt_bias, lower_bound) -> bool:
             and all(t.dtype == torch.float32 for t in (raw, b, a_log, dt_bias)))
 
 
-kda_gates = register("kda_gates", reference=kda_gates_reference, native=_kda_gates_native, supports=_supports)
+def _gates_examples(large: bool) -> list[Example]:
+    H, K = (96, 128) if large else (3, 11)
+    return [Example(f"{n} tokens x {H} heads x {K}{', bounded' if bound else ''}",
+                    (randn(n, H, K, seed=1), randn(n, H, seed=2), randn(H, seed=3, scale=0.5), randn(H * K, seed=4),
+                     -5.0 if bound else None))
+            for n in (1, 3) for bound in (False, True)]
+
+
+kda_gates = register("kda_gates", examples=_gates_examples, reference=kda_gates_reference, native=_kda_gates_native, supports=_supports)

@@ -12,6 +12,7 @@ import torch
 
 from k3.ops.conv import short_conv_silu_reference
 from k3.ops.dispatch import register
+from k3.ops.harness import Example, randn
 from k3.ops.kda.reference import recurrent_kda
 from k3.ops.native import native
 from k3.ops.norm import l2_norm
@@ -45,4 +46,20 @@ def _supports(q, k, v, g, beta, conv_weights, recurrent, tails, index, scale) ->
             and all(t.is_contiguous() for t in pools) and index.dtype == torch.long)
 
 
-kda_step = register("kda_step", reference=kda_step_reference, native=_kda_step_native, supports=_supports)
+def _step_examples(large: bool) -> list[Example]:
+    H, K, V, Kc, slots = (96, 128, 128, 4, 4) if large else (2, 5, 7, 4, 5)
+    P = H * K
+    out = []
+    for n in (1, 3):
+        qkv = [randn(n, 1, H * d, seed=i) for i, d in ((1, K), (2, K), (3, V))]
+        conv = [randn(H * d, Kc, seed=4 + i, scale=0.5) for i, d in enumerate((K, K, V))]
+        tails = [randn(slots, Kc - 1, H * d, seed=7 + i) for i, d in enumerate((K, K, V))]
+        g = -torch.rand(n, 1, H, K, generator=torch.Generator().manual_seed(10)) * 0.5
+        beta = torch.sigmoid(randn(n, 1, H, seed=11))
+        index = torch.tensor([slots - 1, 0, 2][:n])
+        out.append(Example(f"{n} rows, {H} heads, K {K}, V {V}", (*qkv, g, beta, conv, randn(slots, H, K, V, seed=12),
+                                                                  tails, index, K ** -0.5)))
+    return out
+
+
+kda_step = register("kda_step", examples=_step_examples, reference=kda_step_reference, native=_kda_step_native, supports=_supports)

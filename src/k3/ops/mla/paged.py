@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from k3.ops.dispatch import register
+from k3.ops.harness import Example, randn
 from k3.ops.native import native
 
 
@@ -54,7 +55,24 @@ def _supports(q, pool, tables, lens, block_size, rank, scale) -> bool:
             and tables.dtype == torch.int32 and lens.dtype == torch.int32)
 
 
-mla_paged_decode = register("mla_paged_decode", reference=mla_paged_decode_reference, native=_native,
+def _paged_examples(large: bool) -> list[Example]:
+    H, R, Dr, bs = (96, 512, 64, 16) if large else (3, 13, 5, 4)
+    lens = [300, 17] if large else [9, 1, 6]
+    width = max(-(-x // bs) for x in lens)
+    n = len(lens)
+    blocks = n * width + 2   # every table row full width (rows past a length are never read), two spare
+    order = torch.randperm(blocks, generator=torch.Generator().manual_seed(1)).to(torch.int32)
+    tables = order[:n * width].view(n, width).contiguous()
+    out = []
+    for dtype in (torch.float32, torch.bfloat16):
+        pool = randn(blocks * bs, R + Dr, seed=2, dtype=dtype)
+        out.append(Example(f"{n} sequences of {lens} tokens, {H} heads, pool {dtype}",
+                           (randn(n, H, R + Dr, seed=3), pool, tables, torch.tensor(lens, dtype=torch.int32), bs, R,
+                            (R + Dr) ** -0.5)))
+    return out
+
+
+mla_paged_decode = register("mla_paged_decode", examples=_paged_examples, reference=mla_paged_decode_reference, native=_native,
                             supports=_supports)
 
 

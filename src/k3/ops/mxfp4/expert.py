@@ -13,7 +13,8 @@ import torch
 
 from k3.ops.activation import glu
 from k3.ops.dispatch import register
-from k3.ops.mxfp4.linear import mxfp4_linear
+from k3.ops.harness import Example, randn
+from k3.ops.mxfp4.linear import mxfp4_example_weight, mxfp4_linear
 from k3.ops.native import MAX_ROWS, native
 
 MATS = ("w1", "w3", "w2")
@@ -41,7 +42,43 @@ def _glu_expert_native(z, w, group_size, act, beta, linear_beta):
     return native().mxfp4_glu_expert(z.contiguous(), [w[k] for k in KEYS], _act_code(act), beta, linear_beta or 0.0)
 
 
-glu_expert = register("mxfp4_glu_expert", reference=glu_expert_reference, native=_glu_expert_native,
+def _bank(E: int, dim: int, inter: int) -> dict[str, torch.Tensor]:
+    shapes = {"w1": (inter, dim), "w3": (inter, dim), "w2": (dim, inter)}
+    bank = {}
+    for i, m in enumerate(MATS):
+        parts = [mxfp4_example_weight(*shapes[m], seed=10 * e + i) for e in range(E)]
+        bank[f"{m}_packed"] = torch.stack([p for p, _ in parts])
+        bank[f"{m}_scale"] = torch.stack([s for _, s in parts])
+    return bank
+
+
+def _sizes(large: bool) -> tuple[int, int, int]:
+    return (8, 3584, 3072) if large else (5, 64, 96)
+
+
+def _expert_examples(large: bool) -> list[Example]:
+    E, dim, inter = _sizes(large)
+    w = {k: v[1] for k, v in _bank(2, dim, inter).items()}
+    return [Example(f"{n} rows, dim {dim}, inter {inter}, {act}", (randn(n, dim, seed=1, scale=0.1), w, 32, act, 1.0, None))
+            for n in (1, 3) for act in ("situ", "silu")]
+
+
+def _token_examples(large: bool) -> list[Example]:
+    E, dim, inter = _sizes(large)
+    return [Example(f"1 token through experts {[3, 0, 4]} of {E}", (randn(1, dim, seed=1, scale=0.1), _bank(E, dim, inter),
+                                                               [3, 0, 4], [0.5, 0.3, 0.2], 32, "situ", 1.0, None,
+                                                               randn(1, dim, seed=2)))]
+
+
+def _tokens_examples(large: bool) -> list[Example]:
+    E, dim, inter = _sizes(large)
+    ids = torch.tensor([[3, 0], [0, 4], [1, 3]])
+    return [Example(f"3 tokens, top 2 of {E}", (randn(3, dim, seed=1, scale=0.1), _bank(E, dim, inter), ids,
+                                                torch.rand(3, 2, generator=torch.Generator().manual_seed(2)), 32, "situ",
+                                                1.0, None))]
+
+
+glu_expert = register("mxfp4_glu_expert", examples=_expert_examples, reference=glu_expert_reference, native=_glu_expert_native,
                       supports=lambda z, w, group_size, act, beta, linear_beta: _fusable(z, group_size, act))
 
 
@@ -62,7 +99,7 @@ def _moe_token_native(z, bank, experts, weights, group_size, act, beta, linear_b
 
 
 moe_token = register(
-    "mxfp4_moe_token", reference=moe_token_reference, native=_moe_token_native,
+    "mxfp4_moe_token", examples=_token_examples, reference=moe_token_reference, native=_moe_token_native,
     supports=lambda z, bank, experts, weights, group_size, act, beta, linear_beta, acc: (
         z.shape[0] == 1 and acc.dtype == torch.float32 and _fusable(z, group_size, act)
         and all(bank[k].is_contiguous() for k in KEYS)))
@@ -87,7 +124,7 @@ def _moe_tokens_native(z, bank, ids, weights, group_size, act, beta, linear_beta
 
 
 moe_tokens = register(
-    "mxfp4_moe_tokens", reference=moe_tokens_reference, native=_moe_tokens_native,
+    "mxfp4_moe_tokens", examples=_tokens_examples, reference=moe_tokens_reference, native=_moe_tokens_native,
     supports=lambda z, bank, ids, weights, group_size, act, beta, linear_beta: (
         weights.dtype == torch.float32 and ids.dtype == torch.long and _fusable(z, group_size, act)
         and all(bank[k].is_contiguous() for k in KEYS)))

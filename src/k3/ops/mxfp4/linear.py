@@ -13,8 +13,9 @@ import functools
 
 import torch
 
-from k3.ops.mxfp4.format import e2m1_table, e8m0_table
 from k3.ops.dispatch import register
+from k3.ops.harness import Example, randn
+from k3.ops.mxfp4.format import e2m1_table, e8m0_table
 from k3.ops.native import MAX_ROWS, native, prefill_gemm
 
 ROW_TILE = 1024
@@ -37,8 +38,26 @@ def decode_rows_reference(packed: torch.Tensor, scale: torch.Tensor, group_size:
     return (w.unflatten(-1, (-1, group_size)) * s.unsqueeze(-1)).flatten(-2)
 
 
+def mxfp4_example_weight(out_: int, in_: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random MXFP4 codes [out, in/2] and finite scales [out, in/32] near 2^0 (a harness example's weight)."""
+    g = torch.Generator().manual_seed(seed)
+    packed = torch.randint(0, 256, (out_, in_ // 2), dtype=torch.uint8, generator=g)
+    return packed, torch.randint(120, 130, (out_, in_ // 32), dtype=torch.uint8, generator=g)
+
+
+def _dequantize_examples(large: bool) -> list[Example]:
+    out_, in_ = (3072, 3584) if large else (7, 96)
+    return [Example(f"[{out_}, {in_}]", (*mxfp4_example_weight(out_, in_, 1), 32, torch.float32))]
+
+
+def _linear_examples(large: bool) -> list[Example]:
+    out_, in_ = (3072, 3584) if large else (21, 96)
+    packed, scale = mxfp4_example_weight(out_, in_, 1)
+    return [Example(f"{n} rows, [{out_}, {in_}]", (randn(n, in_, seed=2), packed, scale)) for n in (1, 5)]
+
+
 decode_rows = register(
-    "mxfp4_dequantize", reference=decode_rows_reference,
+    "mxfp4_dequantize", examples=_dequantize_examples, reference=decode_rows_reference,
     native=lambda packed, scale, group_size, dtype: native().mxfp4_dequantize(packed, scale),  # one pass in C++
     supports=lambda packed, scale, group_size, dtype: (group_size == 32 and dtype == torch.float32
                                                        and packed.is_contiguous() and scale.is_contiguous()))
@@ -67,7 +86,7 @@ def _mxfp4_linear_native(x, packed, scale, group_size=32, row_tile=ROW_TILE):
 
 
 mxfp4_linear = register(
-    "mxfp4_linear", reference=mxfp4_linear_tiled, native=_mxfp4_linear_native,
+    "mxfp4_linear", examples=_linear_examples, reference=mxfp4_linear_tiled, native=_mxfp4_linear_native,
     supports=lambda x, packed, scale, group_size=32, row_tile=ROW_TILE: (
         group_size == 32 and x.dtype == torch.float32 and x.dim() == 2
         and (x.shape[0] <= MAX_ROWS or prefill_gemm() == "native")

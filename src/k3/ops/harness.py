@@ -1,0 +1,94 @@
+"""One harness for every registered op (llama.cpp's test-backend-ops habit): each op's example inputs run
+through its native entry and through its reference, and the two are compared with the one tolerance
+helper; outputs and the inputs an op updates in place (state pools, accumulators) are both compared.
+`tests/ops/test_op_harness.py` runs it at every instruction set; `benchmarks/ops.py` times both sides."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from k3.ops.dispatch import REGISTRY, Kernel, reference_only
+
+
+@dataclass(frozen=True)
+class Example:
+    label: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+
+
+def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32, scale: float = 1.0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * scale).to(dtype)
+
+
+def cloned(value):
+    """A deep copy of the tensors in nested tuples, lists and dicts (each side of a comparison gets its own)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(cloned(v) for v in value)
+    if isinstance(value, dict):
+        return {k: cloned(v) for k, v in value.items()}
+    return value
+
+
+def tensors(value) -> list[torch.Tensor]:
+    """The tensors of a nested value, in order (integer ones are compared exactly)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors(v)]
+    if isinstance(value, dict):
+        return [t for k in sorted(value) for t in tensors(value[k])]
+    return []
+
+
+def run(kernel: Kernel, example: Example, native: bool):
+    """(output, the inputs after the call) of one side, on its own copy of the inputs."""
+    args, kwargs = cloned(example.args), cloned(example.kwargs)
+    if native:
+        if not kernel.use_native(*args, **kwargs):
+            raise AssertionError(f"{kernel.name} [{example.label}]: the native entry does not take its own example")
+        out = kernel.native(*args, **kwargs)
+    else:
+        with reference_only():
+            out = kernel.reference(*args, **kwargs)
+    return out, (args, kwargs)
+
+
+def compare(kernel: Kernel, example: Example) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(what, native, reference) for every output tensor and every input tensor, after both calls."""
+    (n_out, n_in), (r_out, r_in) = run(kernel, example, True), run(kernel, example, False)
+    outs = [(f"output {i}", a, b) for i, (a, b) in enumerate(zip(tensors(n_out), tensors(r_out)))]
+    ins = [(f"input {i}", a, b) for i, (a, b) in enumerate(zip(tensors(n_in), tensors(r_in)))]
+    if len(tensors(n_out)) != len(tensors(r_out)):
+        raise AssertionError(f"{kernel.name} [{example.label}]: the two sides return different structures")
+    return outs + ins
+
+
+def seconds(kernel: Kernel, example: Example, native: bool, repeat: int = 5) -> float:
+    """The median time of one call (inputs copied outside the timing)."""
+    times = []
+    for _ in range(repeat + 1):
+        args, kwargs = cloned(example.args), cloned(example.kwargs)
+        start = time.perf_counter()
+        if native:
+            kernel.native(*args, **kwargs)
+        else:
+            with reference_only():
+                kernel.reference(*args, **kwargs)
+        times.append(time.perf_counter() - start)
+    return sorted(times[1:])[len(times[1:]) // 2]
+
+
+def kernels() -> dict[str, Kernel]:
+    """Every registered op (importing the op modules registers them)."""
+    import k3.ops.activation, k3.ops.attnres, k3.ops.conv, k3.ops.int8.format, k3.ops.int8.linear  # noqa: E401,F401
+    import k3.ops.kda.chunk, k3.ops.kda.gate, k3.ops.kda.step, k3.ops.linear, k3.ops.mla.paged  # noqa: E401,F401
+    import k3.ops.mxfp4.expert, k3.ops.mxfp4.linear, k3.ops.norm, k3.ops.routing  # noqa: E401,F401
+
+    return dict(sorted(REGISTRY.items()))
