@@ -12,26 +12,26 @@ import time
 from k3.engine.request import Request
 
 
-def emit(req: Request, sample, eos_token_id: int | None) -> tuple[list[int], str | None]:
-    """-> (tokens appended, finish reason or None); ([], "error") when the sample failed."""
+def emit(req: Request, sample, eos_token_id: int | None) -> tuple[list[int], str | None, str | None]:
+    """-> (tokens appended, finish reason or None, error or None); ([], "error", None) when the sample failed
+    (its own error says why)."""
     if not sample.tokens:
-        return [], "error"
+        return [], "error", None
     new = []
     for i, token in enumerate(sample.tokens):
         if sample.logprobs is not None:
             req.logprobs.append(sample.logprobs[i])
-        req.output_ids.append(token)
+        req.append_output(token)
         new.append(token)
         req.first_token_time = req.first_token_time or time.perf_counter()
         if req.constraint is not None and not req.constraint.accept(token):
-            req.error = f"structured outputs: the grammar refused token {token}: {req.constraint.error()}"
-            return new, "error"
+            return new, "error", f"structured outputs: the grammar refused token {token}: {req.constraint.error()}"
         reason = stop_reason(req, token, eos_token_id)
         if not reason and req.constraint is not None and req.constraint.done and token == eos_token_id:
             reason = "stop"   # the grammar took its end (EOS) though ignore_eos asked to go on: nothing can follow
         if reason:
-            return new, reason
-    return new, None
+            return new, reason, None
+    return new, None, None
 
 
 def stop_reason(req: Request, token: int, eos_token_id: int | None) -> str | None:

@@ -107,13 +107,12 @@ class LLMEngine:
             raise ValueError(f"request_id {request_id!r} is already in use")
         seed = (params.seed if params.seed is not None else self._seeds.getrandbits(63)) % 2 ** 63
         req = Request(request_id, prompt, params, self._arrivals, seed,
-                      initial_state=resume_state, save_state_path=save_state_path, images=placed)
-        if self.tokenizer is not None:
-            req.detok = OutputText(self.tokenizer, params.stop, params.skip_special_tokens)
-        if params.prompt_logprobs is not None:
-            req.prompt_logprobs = [None] * len(prompt)
-        if params.structured_outputs is not None:
-            req.constraint = self._grammars().compile(params.structured_outputs)
+                      initial_state=resume_state, save_state_path=save_state_path, images=placed,
+                      detok=None if self.tokenizer is None else OutputText(self.tokenizer, params.stop,
+                                                                          params.skip_special_tokens),
+                      prompt_logprobs=None if params.prompt_logprobs is None else [None] * len(prompt),
+                      constraint=None if params.structured_outputs is None
+                      else self._grammars().compile(params.structured_outputs))
         self._arrivals += 1
         self.requests[request_id] = req
         self.scheduler.add(req)
@@ -161,6 +160,8 @@ class LLMEngine:
         return outs
 
     def _step(self) -> list[RequestOutput]:
+        """One direction: the scheduler decides, the runner carries it out (state moves, the forward), the
+        sampler samples, `_update_from_output` applies all of it, and the drafter drafts for the next step."""
         plan = self.scheduler.schedule()
         if not plan.chunks and not plan.placed and not plan.swapped_out:
             return []
@@ -175,28 +176,35 @@ class LLMEngine:
             return outs
         self.counters["forward_seconds"] += time.perf_counter() - started
         samples = self.sampler(result.logits, result.requests, result.drafts)
+        outs = self._update_from_output(plan, result, samples)
+        if self.drafter is not None:   # drafts for the requests that moved (the others keep theirs)
+            self.drafter.propose([c.request for c in plan.chunks if c.request.status == Status.RUNNING])
+        self._publish()
+        return outs
+
+    def _update_from_output(self, plan, result, samples) -> list[RequestOutput]:
+        """Everything a step's output changes, in one place: each request's new tokens (a verify window's
+        rejected drafts undone in the state), computed counts, prefix snapshots, prompt log-probabilities,
+        the drafter's acceptance record, counters, and the requests that finish."""
         emitted = [emit(req, s, self.eos_token_id) for req, s in zip(result.requests, samples)]
-        self.counters["generated_tokens"] += sum(len(new) for new, _ in emitted)
         # A window keeps its pending token and the accepted drafts that were emitted (not those past a stop).
         kept = {req.request_id: min(len(new), 1 + s.accepted) or 1
-                for req, s, d, (new, _) in zip(result.requests, samples, result.drafts, emitted) if d}
+                for req, s, d, (new, _, _) in zip(result.requests, samples, result.drafts, emitted) if d}
         self.runner.keep_windows(result, kept)
         self.scheduler.update(plan, kept)
         if plan.snapshots:
             self.runner.take_snapshots(plan.snapshots)
+        for req, pos, lp in result.prompt_logprobs:
+            req.prompt_logprobs[pos] = lp
         self.counters["steps"] += 1
         self.counters["forward_tokens"] += plan.num_tokens
         self.counters["prompt_tokens"] += sum(_prompt_tokens(c) for c in plan.chunks)
-        for req, pos, lp in result.prompt_logprobs:
-            req.prompt_logprobs[pos] = lp
+        self.counters["generated_tokens"] += sum(len(new) for new, _, _ in emitted)
         outs = []
-        for req, s, d, (new, reason) in zip(result.requests, samples, result.drafts, emitted):
+        for req, s, d, (new, reason, error) in zip(result.requests, samples, result.drafts, emitted):
             if d and self.drafter is not None and s.tokens:
                 self.drafter.observe(req, len(d), s.accepted)
-            outs.append(self._finish(req, reason, new, s.error or req.error) if reason else self._output(req, new))
-        if self.drafter is not None:   # drafts for the requests that moved (the others keep theirs)
-            self.drafter.propose([c.request for c in plan.chunks if c.request.status == Status.RUNNING])
-        self._publish()
+            outs.append(self._finish(req, reason, new, s.error or error) if reason else self._output(req, new))
         return outs
 
     def _finish(self, req: Request, reason: str, new: list[int], error: str | None = None) -> RequestOutput:
@@ -205,7 +213,7 @@ class LLMEngine:
         order = self.scheduler.snapshot_order(req) if reason != "error" else None
         if order is not None:  # where the next turn of its conversation begins
             self.runner.take_snapshots([order])
-        req.status, req.finish_reason, req.error = Status.FINISHED, reason, error
+        req.finish_reason, req.error = reason, error
         if reason == "length" and req.constraint is not None and not req.constraint.complete:
             req.warning = ("max_tokens ended the output before its structured-outputs grammar was complete; "
                            "raise max_tokens")

@@ -121,6 +121,11 @@ class TokenLogprob:
 
 @dataclass
 class Request:
+    """One request's state. Each field has one writer: the engine's admission (construction), the
+    scheduler (status, num_computed, last_scheduled, resident_since, prefix_cached, snapshot_at,
+    initial_state), the step's output update (output_ids and all_ids through `append_output`, logprobs,
+    prompt_logprobs, first_token_time, finish_reason, error, warning; detok and constraint advance as
+    tokens are appended) and the drafter (draft_ids)."""
     request_id: str
     prompt_ids: list[int]
     params: SamplingParams
@@ -145,14 +150,18 @@ class Request:
     constraint: object | None = None          # its structured-outputs matcher (k3.engine.structured)
     warning: str | None = None                # said in its last RequestOutput (see RequestOutput.warning)
     images: object | None = None              # its images (k3.engine.images.PromptImages), if any
+    all_ids: list[int] = field(init=False)    # prompt + output, kept as tokens are appended (never rebuilt)
+
+    def __post_init__(self) -> None:
+        self.all_ids = list(self.prompt_ids) + list(self.output_ids)
+
+    def append_output(self, token: int) -> None:
+        self.output_ids.append(token)
+        self.all_ids.append(token)
 
     @property
     def text(self) -> str | None:
         return None if self.detok is None else self.detok.text
-
-    @property
-    def all_ids(self) -> list[int]:
-        return self.prompt_ids + self.output_ids
 
     @property
     def prompt_key_ids(self) -> list[int]:

@@ -60,7 +60,7 @@ class ModelRunner:
             if p.source == OFFLOADED:
                 state = self.offloader.take(p.request.request_id)
             elif p.source == RESUME:
-                state, p.request.initial_state = p.request.initial_state, None
+                state = p.state
             if p.source == PREFIX:
                 self._restore_snapshot(p)
             else:

@@ -30,6 +30,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from k3.engine.memory.allocator import CacheAllocator, Placement
+from k3.engine.memory.sequence_state import SequenceState
 from k3.engine.prefix.cache import NO_MATCH, PrefixCache, PrefixMatch
 from k3.engine.prefix.index import CachedBlock
 from k3.engine.prefix.snapshots import Snapshot
@@ -62,6 +63,7 @@ class Placed:
     placement: Placement
     source: str            # NEW, RESUME, OFFLOADED or PREFIX (see above)
     snapshot: Snapshot | None = None   # PREFIX: the KDA state (and tail rows) to restore
+    state: SequenceState | None = None  # RESUME: the saved or spilled state to import
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ class Scheduler:
 
     def remove(self, request: Request) -> None:
         """Drop a request from the queues and release its cache (finished, aborted or failed)."""
+        request.status = Status.FINISHED
         for queue in (self.running, self.waiting, self.swapped):
             if request in queue:
                 queue.remove(request)
@@ -215,16 +218,15 @@ class Scheduler:
 
     def _place(self, req: Request, step: int, match: PrefixMatch = NO_MATCH) -> None:
         placement = self.allocator.admit(req.request_id, req.max_total_tokens, match.shared)
-        snapshot = None
+        snapshot = state = None
         if req.request_id in self._offloaded:
             self._offloaded.discard(req.request_id)
             source = OFFLOADED
         else:
-            if match.state is not None:
-                req.initial_state = match.state
-            if req.initial_state is not None:
+            state, req.initial_state = match.state or req.initial_state, None   # handed to the runner in the plan
+            if state is not None:
                 source = RESUME
-                req.num_computed = len(req.initial_state.token_ids)
+                req.num_computed = len(state.token_ids)
             elif match.snapshot is not None:
                 source, snapshot = PREFIX, match.snapshot
                 req.num_computed = match.num_tokens
@@ -234,7 +236,7 @@ class Scheduler:
                 req.prefix_cached = True
                 req.snapshot_at = self.prefix.admitted(req.request_id, req.prompt_key_ids, match,
                                                        looked_up=match is not NO_MATCH)
-        self._out.placed.append(Placed(req, placement, source, snapshot))
+        self._out.placed.append(Placed(req, placement, source, snapshot, state))
         req.status, req.resident_since = Status.RUNNING, step
         self.running.append(req)
 
