@@ -132,9 +132,6 @@ class KimiDeltaAttention(nn.Module):
             return None
         return step.args(rec, tails, index)
 
-    def commit_direct(self, batch: ForwardBatch, state: KDAStateView) -> None:
-        """Nothing after the native step: it updated the state slots in place."""
-
     def _bind_direct(self, take: Taken) -> "KDADecodeStep | None":
         inputs = fused_matrix(take, self, self.input_names)
         f_b, o_proj = matrix(take, self, "f_b_proj"), matrix(take, self, "o_proj")

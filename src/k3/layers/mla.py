@@ -71,15 +71,13 @@ class GatedMLA(nn.Module):
         args = self.direct_args(x, batch, cache) if kernels is not None else None
         if args is None:
             return None
-        y = kernels.mla_decode_step(x, *args[1:])
-        self.commit_direct(batch, cache)
-        return y
+        return kernels.mla_decode_step(x, *args[1:])
 
     def direct_args(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None) -> tuple | None:
         """("mla", the native MLA step's arguments after x: its weights, then where this step's latents
         go in the cache) when every sequence decodes one token on a cache the kernel reads in place; else
-        None, the cache as it was. The caller runs the step, then `commit_direct`. Used by `_direct` and
-        by the decoder layer's whole-layer step."""
+        None, the cache as it was. The caller runs the step. Used by `_direct` and by the decoder layer's
+        whole-layer step."""
         step = bound(self, self._bind_direct) if cache is not None and direct_kernels(x) is not None else None
         return self.step_args(step, x, batch, cache) if step is not None else None
 
@@ -95,10 +93,6 @@ class GatedMLA(nn.Module):
             return None
         return ("mla", step.matrices, step.sizes, step.q_a_norm, step.q_a_eps, step.kv_a_norm, step.kv_a_eps,
                 step.w_uk, step.w_uv, self.scale, p.pool, p.tables, p.lens, p.block_size, new_rows)
-
-    def commit_direct(self, batch: ForwardBatch, cache: MLACacheView) -> None:
-        """After the native step wrote this step's latents where direct_args said."""
-        cache.commit_decode(batch.decode_group().seqs)
 
     def _bind_direct(self, take: Taken) -> "MLADecodeStep | None":
         inputs = fused_matrix(take, self, self.input_names)

@@ -55,11 +55,9 @@ class MLACacheView(Protocol):
                     ) -> tuple[PagedLatents, torch.Tensor]:
         """Where append_decode would put one token per sequence, for a caller that writes the rows itself:
         (the paged latents decode attends over once they are written, their pool rows [b] long). Changes
-        nothing a later call sees (a pool may grow), so a caller may still fall back to append_decode;
-        `commit_decode` then counts the written token. `like`: a compute tensor (dtype, device)."""
-
-    def commit_decode(self, seqs: list[int]) -> None:
-        """The rows from decode_rows are written: they are part of the cache from now on."""
+        nothing a later call sees (a pool may grow), so a caller may still fall back to append_decode.
+        Neither counts tokens: the cache's length has one owner, outside it (the engine's scheduler, or
+        the TokenCount of a bare model's K3State). `like`: a compute tensor (dtype, device)."""
 
     def append_window(self, seqs: list[int], c_kv: torch.Tensor, k_x: torch.Tensor) -> PagedLatents:
         """Append verify windows ([b, T, R], [b, T, Dr]; cached lengths may differ) -> paged latents with
@@ -107,13 +105,22 @@ class DenseKDAState:
         return torch.cat([step(t, None, pools) for t in range(T)], dim=1)
 
 
+@dataclass
+class TokenCount:
+    """How many tokens B sequences that advance together hold: the one count, advanced by the model's
+    forward after each call (K3ForCausalLM.forward) and read by every DenseMLACache of their state as the
+    position its next rows go to."""
+    value: int = 0
+
+
 class DenseMLACache:
     """MLA latents of B sequences that advance together, in one [B, capacity, R + Dr] buffer that doubles
-    when full (appending is amortised O(1), never a copy of the history per token)."""
+    when full (appending is amortised O(1), never a copy of the history per token). Rows go at the shared
+    TokenCount's position; the cache never counts tokens itself."""
 
-    def __init__(self):
+    def __init__(self, count: TokenCount):
         self.buffer: torch.Tensor | None = None
-        self.length = 0
+        self.count = count
         self.rank = 0
         self._tables: torch.Tensor | None = None   # decode_rows' block tables: row i is sequence i's buffer
 
@@ -121,27 +128,26 @@ class DenseMLACache:
         """Room for `extra` more tokens of b sequences, rows `width` wide, in like's dtype and device."""
         if self.buffer is not None and b != self.buffer.shape[0]:
             raise ValueError("DenseMLACache holds sequences that advance together; use the engine for ragged batches")
-        need = self.length + extra
+        held = self.count.value
+        need = held + extra
         if self.buffer is None or need > self.buffer.shape[1]:
             grown = like.new_empty((b, max(need, 2 * (0 if self.buffer is None else self.buffer.shape[1]), 64), width))
             if self.buffer is not None:
-                grown[:, :self.length] = self.buffer[:, :self.length]
+                grown[:, :held] = self.buffer[:, :held]
             self.buffer = grown
 
     def extend(self, seqs, c_kv, k_x):
         b, T, R = c_kv.shape
         self.rank = R
         self._reserve(b, T, c_kv, R + k_x.shape[-1])
-        offset = self.length
+        offset = self.count.value
         self.buffer[:, offset:offset + T, :R] = c_kv
         self.buffer[:, offset:offset + T, R:] = k_x
-        self.length += T
-        return self.buffer[:, :self.length, :R], self.buffer[:, :self.length, R:], offset
+        return self.buffer[:, :offset + T, :R], self.buffer[:, :offset + T, R:], offset
 
     def append_decode(self, seqs, c_kv, k_x):
         paged, rows = self.decode_rows(seqs, c_kv.shape[-1], k_x.shape[-1], c_kv)
         paged.pool.index_copy_(0, rows, torch.cat((c_kv, k_x), dim=-1).to(paged.pool.dtype))
-        self.commit_decode(seqs)
         return paged
 
     def decode_rows(self, seqs, rank, extra, like):
@@ -152,16 +158,13 @@ class DenseMLACache:
         device = self.buffer.device
         if self._tables is None or self._tables.shape[0] != b or self._tables.device != device:
             self._tables = torch.arange(b, dtype=torch.int32, device=device).unsqueeze(1)
-        lens = torch.tensor([self.length + 1] * b, dtype=torch.int32, device=device)
-        rows = torch.tensor([i * capacity + self.length for i in range(b)], dtype=torch.long, device=device)
+        held = self.count.value
+        lens = torch.tensor([held + 1] * b, dtype=torch.int32, device=device)
+        rows = torch.tensor([i * capacity + held for i in range(b)], dtype=torch.long, device=device)
         return PagedLatents(self.buffer.view(b * capacity, width), self._tables, lens, capacity, rank), rows
 
-    def commit_decode(self, seqs):
-        self.length += 1
-
-
-def new_layer_states(config: K3Config) -> list[DenseKDAState | DenseMLACache]:
-    return [DenseKDAState() if t == LAYER_KDA else DenseMLACache() for t in config.layer_types]
+def new_layer_states(config: K3Config, count: TokenCount) -> list[DenseKDAState | DenseMLACache]:
+    return [DenseKDAState() if t == LAYER_KDA else DenseMLACache(count) for t in config.layer_types]
 
 
 def kda_state_bytes(c: K3Config, conv_bytes_per_value: int = 2) -> tuple[int, int]:

@@ -80,15 +80,13 @@ class DecoderLayer(nn.Module):
         if args is None:
             return None
         out = direct_kernels(h).layer_decode(h, bank, args)
-        self.self_attn.commit_direct(batch, state)
         if self.block_start:
             bank.append(h)
         return out
 
     def decode_args(self, h: torch.Tensor, batch: ForwardBatch, state) -> tuple | None:
         """This layer's whole decode step as the native layer_decode takes it: (block start,
-        row weights, epsilons, the attention's step, the FFN's step), or None where forward must run. After
-        the native call, `self.self_attn.commit_direct(batch, state)`."""
+        row weights, epsilons, the attention's step, the FFN's step), or None where forward must run."""
         kernels = direct_kernels(h) if self.attn_res else None
         step = bound(self, self._bind_layer) if kernels is not None else None
         return self.step_args(step, h, batch, state) if step is not None else None

@@ -94,9 +94,6 @@ def decode_token(model, input_ids: torch.Tensor, batch: ForwardBatch, layer_stat
             return None
         layers.append(args)
     rows = _NO_ROWS if logits_index is None else logits_index
-    logits = kernels.token_decode(input_ids.contiguous(), step.embed, layers, step.output, step.eps, step.head,
-                                  _NO_SCALE, rows)
-    for (layer, _), state in zip(step.layers, layer_states):
-        layer.self_attn.commit_direct(batch, state)
-    return logits
+    return kernels.token_decode(input_ids.contiguous(), step.embed, layers, step.output, step.eps, step.head,
+                                 _NO_SCALE, rows)
 

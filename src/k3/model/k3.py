@@ -15,7 +15,7 @@ from torch import nn
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, WeightOnly
 from k3.layers.batch import ForwardBatch
-from k3.layers.state import KDAStateView, MLACacheView, StateLayout, new_layer_states, state_layout
+from k3.layers.state import KDAStateView, MLACacheView, StateLayout, TokenCount, new_layer_states, state_layout
 from k3.layers.direct import Taken
 from k3.model.block import DecoderLayer
 from k3.model.direct_token import TokenDecodeStep, bind_token_step, decode_token
@@ -30,10 +30,19 @@ from k3.ops.norm import rms_norm
 
 @dataclass
 class K3State:
-    """Decode state of B sequences that advance together: one view per layer, plus the token count."""
+    """Decode state of B sequences that advance together: one view per layer, and the one count of the
+    tokens they hold (its MLA caches write at that position; forward advances it)."""
     layers: list[KDAStateView | MLACacheView]
-    num_tokens: int = 0
+    count: TokenCount = field(default_factory=TokenCount)
     batch_size: int | None = field(default=None)
+
+    @property
+    def num_tokens(self) -> int:
+        return self.count.value
+
+    @num_tokens.setter
+    def num_tokens(self, value: int) -> None:
+        self.count.value = value
 
 
 class K3TextModel(nn.Module):
@@ -109,7 +118,8 @@ class K3ForCausalLM(nn.Module):
         return state_layout(self.config)
 
     def new_state(self, batch_size: int = 1) -> K3State:
-        return K3State(new_layer_states(self.config), 0, batch_size)
+        count = TokenCount()
+        return K3State(new_layer_states(self.config, count), count, batch_size)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [..., hidden] (final-normed) -> [..., vocab] in compute_dtype."""

@@ -45,9 +45,6 @@ class PagedMLAView:
         tables, lens, new_rows = self.step.window(seqs, 1)
         return PagedLatents(self.pool, tables, lens, self.step.block_size, self.rank), new_rows
 
-    def commit_decode(self, seqs):
-        """Nothing to do: the engine advances the sequences' lengths after the step."""
-
     def append_window(self, seqs, c_kv, k_x):
         """Verify windows: write their rows; each window position then reads the rows up to its own."""
         tables, lens, new_rows = self.step.window(seqs, c_kv.shape[1])
