@@ -213,8 +213,8 @@ std::vector<torch::Tensor> kda_gates_rows(torch::Tensor raw, torch::Tensor b, to
       for (int64_t d = 0; d < D; ++d) out[d] = rp[r * P + h * D + d] + dp[h * D + d];
       if (bounded)
         map8(out, out, D, [=](v8f z) { return lb * vsigmoid(a * z); });
-      else  // softplus; its linear branch above 20, as torch's
-        for (int64_t d = 0; d < D; ++d) out[d] = -a * (out[d] > 20.f ? out[d] : std::log1p(std::exp(out[d])));
+      else
+        map8(out, out, D, [=](v8f z) { return -a * vsoftplus(z); });
     }
   return {g, beta};
 }
