@@ -234,10 +234,15 @@ std::vector<torch::Tensor> short_conv_silu(torch::Tensor x, torch::Tensor w, tor
   TORCH_CHECK(zero_state || (state.dim() == 3 && state.size(0) == B && state.size(1) == P && state.size(2) == C &&
                              state.scalar_type() == torch::kFloat32 && state.is_contiguous()),
               "conv state must be contiguous fp32 [B, Kc - 1, C]");
-  std::vector<float> wt(Kc * C);   // [Kc][C]: each tap's weights across channels
+  // [Kc][C]: each tap's weights across channels, so the loops below run along channels. The copy is a
+  // strided pass over the whole weight: for a few tokens it costs more than it saves, and they read the
+  // weight as stored, each channel's taps summed in the same order (so the same bits either way).
   const auto wc = w.contiguous();
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t j = 0; j < Kc; ++j) wt[j * C + c] = wc.data_ptr<float>()[c * Kc + j];
+  const float* w0 = wc.data_ptr<float>();
+  const bool transposed = B * T >= 8;
+  std::vector<float> wt(transposed ? Kc * C : 0);
+  for (int64_t c = 0; transposed && c < C; ++c)
+    for (int64_t j = 0; j < Kc; ++j) wt[j * C + c] = w0[c * Kc + j];
   const std::vector<float> zeros(zero_state ? C : 0, 0.f);
   const float* xp = x.data_ptr<float>();
   const float* sp = zero_state ? nullptr : state.data_ptr<float>();
@@ -253,11 +258,19 @@ std::vector<torch::Tensor> short_conv_silu(torch::Tensor x, torch::Tensor w, tor
     const int64_t b = bt / T, t = bt % T;
     float* out = yp + bt * C;
     const float* r0 = row(b, t);
-    for (int64_t c = 0; c < C; ++c) out[c] = r0[c] * wt[c];
-    for (int64_t j = 1; j < Kc; ++j) {
-      const float* rj = row(b, t + j);
-      const float* wj = wt.data() + j * C;
-      for (int64_t c = 0; c < C; ++c) out[c] += rj[c] * wj[c];
+    if (transposed) {
+      for (int64_t c = 0; c < C; ++c) out[c] = r0[c] * wt[c];
+      for (int64_t j = 1; j < Kc; ++j) {
+        const float* rj = row(b, t + j);
+        const float* wj = wt.data() + j * C;
+        for (int64_t c = 0; c < C; ++c) out[c] += rj[c] * wj[c];
+      }
+    } else {
+      for (int64_t c = 0; c < C; ++c) {
+        float s = r0[c] * w0[c * Kc];
+        for (int64_t j = 1; j < Kc; ++j) s += row(b, t + j)[c] * w0[c * Kc + j];
+        out[c] = s;
+      }
     }
     map8(out, out, C, [](v8f v) { return v * vsigmoid(v); });
   }
