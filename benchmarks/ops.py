@@ -19,10 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from k3.ops.harness import compare, kernels, seconds  # noqa: E402
-from k3.ops.native import native, simd_level  # noqa: E402
+from k3.ops.native import SIMD_LEVELS as LEVELS, native, simd_level  # noqa: E402
 from k3.testing.tolerance import rel_l2  # noqa: E402
-
-LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}
 
 
 def measure(names: list[str], levels: list[str], repeat: int) -> list[dict]:

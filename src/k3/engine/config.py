@@ -77,11 +77,9 @@ def _normalised(c: EngineConfig) -> dict:
     out = {"memory_budget": None if c.memory_budget is None else parse_size(c.memory_budget, "memory_budget"),
            "cache_memory": parse_size(c.cache_memory, "cache_memory"),
            "prefix_cache_spill_bytes": parse_size(c.prefix_cache_spill_bytes, "prefix_cache_spill_bytes"),
-           "prefix_cache_memory": c.prefix_cache_memory if c.prefix_cache_memory in (None, 0, "0")
+           "prefix_cache_memory": None if c.prefix_cache_memory is None else 0 if c.prefix_cache_memory in (0, "0")
            else parse_size(c.prefix_cache_memory, "prefix_cache_memory"),
            "speculative_config": SpeculativeConfig.parse(c.speculative_config)}
-    if out["prefix_cache_memory"] == "0":
-        out["prefix_cache_memory"] = 0
     if isinstance(c.dtype, str):
         name = c.dtype.removeprefix("torch.")
         if name == "auto":

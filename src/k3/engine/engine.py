@@ -47,7 +47,7 @@ class LLMEngine:
         by whoever loaded `model`). Fewer max_resident_seqs than max_num_seqs turns on state offload: the
         others' state waits on disk until their turn."""
         config = config or EngineConfig()
-        self.model, self.config, self.cache_memory = model, config, config.cache_memory
+        self.model, self.config = model, config
         device = next(iter(model.parameters()), torch.empty(0)).device
         layout = model.state_layout()
         prefix_on = config.enable_prefix_caching and bool(layout.mla_layers)  # blocks address the prefixes

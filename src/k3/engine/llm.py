@@ -41,7 +41,9 @@ class LLM:
         if config is not None and not isinstance(config, EngineConfig):
             raise TypeError(f"LLM(model, config): config is a k3.EngineConfig, got {type(config).__name__}; "
                             "give settings such as dtype= as keywords")
-        config = (config or EngineConfig()).replace(**settings)
+        config = config or EngineConfig()
+        if settings:
+            config = config.replace(**settings)
         self.config, self.media, self.image_limits = config, MediaConfig(), config.image_limits
         if isinstance(model, torch.nn.Module):
             self.model = model

@@ -98,8 +98,6 @@ class SchedulerOutput:
 class Scheduler:
     def __init__(self, allocator: CacheAllocator, max_num_seqs: int, max_num_batched_tokens: int,
                  offload: bool = False, quantum: int = 4, prefix: PrefixCache | None = None):
-        if max_num_seqs < 1 or max_num_batched_tokens < 1:
-            raise ValueError("max_num_seqs and max_num_batched_tokens must be >= 1")
         if quantum < 1:
             raise ValueError("quantum must be >= 1 (a sequence runs at least one step before it is swapped out)")
         self.allocator, self.offload, self.quantum, self.prefix = allocator, offload, quantum, prefix

@@ -86,9 +86,13 @@ def seconds(kernel: Kernel, example: Example, native: bool, repeat: int = 5) -> 
 
 
 def kernels() -> dict[str, Kernel]:
-    """Every registered op (importing the op modules registers them)."""
-    import k3.ops.activation, k3.ops.attnres, k3.ops.conv, k3.ops.int8.format, k3.ops.int8.linear  # noqa: E401,F401
-    import k3.ops.kda.chunk, k3.ops.kda.gate, k3.ops.kda.step, k3.ops.linear, k3.ops.mla.paged  # noqa: E401,F401
-    import k3.ops.mxfp4.expert, k3.ops.mxfp4.linear, k3.ops.norm, k3.ops.routing  # noqa: E401,F401
+    """Every registered op: importing every module of k3.ops registers them (no hand-kept list to forget one in)."""
+    import importlib
+    import pkgutil
 
+    import k3.ops
+
+    for module in pkgutil.walk_packages(k3.ops.__path__, "k3.ops."):
+        if not module.name.endswith("__main__"):    # `python -m k3.ops.native` builds the kernels
+            importlib.import_module(module.name)
     return dict(sorted(REGISTRY.items()))
