@@ -128,7 +128,7 @@ K3_LANES V vexp(V x) {
 
 // log1p(t) for t >= 0: u = 1 + t split as 2^e * m with m in [sqrt(1/2), sqrt(2)), Cephes' logf polynomial
 // for log(m), and Goldberg's correction t / (u - 1) for what rounding 1 + t lost (t itself where u == 1):
-// within a few ulp, where std::log1p is a scalar library call of about 10 ns an element.
+// within a few ulp, where std::log1p is a scalar library call (kda_gates in docs/benchmarks/results.md).
 template <class V>
 K3_LANES V vlog1p(V t) {
   using I = decltype(t < t);
