@@ -1,11 +1,11 @@
 """Where a batch-1 decode token goes, on compare.py's checkpoint (or CKPT): each native kernel's share,
 the interpreter's, and the bandwidth floor, measured in one process.
 
-  whole path   the model as it decodes (whole-layer native steps): token time, time inside native
-               calls, and what is left (Python and ATen between them)
-  inside       the same tokens' layer steps split by the kernels' own part timers (set_part_timing):
+  whole path   the model as it decodes (the whole decode plan in one native call): token time, time
+               inside native calls, and what is left (Python and ATen between them)
+  inside       the same tokens' plan split by the kernels' own part timers (set_part_timing):
                GEMVs, routed experts, KDA recurrence, MLA attention, row kernels, and the glue left
-  per kernel   the same tokens with the fast paths off, so the general forward calls each kernel
+  per kernel   the same tokens with the native plan off, so the modules call each kernel
                through the dispatch one at a time: each kernel's ms per token (the kernels are the
                ones the whole path runs, in the same order; their glue is slower here and not shown)
 
@@ -34,10 +34,6 @@ from k3.testing import make_checkpoint
 sys.path.insert(0, str(Path(__file__).parent))
 from compare import bandwidth, config as compare_config  # noqa: E402
 from scratch import scratch_dir  # noqa: E402
-
-FAST_PATHS = ("k3.model.k3.K3ForCausalLM", "k3.model.block.DecoderLayer", "k3.layers.kda.KimiDeltaAttention", "k3.layers.mla.GatedMLA",
-              "k3.layers.moe.LatentMoE", "k3.layers.mlp.GLUMLP")
-
 
 class TimedKernels:
     """The native module with every function call timed into `seconds` / `calls` (by name)."""
@@ -69,10 +65,12 @@ def install(timer: TimedKernels) -> None:
             module.native = lambda: timer
 
 
-def fast_paths_off() -> None:
-    for dotted in FAST_PATHS:
-        module, _, cls = dotted.rpartition(".")
-        setattr(getattr(sys.modules[module], cls), "_direct", lambda self, *args: None)
+def native_plan_off() -> None:
+    """The plan op by op through the modules and the registry (model/plan.py's run_steps)."""
+    import k3.model.k3 as k3_model
+
+    k3_model.decode_rows = lambda *args: None
+    k3_model.layer_steps = lambda *args: None
 
 
 def decode(model, tokens: int, timer: TimedKernels) -> float:
@@ -117,7 +115,7 @@ def profile(args, path) -> None:
     whole = {k: v / n for k, v in timer.seconds.items()}
     inside = {k: v / n for k, v in real.part_seconds().items()}
     real.set_part_timing(False)
-    fast_paths_off()
+    native_plan_off()
     decode(model, n, timer)
     parts = {k: (v / n, timer.calls[k] / n) for k, v in sorted(timer.seconds.items(), key=lambda kv: -kv[1])}
     report(token, whole, inside, parts, floor)
@@ -129,18 +127,18 @@ def report(token: float, whole: dict, inside_call: dict, parts: dict, floor: flo
           f"floor {floor * 1e3:.2f} ms ({token / floor:.2f}x)")
     for name, s in sorted(whole.items(), key=lambda kv: -kv[1]):
         print(f"  {name:<24}{s * 1e3:8.3f} ms")
-    call = inside_call.pop("layer_decode", 0.0)
+    call = inside_call.pop("decode_plan", 0.0)
     if call:
-        print(f"inside layer_decode ({call * 1e3:.3f} ms, wall time on the calling thread):")
+        print(f"inside decode_plan ({call * 1e3:.3f} ms, wall time on the calling thread):")
         for name, s in sorted(inside_call.items(), key=lambda kv: -kv[1]):
             print(f"  {name:<24}{s * 1e3:8.3f} ms")
         print(f"  {'rest (glue, copies)':<24}{(call - sum(inside_call.values())) * 1e3:8.3f} ms")
-    print("per kernel (fast paths off):")
+    print("per kernel (native plan off):")
     for name, (s, calls) in parts.items():
         print(f"  {name:<24}{s * 1e3:8.3f} ms  {calls:5.1f} calls")
     print(json.dumps({"token_s": token, "native_s": inside, "other_s": token - inside, "floor_s": floor,
                       "over_floor": token / floor, "whole_path_s": whole,
-                      "inside_layer_decode_s": {"layer_decode": call, **inside_call},
+                      "inside_decode_plan_s": {"decode_plan": call, **inside_call},
                       "per_kernel_s": {k: v[0] for k, v in parts.items()},
                       "per_kernel_calls": {k: v[1] for k, v in parts.items()}}))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from k3.layers.decode_weights import weights_changed
 from k3.ops import huge_pages
 from k3.ops.int8 import int8_linear, scale_shape
 from k3.ops.linear import linear
@@ -54,6 +55,7 @@ class SharedInput:
         for lin, block, scale in zip(self.linears, blocks, scales):
             lin._parameters["weight"] = nn.Parameter(block, requires_grad=False)
             lin._buffers["weight_scale"] = scale
+        weights_changed()
         self._ptrs = [(b.data_ptr(), None if sc is None else sc.data_ptr()) for b, sc in zip(blocks, scales)]
         return blocks
 

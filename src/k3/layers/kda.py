@@ -9,19 +9,16 @@ update the sequences' state when one is given.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, WeightOnly, frozen
-from k3.layers.direct import Taken, bound, float_weights, fused_matrix, matrix
+from k3.layers.decode_weights import float_weights, fused_matrix, matrix
 from k3.layers.state import KDAStateView
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import project
 from k3.ops.conv import short_conv_silu
-from k3.ops.dispatch import direct_kernels
 from k3.ops.kda import chunk_kda, kda_gates, kda_step, recurrent_kda
 from k3.ops.norm import gated_rms_norm, l2_norm
 
@@ -107,46 +104,33 @@ class KimiDeltaAttention(nn.Module):
 
         return state.run_window(group.seqs, group.tokens, step, self._zero_state(q))
 
-    def _direct(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None) -> torch.Tensor | None:
-        """Every sequence decoding one token on its state: forward's native kernels called in forward's
-        order (so its bits) without the per-op dispatch -> [N, hidden], or None where forward must run."""
-        kernels = direct_kernels(x) if state is not None else None
-        args = self.direct_args(x, batch, state) if kernels is not None else None
-        return kernels.kda_decode_step(x, *args[1:]) if args is not None else None
-
-    def direct_args(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None) -> tuple | None:
-        """("kda", the native KDA step's arguments after x: its weights, then this step's state slots) when
-        every sequence decodes one token on its state and the kernels take it all; else None. Used by
-        `_direct` and by the decoder layer's whole-layer step."""
-        step = bound(self, self._bind_direct) if state is not None and direct_kernels(x) is not None else None
-        return self.step_args(step, x, batch, state) if step is not None else None
-
-    def step_args(self, step: "KDADecodeStep", x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None
-                  ) -> tuple | None:
-        """direct_args for a step bound already (the decoder layer binds its sublayers' steps with its own)."""
-        decode = batch.decode_group() if state is not None else None
-        if decode is None or not decode.whole:
-            return None
-        rec, tails, index = state.slot_tensors(decode.seqs, self._zero_state(x))
-        if not all(t.is_contiguous() and t.dtype == torch.float32 for t in (rec, *tails)):
-            return None
-        return step.args(rec, tails, index)
-
-    def _bind_direct(self, take: Taken) -> "KDADecodeStep | None":
-        inputs = fused_matrix(take, self, self.input_names)
-        f_b, o_proj = matrix(take, self, "f_b_proj"), matrix(take, self, "o_proj")
-        floats = float_weights(take, self, ("A_log", "dt_bias", "o_norm", "q_conv1d", "k_conv1d", "v_conv1d"))
+    def decode_weights(self, kernels):
+        """This layer's weights as the native decode step reads them (`kernels.KdaWeights`), or None when
+        they do not suit it as they are (layers/decode_weights.py)."""
+        inputs = fused_matrix(kernels, self, self.input_names)
+        f_b, o_proj = matrix(kernels, self, "f_b_proj"), matrix(kernels, self, "o_proj")
+        floats = float_weights(self, ("A_log", "dt_bias", "o_norm", "q_conv1d", "k_conv1d", "v_conv1d"))
         if inputs is None or f_b is None or o_proj is None or floats is None or "g_proj" not in self._modules:
             return None
         a_log, dt_bias, o_norm, *conv = floats
-        return KDADecodeStep([*inputs.matrix.pair, *f_b.pair, *o_proj.pair], list(inputs.sizes), a_log, dt_bias,
-                             o_norm, [w[:, 0, :] for w in conv], self.eps, self.lower_bound, self.head_dim ** -0.5)
+        return kernels.KdaWeights(inputs=inputs[0], sizes=inputs[1], f_b=f_b, o_proj=o_proj, a_log=a_log,
+                                  dt_bias=dt_bias, bounded=self.lower_bound is not None,
+                                  lower_bound=self.lower_bound or 0.0, conv=[w[:, 0, :] for w in conv],
+                                  o_norm=o_norm, eps=self.eps, scale=self.head_dim ** -0.5)
+
+    def decode_state(self, kernels, batch: ForwardBatch, state: KDAStateView | None, like: torch.Tensor):
+        """This step's state slots as the native step takes them (`kernels.KdaState`) when every sequence
+        of `batch` decodes one token on `state`; else None. `like`: a decode row (dtype, device)."""
+        decode = batch.decode_group() if state is not None else None
+        if decode is None or not decode.whole:
+            return None
+        rec, tails, index = state.slot_tensors(decode.seqs, self._zero_state(like))
+        if not all(t.is_contiguous() and t.dtype == torch.float32 for t in (rec, *tails)):
+            return None
+        return kernels.KdaState(recurrent=rec, tails=list(tails), index=index)
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`."""
-        direct = self._direct(x, batch, state)
-        if direct is not None:
-            return direct
         N = x.shape[0]
         H, D = self.num_heads, self.head_dim
         q, k, v, gate, f_a, b = self._project(x)
@@ -167,23 +151,3 @@ class KimiDeltaAttention(nn.Module):
         o = gated_rms_norm(o, gate.view(N, H, D), self.o_norm.weight, self.eps)
         return self.o_proj(o.reshape(N, H * D))
 
-
-@dataclass(frozen=True)
-class KDADecodeStep:
-    """KimiDeltaAttention's decode step as one native call (ops/native/decode_steps.cpp), its weights
-    bound (layers/direct.py)."""
-    matrices: list[torch.Tensor]     # (weight, scale) of the input group, f_b_proj, o_proj
-    sizes: list[int]                 # the input group's q, k, v, gate, f_a, b widths
-    a_log: torch.Tensor
-    dt_bias: torch.Tensor
-    o_norm: torch.Tensor
-    conv: list[torch.Tensor]         # q, k, v taps [P, K_conv]
-    eps: float
-    lower_bound: float | None
-    scale: float
-
-    def args(self, rec, tails, index) -> tuple:
-        """("kda", kda_decode_step's arguments after x), with these state pools and slot index
-        (KDAStateView.slot_tensors)."""
-        return ("kda", self.matrices, self.sizes, self.a_log, self.dt_bias, self.lower_bound is not None,
-                self.lower_bound or 0.0, self.conv, list(tails), rec, index, self.o_norm, self.eps, self.scale)

@@ -8,18 +8,15 @@ each position is computed exactly as decoding it alone would. Longer segments (p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm
-from k3.layers.direct import Taken, bound, float_weights, fused_matrix, matrix
+from k3.layers.decode_weights import float_weights, fused_matrix, matrix
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import project
 from k3.layers.state import MLACacheView
-from k3.ops.dispatch import direct_kernels
 from k3.ops.elementwise import sigmoid
 from k3.ops.linear import head_linear
 from k3.ops.mla import mla_absorbed, mla_sdpa, paged_decode
@@ -64,55 +61,35 @@ class GatedMLA(nn.Module):
         q_lat = torch.cat((head_linear(q[..., :self.nope], w_uk, transpose=True), q[..., self.nope:]), dim=-1)
         return head_linear(paged_decode(q_lat, paged, self.scale), w_uv)
 
-    def _direct(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None) -> torch.Tensor | None:
-        """Every sequence decoding one token on its cache: forward's native kernels called in forward's
-        order (so its bits) without the per-op dispatch -> [N, hidden], or None where forward must run."""
-        kernels = direct_kernels(x) if cache is not None else None
-        args = self.direct_args(x, batch, cache) if kernels is not None else None
-        if args is None:
+    def decode_weights(self, kernels):
+        """This layer's weights as the native decode step reads them (`kernels.MlaWeights`), or None when
+        they do not suit it as they are (layers/decode_weights.py)."""
+        inputs = fused_matrix(kernels, self, self.input_names)
+        q_b, o_proj = matrix(kernels, self, "q_b_proj"), matrix(kernels, self, "o_proj")
+        norms = float_weights(self, ("q_a_layernorm", "kv_a_layernorm"), (torch.bfloat16, torch.float32))
+        w_kv = float_weights(self, ("kv_b_proj",), (torch.bfloat16,))
+        if inputs is None or q_b is None or o_proj is None or norms is None or w_kv is None or "g_proj" not in self._modules:
             return None
-        return kernels.mla_decode_step(x, *args[1:])
+        w_kv = w_kv[0].view(self.num_heads, self.nope + self.v_dim, self.kv_rank)
+        q_a, kv_a = (kernels.NormWeights(weight=w, eps=m.eps) for w, m in zip(norms, (self.q_a_layernorm, self.kv_a_layernorm)))
+        return kernels.MlaWeights(inputs=inputs[0], sizes=inputs[1], q_b=q_b, o_proj=o_proj, q_a_norm=q_a, kv_a_norm=kv_a,
+                                  w_uk=w_kv[:, :self.nope], w_uv=w_kv[:, self.nope:], scale=self.scale)
 
-    def direct_args(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None) -> tuple | None:
-        """("mla", the native MLA step's arguments after x: its weights, then where this step's latents
-        go in the cache) when every sequence decodes one token on a cache the kernel reads in place; else
-        None, the cache as it was. The caller runs the step. Used by `_direct` and by the decoder layer's
-        whole-layer step."""
-        step = bound(self, self._bind_direct) if cache is not None and direct_kernels(x) is not None else None
-        return self.step_args(step, x, batch, cache) if step is not None else None
-
-    def step_args(self, step: "MLADecodeStep", x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None
-                  ) -> tuple | None:
-        """direct_args for a step bound already (the decoder layer binds its sublayers' steps with its own)."""
+    def decode_state(self, kernels, batch: ForwardBatch, cache: MLACacheView | None, like: torch.Tensor):
+        """Where this step's latents go and what it attends over (`kernels.MlaState`) when every sequence of
+        `batch` decodes one token on a cache the paged kernel reads in place; else None, the cache as it was
+        (`decode_rows` writes nothing). `like`: a decode row (dtype, device)."""
         decode = batch.decode_group() if cache is not None else None
         if decode is None or not decode.whole:
             return None
-        p, new_rows = cache.decode_rows(decode.seqs, self.kv_rank, self.extra, x)
-        # The paged kernel's own test, x standing in for q (both fp32 here); forward's dispatch takes the rest.
-        if not mla_paged_decode.supports(x, p.pool, p.tables, p.lens, p.block_size, p.rank, self.scale):
+        p, new_rows = cache.decode_rows(decode.seqs, self.kv_rank, self.extra, like)
+        # The paged kernel's own test, the row standing in for q (both fp32 here).
+        if not mla_paged_decode.supports(like, p.pool, p.tables, p.lens, p.block_size, p.rank, self.scale):
             return None
-        return ("mla", step.matrices, step.sizes, step.q_a_norm, step.q_a_eps, step.kv_a_norm, step.kv_a_eps,
-                step.w_uk, step.w_uv, self.scale, p.pool, p.tables, p.lens, p.block_size, new_rows)
-
-    def _bind_direct(self, take: Taken) -> "MLADecodeStep | None":
-        inputs = fused_matrix(take, self, self.input_names)
-        q_b, o_proj = matrix(take, self, "q_b_proj"), matrix(take, self, "o_proj")
-        norms = float_weights(take, self, ("q_a_layernorm", "kv_a_layernorm"), (torch.bfloat16, torch.float32))
-        kv_b = take(self, "kv_b_proj")
-        w_kv = take(kv_b, "weight") if kv_b is not None else None
-        if (inputs is None or q_b is None or o_proj is None or norms is None or w_kv is None
-                or w_kv.dtype != torch.bfloat16 or not w_kv.is_contiguous() or "g_proj" not in self._modules):
-            return None
-        w_kv = w_kv.view(self.num_heads, self.nope + self.v_dim, self.kv_rank)
-        return MLADecodeStep([*inputs.matrix.pair, *q_b.pair, *o_proj.pair], list(inputs.sizes), norms[0],
-                             self.q_a_layernorm.eps, norms[1], self.kv_a_layernorm.eps, w_kv[:, :self.nope],
-                             w_kv[:, self.nope:])
+        return kernels.MlaState(pool=p.pool, tables=p.tables, lens=p.lens, block_size=p.block_size, new_rows=new_rows)
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; appends this step's latents to `cache`."""
-        direct = self._direct(x, batch, cache)
-        if direct is not None:
-            return direct
         N = x.shape[0]
         H = self.num_heads
         q, kv_a, gate = self._project(x)
@@ -144,16 +121,3 @@ class GatedMLA(nn.Module):
             o = o * sigmoid(gate)
         return self.o_proj(o)
 
-
-@dataclass(frozen=True)
-class MLADecodeStep:
-    """GatedMLA's decode step as one native call (ops/native/decode_steps.cpp), its weights bound
-    (layers/direct.py)."""
-    matrices: list[torch.Tensor]   # (weight, scale) of the input group (q_a, kv_a, gate), q_b_proj, o_proj
-    sizes: list[int]
-    q_a_norm: torch.Tensor
-    q_a_eps: float
-    kv_a_norm: torch.Tensor
-    kv_a_eps: float
-    w_uk: torch.Tensor             # kv_b_proj's halves per head: [H, Dn, R] and [H, v, R] (bf16)
-    w_uv: torch.Tensor

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
 from k3.layers.basic import Linear
-from k3.layers.direct import Taken, bound, fused_matrix, matrix
+from k3.layers.decode_weights import activation, fused_matrix, matrix
 from k3.layers.fused import project
 from k3.ops.activation import glu
-from k3.ops.dispatch import direct_kernels
 
 
 class GLUMLP(nn.Module):
@@ -29,39 +26,17 @@ class GLUMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., hidden] -> [..., hidden]."""
-        direct = self._direct(x)
-        return direct if direct is not None else self.down(*project(self, self.input_names, x))
+        return self.down(*project(self, self.input_names, x))
 
-    def _direct(self, x: torch.Tensor) -> torch.Tensor | None:
-        """Decode rows: forward's kernels in one native call (so its bits), or None where forward must run."""
-        kernels = direct_kernels(x)
-        args = self.direct_args(x) if kernels is not None else None
-        return kernels.mlp_decode_step(x, *args[1:]) if args is not None else None
-
-    def direct_args(self, x: torch.Tensor) -> tuple | None:
-        """("mlp", the native MLP step's arguments after x) for decode rows x, or None."""
-        return bound(self, self.bind_args) if direct_kernels(x) is not None else None
-
-    def bind_args(self, take: Taken) -> tuple | None:
-        """direct_args' tuple, from the weights `take` records (so a decoder layer can bind it with its own)."""
-        step = self._bind_direct(take)
-        return ("mlp", step.matrices, step.sizes, *step.act) if step is not None else None
-
-    def _bind_direct(self, take: Taken) -> "MLPDecodeStep | None":
-        inputs, down = fused_matrix(take, self, self.input_names), matrix(take, self, "down_proj")
-        if inputs is None or down is None or self.act not in ("situ", "silu"):
+    def decode_weights(self, kernels):
+        """These weights as the native decode step reads them (`kernels.MlpWeights`), or None."""
+        inputs, down = fused_matrix(kernels, self, self.input_names), matrix(kernels, self, "down_proj")
+        act = activation(kernels, self.act, self.beta, self.linear_beta)
+        if inputs is None or down is None or act is None:
             return None
-        act = (0 if self.act == "situ" else 1, self.beta, self.linear_beta or 0.0)
-        return MLPDecodeStep([*inputs.matrix.pair, *down.pair], list(inputs.sizes), act)
+        return kernels.MlpWeights(inputs=inputs[0], sizes=inputs[1], down=down, act=act)
 
     def down(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
         """The second half, from gate and up projections computed elsewhere (the MoE fuses them with its own)."""
         return self.down_proj(glu(gate, up, self.act, self.beta, self.linear_beta))
 
-
-@dataclass(frozen=True)
-class MLPDecodeStep:
-    """GLUMLP's decode step as one native call (ops/native/decode_steps.cpp), its weights bound."""
-    matrices: list[torch.Tensor]     # (weight, scale) of the fused gate/up group and down_proj
-    sizes: list[int]
-    act: tuple[int, float, float]    # activation code, beta, linear beta (0: none)

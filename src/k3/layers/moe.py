@@ -8,18 +8,15 @@ weighted by fp32 routing weights and summed in fp32 (the official precision cont
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, frozen
-from k3.layers.direct import Taken, bound, float_weights, fused_matrix, matrix
+from k3.layers.decode_weights import activation, float_weights, fused_matrix, matrix
 from k3.layers.fused import project
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.mlp import GLUMLP
-from k3.ops.dispatch import direct_kernels
 from k3.ops.linear import linear
 from k3.ops.mxfp4.expert import KEYS, moe_tokens
 from k3.ops.precision import wide
@@ -87,9 +84,6 @@ class LatentMoE(nn.Module):
         """x [..., hidden] (already normalised) -> [..., hidden]."""
         shape = x.shape
         x = x.reshape(-1, shape[-1])
-        direct = self._direct(x)
-        if direct is not None:
-            return direct.reshape(shape)
         weights, ids = self.route(x)
         parts = project(self, self.input_names, x)
         z = parts[0] if self.latent else x
@@ -102,62 +96,28 @@ class LatentMoE(nn.Module):
             y = y + self.shared_experts.down(*parts[-2:])
         return y.reshape(shape)
 
-    def _direct(self, x: torch.Tensor) -> torch.Tensor | None:
-        """Decode rows: forward's native kernels called in forward's order (so its bits) without the
-        per-op dispatch -> [N, hidden], or None where forward must run (see dispatch.direct_kernels)."""
-        kernels = direct_kernels(x)
-        args = self.direct_args(x) if kernels is not None else None
-        return kernels.moe_decode_step(x, *args[1:]) if args is not None else None
-
-    def direct_args(self, x: torch.Tensor) -> tuple | None:
-        """("moe", the native MoE step's arguments after x) for decode rows x, or None where forward must
-        run. Used by `_direct` and by the decoder layer's whole-layer step."""
-        return bound(self, self.bind_args) if direct_kernels(x) is not None else None
-
-    def bind_args(self, take: Taken) -> tuple | None:
-        """direct_args' tuple, from the weights and settings `take` records (so a decoder layer can bind
-        it with its own)."""
-        step = self._bind_direct(take)
-        if step is None:
-            return None
-        return step.args(take(self, "top_k"), take(self, "renormalize"), take(self, "scaling"))
-
-    def _bind_direct(self, take: Taken) -> "MoEDecodeStep | None":
-        experts, shared, norm = take(self, "experts"), take(self, "shared_experts"), take(self, "routed_expert_norm")
+    def decode_weights(self, kernels):
+        """This layer's weights as the native decode step reads them (`kernels.MoeWeights`), or None when
+        they do not suit it (streamed experts, no shared expert or latent norm, weights as they are not)."""
+        experts, shared, norm = self.experts, self.shared_experts, getattr(self, "routed_expert_norm", None)
         if not isinstance(experts, PackedExperts) or shared is None or norm is None or not self.latent:
             return None
-        inputs = fused_matrix(take, self, self.input_names)
-        gate, up, down = matrix(take, self, "gate"), matrix(take, self, "routed_expert_up_proj"), matrix(take, shared, "down_proj")
-        bias = float_weights(take, self.gate, ("e_score_correction_bias",))   # self.gate: taken by matrix()
-        norm_w = float_weights(take, norm, ("weight",), (torch.bfloat16, torch.float32))
-        bank = {k: take(experts, k) for k in KEYS}
-        act = (experts.act, experts.beta, experts.linear_beta)
-        if (inputs is None or gate is None or up is None or down is None or bias is None or norm_w is None
-                or (shared.act, shared.beta, shared.linear_beta) != act):
+        inputs = fused_matrix(kernels, self, self.input_names)
+        router, up, down = matrix(kernels, self, "gate"), matrix(kernels, self, "routed_expert_up_proj"), matrix(kernels, shared, "down_proj")
+        bias = float_weights(self.gate, ("e_score_correction_bias",))
+        norm_w = float_weights(norm, ("weight",), (torch.bfloat16, torch.float32))
+        bank = {k: getattr(experts, k) for k in KEYS}
+        spec = (experts.act, experts.beta, experts.linear_beta)
+        act = activation(kernels, *spec)
+        if (inputs is None or router is None or up is None or down is None or bias is None or norm_w is None
+                or act is None or (shared.act, shared.beta, shared.linear_beta) != spec):
             return None
         # What the packed-expert kernel's `supports` asks of a call, on decode rows (fp32, <= MAX_ROWS):
         z = torch.empty((1, bank["w1_packed"].shape[-1] * 2))
         if not moe_tokens.supports(z, bank, torch.zeros((1, 1), dtype=torch.long), torch.zeros((1, 1)),
-                                   experts.group_size, *act):
+                                   experts.group_size, *spec):
             return None
-        codes = (0 if act[0] == "situ" else 1, act[1], act[2] or 0.0)
-        return MoEDecodeStep([*gate.pair, *inputs.matrix.pair, *up.pair, *down.pair], list(inputs.sizes), bias[0],
-                             [bank[k] for k in KEYS], codes, norm_w[0], norm.eps)
-
-
-@dataclass(frozen=True)
-class MoEDecodeStep:
-    """LatentMoE's decode step as one native call (ops/native/decode_steps.cpp), its weights bound
-    (layers/direct.py)."""
-    matrices: list[torch.Tensor]     # (weight, scale) of the router, input group, latent up, shared down
-    sizes: list[int]                 # the input group's latent, shared gate, shared up widths
-    bias: torch.Tensor
-    bank: list[torch.Tensor]         # w1, w3, w2 codes and scales (KEYS order)
-    act: tuple[int, float, float]    # activation code, beta, linear beta (0: none), as the kernels take them
-    norm: torch.Tensor
-    eps: float
-
-    def args(self, top_k: int, renormalize: bool, scaling: float) -> tuple:
-        """("moe", moe_decode_step's arguments after x)."""
-        return ("moe", self.matrices, self.sizes, self.bias, top_k, renormalize, scaling, self.bank, *self.act,
-                self.norm, self.eps)
+        return kernels.MoeWeights(router=router, bias=bias[0], top_k=self.top_k, renormalise=self.renormalize,
+                                  scaling=self.scaling, inputs=inputs[0], sizes=inputs[1], up=up, shared_down=down,
+                                  bank=[bank[k] for k in KEYS], act=act,
+                                  norm=kernels.NormWeights(weight=norm_w[0], eps=norm.eps))

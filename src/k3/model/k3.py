@@ -16,16 +16,14 @@ from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, WeightOnly
 from k3.layers.batch import ForwardBatch
 from k3.layers.state import KDAStateView, MLACacheView, StateLayout, TokenCount, new_layer_states, state_layout
-from k3.layers.direct import Taken
+from k3.layers.decode_weights import weights_changed
 from k3.model.block import DecoderLayer
-from k3.model.direct_token import TokenDecodeStep, bind_token_step, decode_token
+from k3.model.plan import Registers, output_steps, run_steps
+from k3.model.plan_binding import decode_rows, layer_steps
 from k3.model.vision import Splice, splice_for
 from k3.model.vision import attach as attach_vision
 from k3.model.vision import encode as encode_images
-from k3.ops.attnres import attn_res
-from k3.ops.dispatch import direct_kernels
 from k3.ops.linear import linear
-from k3.ops.norm import rms_norm
 
 
 @dataclass
@@ -52,43 +50,27 @@ class K3TextModel(nn.Module):
         self.embed_tokens = WeightOnly(c.vocab_size, c.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(c, i) for i in range(c.num_hidden_layers))
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps)
+        self.output_steps = output_steps(c)
         if c.attn_res_block_size is not None:
             self.output_attn_res_norm = WeightOnly(c.hidden_size)
             self.output_attn_res_proj = WeightOnly(1, c.hidden_size)
 
     def forward(self, input_ids: torch.Tensor, batch: ForwardBatch, compute_dtype: torch.dtype,
-                layer_states: list | None = None, splice: Splice | None = None) -> torch.Tensor:
+                layer_states: list | None = None, splice: Splice | None = None, native: list | None = None
+                ) -> torch.Tensor:
         """input_ids [N] packed -> final normalised hidden states [N, hidden] in compute_dtype. `splice`:
-        image rows that replace the embeddings at their positions."""
+        image rows that replace the embeddings at their positions. `native`: each layer's bound native
+        sublayer steps for decode rows (model/plan_binding.py), or None."""
         h = self.embed_tokens.weight[input_ids].to(compute_dtype)
         if splice is not None and splice.positions.numel():
             h[splice.positions] = splice.rows.to(compute_dtype)
         bank: list[torch.Tensor] = []
-        for layer, layer_state in zip(self.layers, layer_states or [None] * len(self.layers)):
-            h = layer(h, bank, batch, layer_state)
-        if bank:
-            return self._output_mix_norm(bank + [h])
-        return self.norm(h)
-
-    def _output_mix_norm(self, candidates: list[torch.Tensor]) -> torch.Tensor:
-        """Block AttnRes's output mix of candidates [N, hidden], then the final norm."""
-        direct = self._output_direct(candidates)
-        if direct is not None:
-            return direct
-        return self.norm(attn_res(candidates, self.output_attn_res_norm.weight, self.output_attn_res_proj.weight,
-                                  self.config.rms_norm_eps))
-
-    def _output_direct(self, candidates: list[torch.Tensor]) -> torch.Tensor | None:
-        """Where the dispatch would run the mix and the norm natively (decode rows), one call does
-        (attn_res_norm_rows: the same two kernels, so the same bits) and saves the interpreter between
-        them; else None."""
-        mix = (candidates, self.output_attn_res_norm.weight, self.output_attn_res_proj.weight, self.config.rms_norm_eps)
-        kernels = direct_kernels(candidates[-1])
-        if (kernels is None or not attn_res.use_native(*mix)
-                or not rms_norm.use_native(candidates[-1], self.norm.weight, self.norm.eps)):
-            return None
-        return kernels.attn_res_norm_rows([c.contiguous() for c in candidates], mix[1].contiguous(), mix[2].contiguous(),
-                                          mix[3], self.norm.weight.contiguous(), self.norm.eps)
+        n = len(self.layers)
+        for layer, layer_state, steps in zip(self.layers, layer_states or [None] * n, native or [None] * n):
+            h = layer(h, bank, batch, layer_state, steps)
+        regs = Registers(h, bank)
+        run_steps(self.output_steps, self, regs, batch)
+        return regs.x
 
 
 class K3ForCausalLM(nn.Module):
@@ -131,19 +113,23 @@ class K3ForCausalLM(nn.Module):
                       logits_index: torch.Tensor | None = None, splice: Splice | None = None) -> torch.Tensor:
         """The engine's entry: packed ids [N] -> logits [len(logits_index), vocab] (all N if None).
         `splice`: image rows for some of the N positions (prefill only)."""
-        direct = self._direct(input_ids, batch, layer_states, logits_index) if splice is None else None
-        if direct is not None:
-            return direct
-        h = self.model(input_ids, batch, self.compute_dtype, layer_states, splice)
+        if splice is None:
+            logits = decode_rows(self, input_ids, batch, layer_states, logits_index)
+            if logits is not None:
+                return logits
+        rows = torch.empty((input_ids.numel(), self.config.hidden_size), dtype=self.compute_dtype)
+        h = self.model(input_ids, batch, self.compute_dtype, layer_states, splice, layer_steps(self, rows))
         return self.logits(h if logits_index is None else h[logits_index])
 
-    def _direct(self, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
-                logits_index: torch.Tensor | None) -> torch.Tensor | None:
-        """A batch of decode rows as one native call (model/direct_token.py), or None where the layers run."""
-        return decode_token(self, input_ids, batch, layer_states, logits_index)
+    def weights_changed(self) -> None:
+        """Tell the decode plan that weights were given new storage in a way it cannot see (`param.data =
+        ...`, `.to()` on a submodule): it binds again at the next step (layers/decode_weights.py)."""
+        weights_changed()
 
-    def _bind_token(self, take: Taken) -> TokenDecodeStep | None:
-        return bind_token_step(self, take)
+    def _apply(self, fn, recurse: bool = True):
+        out = super()._apply(fn, recurse)   # .to(), .float(), .half(): parameters get new storage
+        weights_changed()
+        return out
 
     def forward(self, input_ids: torch.Tensor, state: K3State | None = None, logits_to_keep: int = 0, *,
                 pixel_values: torch.Tensor | None = None, grid_thw=None) -> torch.Tensor:

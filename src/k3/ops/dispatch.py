@@ -69,23 +69,13 @@ def prepare() -> bool:
     return not _forced_reference() and native() is not None
 
 
-def native_helpers():
-    """The native module, or None, for the helpers that are no model op and so no dispatch choice: the
-    check behind the layers' bound decode steps (layers/direct.py, ops/native/held.cpp)."""
-    return native()
-
-
-def direct_kernels(x: torch.Tensor):
-    """The native module when decode rows x [N <= MAX_ROWS, D] (fp32, CPU) may go straight to the kernels:
-    not forced to the references, outside autograd, kernels built. Else None.
-
-    A layer's decode fast path asks this once per call, checks its own weights, and then calls the
-    kernels its forward would pick, in the same order (so the same bits), without the per-op dispatch
-    and glue, a sizeable share of a decode token's time (benchmarks/decode_profile.py)."""
-    if (_forced_reference() or torch.is_grad_enabled() or x.dtype != torch.float32 or x.dim() != 2
-            or x.shape[0] > MAX_ROWS or not x.is_cpu):
+def decode_kernels(x: torch.Tensor):
+    """The native module when decode rows x [N <= MAX_ROWS, D] (fp32, CPU) may run the decode plan's native
+    steps (model/plan_binding.py), else None: the one rule above (`eligible`), and autograd off altogether,
+    since a whole native step records nothing for autograd to follow, whatever its inputs."""
+    if torch.is_grad_enabled() or x.dtype != torch.float32 or x.dim() != 2 or x.shape[0] > MAX_ROWS:
         return None
-    return native()
+    return native() if eligible((x,), {}) else None
 
 
 @dataclass(frozen=True)

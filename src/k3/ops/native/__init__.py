@@ -33,13 +33,9 @@ from pathlib import Path
 
 from k3.config import env
 
-SOURCES = ("common.cpp", "part_timing.cpp", "norm.cpp", "bf16.cpp", "int8_weights.cpp", "int8.cpp", "mxfp4_dots.cpp", "mxfp4.cpp", "gemm.cpp", "kda.cpp", "kda_chunk.cpp", "mla.cpp", "attnres.cpp", "routing.cpp", "decode_steps.cpp", "held.cpp")  # joined in order
-FUNCTIONS = ["set_simd", "set_gemv_sequential", "set_prefetch_nta", "set_int8_activations", "set_flush_denormal", "bf16_linear", "bf16_gemm", "mxfp4_gemm", "bf16_widen", "bf16_head_linear", "int8_linear", "int8_dequantize", "int8_quantize_into", "mxfp4_linear",
-             "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_moe_tokens", "mxfp4_dequantize", "kda_decode_slots", "kda_chunk", "short_conv_silu", "mla_paged_decode",
-             "attn_res_mix", "attn_res_mix_weights", "rms_norm_rows", "gated_rms_norm_rows", "kda_gates_rows", "moe_route_rows", "glu_rows",
-             "kda_decode_step", "moe_decode_step", "mla_decode_step",
-             "mlp_decode_step", "attn_res_norm_rows",
-             "layer_decode", "token_decode", "set_part_timing", "part_seconds", "objects_held"]
+SOURCES = ("common.cpp", "part_timing.cpp", "norm.cpp", "bf16.cpp", "int8_weights.cpp", "int8.cpp", "mxfp4_dots.cpp",
+           "mxfp4.cpp", "gemm.cpp", "kda.cpp", "kda_chunk.cpp", "mla.cpp", "attnres.cpp", "routing.cpp",
+           "decode_steps.cpp", "decode_plan.cpp", "bindings.cpp")  # joined in order
 CFLAGS = ["-O3", "-ffp-contract=off", "-fopenmp"]
 MAX_ROWS = 32  # above this, dequantise-then-GEMM (compute bound) wins: the weight is reused across rows
 SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}
@@ -164,7 +160,7 @@ def _build(name: str, source: str, flags: list[str], final: Path):
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
     start = time.monotonic()
     try:
-        module = load_inline(name=name, cpp_sources=[source], functions=FUNCTIONS, extra_cflags=flags,
+        module = load_inline(name=name, cpp_sources=[source], extra_cflags=flags,
                              extra_ldflags=["-fopenmp"], build_directory=str(tmp), verbose=False)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
+#include <variant>
 #include <string>
 #include <cstdint>
 #include <cstring>

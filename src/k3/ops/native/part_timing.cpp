@@ -4,8 +4,8 @@
 
 namespace {
 
-enum DecodePart { kLayerCall, kGemv, kExperts, kKdaRecurrence, kMlaAttention, kRowOps, kPartCount };
-const char* const kPartNames[kPartCount] = {"layer_decode", "gemv", "experts", "kda_recurrence", "mla_attention",
+enum DecodePart { kPlan, kGemv, kExperts, kKdaRecurrence, kMlaAttention, kRowOps, kPartCount };
+const char* const kPartNames[kPartCount] = {"decode_plan", "gemv", "experts", "kda_recurrence", "mla_attention",
                                             "row_ops"};
 bool g_part_timing = false;
 double g_part_seconds[kPartCount] = {};
@@ -45,7 +45,7 @@ bool set_part_timing(bool on) {
   return before;
 }
 
-// Seconds per part since set_part_timing (parts nest: layer_decode holds the others).
+// Seconds per part since set_part_timing (parts nest: decode_plan holds the others).
 std::map<std::string, double> part_seconds() {
   std::map<std::string, double> out;
   for (int p = 0; p < kPartCount; ++p) out[kPartNames[p]] = g_part_seconds[p];

@@ -1,0 +1,115 @@
+"""The model's one description of its layer order: a plan of steps, run op by op here or in one native loop.
+
+Every decoder layer is a short list of steps on three registers (h: the running sum the layer reads and
+returns; x: a sublayer's input; y: its output) and the Block AttnRes bank (spec §4.2): normalise (after
+an AttnRes mix of bank + [h] where the bank has entries), bank h at a block start, attend, add (or, at a
+block start, begin the block's partial sum), mix-and-normalise again, the FFN, add. The final mix and
+norm are steps too. `run_steps` runs a list with the modules (prefill, verify windows, any dtype,
+autograd); ops/native/decode_plan.cpp runs the same list for decode rows, each step with the weights
+bound to it (model/plan_binding.py). Neither knows the order: it is written here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import torch
+from torch import nn
+
+from k3.config.model import K3Config
+from k3.layers.batch import ForwardBatch
+from k3.ops.attnres import attn_res
+
+OUTPUT = -1   # Step.layer of the final mix and norm, which belong to the text model, not a layer
+
+
+class Op(IntEnum):
+    """What a step does (numbered as decode_plan.cpp's PlanOp)."""
+    NORM = 0       # x = norm(h)
+    MIX_NORM = 1   # x = norm(attn_res(bank + [h]))
+    PUSH = 2       # bank.append(h)
+    ATTENTION = 3  # y = attention(x), on the layer's state
+    FFN = 4        # y = ffn(x)
+    SET = 5        # h = y
+    ADD = 6        # h = h + y
+
+
+@dataclass(frozen=True)
+class Step:
+    op: Op
+    layer: int        # its decoder layer, or OUTPUT
+    norm: str = ""    # NORM, MIX_NORM: the RMSNorm module's name on the layer (or the text model)
+    mix: str = ""     # MIX_NORM: the AttnRes weights' prefix (<mix>_norm, <mix>_proj)
+    eps: float = 0.0  # MIX_NORM: AttnRes's epsilon
+
+
+def _banked(c: K3Config, layer: int) -> bool:
+    """Whether the AttnRes bank holds an entry when `layer` (or the output, at num_hidden_layers) begins."""
+    return any(c.is_block_start(j) for j in range(layer))
+
+
+def _input_norm(c: K3Config, at: int, layer: int, norm: str, mix: str) -> Step:
+    """The norm of a sublayer's (or the output's) input at position `at` in the stack: after an AttnRes
+    mix where the bank holds entries by then."""
+    if c.attn_res_block_size is not None and _banked(c, at):
+        return Step(Op.MIX_NORM, layer, norm, mix, c.rms_norm_eps)
+    return Step(Op.NORM, layer, norm)
+
+
+def layer_steps(c: K3Config, i: int) -> tuple[Step, ...]:
+    """Decoder layer i. Without AttnRes: pre-norm residuals. With it: the attention reads a mix of the
+    bank and the running partial sum; a block start banks its input and begins a new partial sum with
+    the attention's output; the FFN reads the mix of the bank and the partial sum."""
+    if c.attn_res_block_size is None:
+        return (Step(Op.NORM, i, "input_layernorm"), Step(Op.ATTENTION, i), Step(Op.ADD, i),
+                Step(Op.NORM, i, "post_attention_layernorm"), Step(Op.FFN, i), Step(Op.ADD, i))
+    attention = ((Step(Op.PUSH, i), Step(Op.ATTENTION, i), Step(Op.SET, i)) if c.is_block_start(i)
+                 else (Step(Op.ATTENTION, i), Step(Op.ADD, i)))
+    return (_input_norm(c, i, i, "input_layernorm", "self_attention_res"), *attention,
+            Step(Op.MIX_NORM, i, "post_attention_layernorm", "mlp_res", c.rms_norm_eps), Step(Op.FFN, i), Step(Op.ADD, i))
+
+
+def output_steps(c: K3Config) -> tuple[Step, ...]:
+    """The final AttnRes mix of the bank and the last layer's sum (with AttnRes), then the final norm."""
+    return (_input_norm(c, c.num_hidden_layers, OUTPUT, "norm", "output_attn_res"),)
+
+
+def model_steps(c: K3Config) -> tuple[Step, ...]:
+    """The whole plan, layer by layer, then the output's steps."""
+    return tuple(s for i in range(c.num_hidden_layers) for s in layer_steps(c, i)) + output_steps(c)
+
+
+@dataclass
+class Registers:
+    h: torch.Tensor
+    bank: list[torch.Tensor] = field(default_factory=list)
+    x: torch.Tensor | None = None
+    y: torch.Tensor | None = None
+
+
+def run_steps(steps: tuple[Step, ...], owner: nn.Module, regs: Registers, batch: ForwardBatch, state=None,
+              native=None) -> None:
+    """Run `steps` of one owner (a decoder layer, or the text model for OUTPUT) on `regs`, op by op through
+    the modules and the kernel registry. `native`: the layer's bound native steps for decode rows
+    (plan_binding.LayerSteps), used for the sublayers it holds; None runs every step by its module."""
+    for step in steps:
+        op = step.op
+        if op is Op.NORM:
+            regs.x = getattr(owner, step.norm)(regs.h)
+        elif op is Op.MIX_NORM:
+            mixed = attn_res(regs.bank + [regs.h], getattr(owner, step.mix + "_norm").weight,
+                             getattr(owner, step.mix + "_proj").weight, step.eps)
+            regs.x = getattr(owner, step.norm)(mixed)
+        elif op is Op.PUSH:
+            regs.bank.append(regs.h)
+        elif op is Op.ATTENTION:
+            y = native.attention(regs.x, batch, state) if native is not None else None
+            regs.y = owner.self_attn(regs.x, batch, state) if y is None else y
+        elif op is Op.FFN:
+            y = native.ffn(regs.x) if native is not None else None
+            regs.y = owner.ffn(regs.x) if y is None else y
+        elif op is Op.SET:
+            regs.h = regs.y
+        else:
+            regs.h = regs.h + regs.y
