@@ -86,7 +86,6 @@ void bind_plan(py::module_& m) {
   using py::arg;
   m.def("attention_step", &attention_step, arg("x"), arg("weights"), arg("state"));
   m.def("ffn_step", &ffn_step, arg("x"), arg("weights"));
-  m.def("mix_norm_rows", &mix_norm_rows, arg("cands"), arg("weights"));
   m.def("make_decode_plan", &make_decode_plan, arg("embed"), arg("steps"), arg("head"));
   m.def("decode_plan", &decode_plan, arg("plan"), arg("ids"), arg("states"), arg("rows"));
 }
