@@ -1,4 +1,4 @@
-"""The opt-in int8-activation MXFP4 path's AVX-512 VNNI form (int8.cpp): the same codes and scales as the
+"""The opt-in int8-activation MXFP4 path's AVX-512 VNNI form (mxfp4_int8.h): the same codes and scales as the
 AVX2 form, so the same products up to fp32 summation order; a row's result never depends on the rows
 beside it; the MoE kernels quantise a token's activations once for all its experts, with the same bits as
 quantising them per expert. Shapes are odd on purpose: whole 128-column blocks, a group past the last

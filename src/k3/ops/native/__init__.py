@@ -2,13 +2,11 @@
 reading each weight byte once; KDA's whole one-token step on the state slots; MLA decode over the paged
 cache in place; AttnRes mixes.
 
-Built from the `.cpp` files here with torch's cpp_extension, once per build key (the sources, the flags,
-torch's version, the Python ABI and the compiler), into K3_NATIVE_CACHE (default ~/.cache/k3/native).
-Each build happens in a private temporary directory that is renamed into place when done, so two
-processes (two virtualenvs, a user and CI) never block on or corrupt each other's build: the first to
-finish publishes, the other keeps its own copy. `python -m k3.ops.native` builds ahead of time (make
-and CI do). Features are read from /proc/cpuinfo, never assumed: AVX2+FMA code when the CPU has them,
-AVX-512 forms when it lists avx512f/bw/vl. Without a compiler, or with K3_NATIVE=0, `native()` is None
+Built from the `.cpp` files here, one translation unit each, with torch's cpp_extension (build.py:
+incremental, under a file lock, published by one rename) into K3_NATIVE_CACHE (default
+~/.cache/k3/native). `python -m k3.ops.native` builds ahead of time (make and CI do). Features are read
+from /proc/cpuinfo, never assumed: AVX2+FMA code when the CPU has them, AVX-512 forms when it lists
+avx512f/bw/vl. Without a compiler, or with K3_NATIVE=0, `native()` is None
 and every op runs its PyTorch reference (`k3.ops.dispatch` decides per call). K3_NATIVE_SIMD=scalar|avx2|avx512
 caps the instruction set. Results equal the references up to fp32 summation order, except the opt-in
 int8-activation MXFP4 path (bounded error). Prefill-sized products run a native blocked GEMM
@@ -18,25 +16,16 @@ int8-activation MXFP4 path (bounded error). Prefill-sized products run a native 
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.machinery
-import importlib.util
-import os
-import shutil
-import subprocess
-import sys
-import sysconfig
-import tempfile
-import time
 import warnings
 from pathlib import Path
 
 from k3.config import env
+from k3.ops.native import build
 
-SOURCES = ("common.cpp", "part_timing.cpp", "norm.cpp", "bf16.cpp", "int8_weights.cpp", "int8.cpp", "mxfp4_dots.cpp",
-           "mxfp4.cpp", "gemm.cpp", "kda.cpp", "kda_chunk.cpp", "mla.cpp", "attnres.cpp", "routing.cpp",
-           "decode_steps.cpp", "decode_plan.cpp", "bindings.cpp")  # joined in order
-CFLAGS = ["-O3", "-ffp-contract=off", "-fopenmp"]
+# Hidden visibility: the units' shared settings (k3.h's inline variables) are read directly, not through
+# the dynamic linker's table; only the module's init function is exported. -Wno-psabi: the AVX-512 forms
+# pass 16-lane vectors between inlined helpers, never across an ABI boundary.
+CFLAGS = ["-O3", "-ffp-contract=off", "-fopenmp", "-fvisibility=hidden", "-Wno-psabi"]
 MAX_ROWS = 32  # above this, dequantise-then-GEMM (compute bound) wins: the weight is reused across rows
 SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}
 
@@ -125,55 +114,6 @@ def cache_root() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def _compiler() -> str:
-    cxx = os.environ.get("CXX", "c++")
-    try:
-        return subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
-    except (OSError, subprocess.SubprocessError):
-        return f"{cxx} (version unknown)"
-
-
-def build_key(source: str, flags: list[str]) -> str:
-    """Everything the built library depends on: a change to any of them is a different build."""
-    import torch
-
-    parts = [source, " ".join(flags), torch.__version__, sys.implementation.cache_tag,
-             sysconfig.get_config_var("EXT_SUFFIX") or "", _compiler()]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-
-
-def _import(name: str, directory: Path):
-    path = directory / f"{name}.so"
-    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-def _build(name: str, source: str, flags: list[str], final: Path):
-    """Build in a private directory, then publish it under `final` with one rename."""
-    from torch.utils.cpp_extension import load_inline
-
-    final.parent.mkdir(parents=True, exist_ok=True)
-    print(f"k3: building k3's CPU kernels, once, about a minute (into {final})", file=sys.stderr, flush=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
-    start = time.monotonic()
-    try:
-        module = load_inline(name=name, cpp_sources=[source], extra_cflags=flags,
-                             extra_ldflags=["-fopenmp"], build_directory=str(tmp), verbose=False)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    print(f"k3: CPU kernels built in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
-    try:
-        os.rename(tmp, final)      # atomic; fails when another process published this key first
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)   # theirs is the same build; ours stays loaded
-    return module
-
-
-@functools.lru_cache(maxsize=1)
 def native():
     """The compiled module, or None (disabled, or the build failed: a warning says why)."""
     if not env.switch("K3_NATIVE", True):
@@ -181,10 +121,7 @@ def native():
     try:
         level = simd_level()
         flags = CFLAGS + (["-mavx2", "-mfma"] if level >= 1 else [])
-        source = "\n".join((Path(__file__).with_name(name)).read_text() for name in SOURCES)
-        name = f"k3_native_{build_key(source, flags)}"
-        final = cache_root() / name
-        module = _import(name, final) if (final / f"{name}.so").is_file() else _build(name, source, flags, final)
+        module = build.load_or_build(flags, cache_root())
         module.set_simd(level)
         module.set_gemv_sequential(decode_gemv() == "sequential")
         module.set_prefetch_nta(weight_prefetch() == "nta")
@@ -199,7 +136,7 @@ def native():
 def set_int8_activations(on: bool) -> bool:
     """Opt in (or out) to int8 activations in the decode-sized MXFP4 products (AVX2 CPUs): each group of
     32 activations is rounded to int8 with its own scale and multiplied by the codes as integers.
-    Faster; the error per output is bounded (see int8.cpp; tested). K3_MXFP4_INT8=1 turns it on at
+    Faster; the error per output is bounded (see mxfp4_int8.h; tested). K3_MXFP4_INT8=1 turns it on at
     load. Returns the previous setting; False when the native kernels are unavailable."""
     kernels = native()
     return False if kernels is None else kernels.set_int8_activations(bool(on))

@@ -6,6 +6,9 @@
 // attn_res_mix_weights: the same with the pseudo-query formed here, q = norm ⊙ proj in fp32 (norm [D],
 // proj [1, D], bf16 or fp32): a decode step needs it at every layer, and forming it in ATen was three
 // small ops (two of them bf16 widenings) a call.
+#include "k3.h"
+
+namespace k3 {
 
 namespace {
 
@@ -37,9 +40,9 @@ std::pair<float, float> square_and_dot(const float* x, const float* q, int64_t D
 namespace {
 
 // cands checked by check_candidates; q [D].
-torch::Tensor mix(const std::vector<torch::Tensor>& cands, const float* q, double eps) {
+at::Tensor mix(const std::vector<at::Tensor>& cands, const float* q, double eps) {
   const int64_t J = static_cast<int64_t>(cands.size()), N = cands[0].size(0), D = cands[0].size(1);
-  auto out = torch::zeros({N, D}, cands[0].options());
+  auto out = at::zeros({N, D}, cands[0].options());
   // Rows are independent (each summed alone, so the same bits in any batch): prefill's split over threads.
 #pragma omp parallel for schedule(static) if (N > 64)
   for (int64_t n = 0; n < N; ++n) {
@@ -62,16 +65,16 @@ torch::Tensor mix(const std::vector<torch::Tensor>& cands, const float* q, doubl
   return out;
 }
 
-void check_candidates(const std::vector<torch::Tensor>& cands, int64_t D) {
+void check_candidates(const std::vector<at::Tensor>& cands, int64_t D) {
   for (const auto& c : cands)
-    TORCH_CHECK(c.dim() == 2 && c.scalar_type() == torch::kFloat32 && c.is_contiguous() && c.size(0) == cands[0].size(0) &&
+    TORCH_CHECK(c.dim() == 2 && c.scalar_type() == at::kFloat && c.is_contiguous() && c.size(0) == cands[0].size(0) &&
                 c.size(1) == D, "candidates must be contiguous fp32 [N, D] of one shape");
 }
 
 // w [D] (bf16 or fp32) as fp32 values.
-std::vector<float> widened(const torch::Tensor& w) {
+std::vector<float> widened(const at::Tensor& w) {
   std::vector<float> out(w.numel());
-  if (w.scalar_type() == torch::kBFloat16) {
+  if (w.scalar_type() == at::kBFloat16) {
     const uint16_t* p = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
     for (size_t d = 0; d < out.size(); ++d) out[d] = bf16_to_f32(p[d]);
   } else {
@@ -82,23 +85,25 @@ std::vector<float> widened(const torch::Tensor& w) {
 
 }  // namespace
 
-torch::Tensor attn_res_mix(std::vector<torch::Tensor> cands, torch::Tensor query, double eps) {
+at::Tensor attn_res_mix(std::vector<at::Tensor> cands, at::Tensor query, double eps) {
   TORCH_CHECK(!cands.empty(), "attn_res_mix needs at least one candidate");
   const int64_t D = cands[0].size(-1);
   check_candidates(cands, D);
-  TORCH_CHECK(query.scalar_type() == torch::kFloat32 && query.is_contiguous() && query.numel() == D, "query must be fp32 [D]");
+  TORCH_CHECK(query.scalar_type() == at::kFloat && query.is_contiguous() && query.numel() == D, "query must be fp32 [D]");
   return mix(cands, query.data_ptr<float>(), eps);
 }
 
-torch::Tensor attn_res_mix_weights(std::vector<torch::Tensor> cands, torch::Tensor norm, torch::Tensor proj, double eps) {
+at::Tensor attn_res_mix_weights(std::vector<at::Tensor> cands, at::Tensor norm, at::Tensor proj, double eps) {
   TORCH_CHECK(!cands.empty(), "attn_res_mix needs at least one candidate");
   const int64_t D = cands[0].size(-1);
   check_candidates(cands, D);
   for (const auto* w : {&norm, &proj})
-    TORCH_CHECK((w->scalar_type() == torch::kFloat32 || w->scalar_type() == torch::kBFloat16) && w->is_contiguous() &&
+    TORCH_CHECK((w->scalar_type() == at::kFloat || w->scalar_type() == at::kBFloat16) && w->is_contiguous() &&
                 w->numel() == D, "AttnRes norm and proj weights must be contiguous bf16 or fp32 with ", D, " entries");
   std::vector<float> q = widened(norm);
   const std::vector<float> p = widened(proj);
   for (int64_t d = 0; d < D; ++d) q[d] *= p[d];
   return mix(cands, q.data(), eps);
 }
+
+}  // namespace k3

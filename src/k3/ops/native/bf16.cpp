@@ -3,6 +3,9 @@
 //                              y[n, h, c] = sum_r w[h, r, c] x[n, h, r]   (transpose true)
 //                   x fp32 [N, H, in], w bf16 [H, R, C] with contiguous rows (any head/row strides):
 //                   MLA's absorbed decode multiplies by both halves of kv_b_proj without widening them.
+#include "k3.h"
+
+namespace k3 {
 
 namespace {
 
@@ -150,11 +153,11 @@ void linear_outputs(const uint16_t* w, const float* x, int64_t N, int64_t K, int
 
 }  // namespace
 
-torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
-  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kBFloat16 && w.is_contiguous(), "w must be contiguous bf16 [O, K]");
+at::Tensor bf16_linear(at::Tensor x, at::Tensor w) {
+  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == at::kBFloat16 && w.is_contiguous(), "w must be contiguous bf16 [O, K]");
   const int64_t N = x.size(0), K = w.size(1), O = w.size(0);
   check_x(x, K);
-  auto y = torch::empty({N, O}, x.options());
+  auto y = at::empty({N, O}, x.options());
   const SplitRows split(x.data_ptr<float>(), N, K, g_simd >= 2 ? 32 : g_simd >= 1 ? 16 : 0);
   const float* xp = split.data.data();
   const uint16_t* wp = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
@@ -182,9 +185,9 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
 
 // bf16 -> fp32, exact (the 16 bits become the high half), for the GEMMs of many rows: ATen's
 // conversion ran at about 0.5 G elements/s here, this loop vectorises to several per nanosecond.
-torch::Tensor bf16_widen(torch::Tensor w) {
-  TORCH_CHECK(w.scalar_type() == torch::kBFloat16 && w.is_contiguous(), "w must be contiguous bf16");
-  auto out = torch::empty(w.sizes(), w.options().dtype(torch::kFloat32));
+at::Tensor bf16_widen(at::Tensor w) {
+  TORCH_CHECK(w.scalar_type() == at::kBFloat16 && w.is_contiguous(), "w must be contiguous bf16");
+  auto out = at::empty(w.sizes(), w.options().dtype(at::kFloat));
   const uint16_t* src = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
   uint32_t* dst = reinterpret_cast<uint32_t*>(out.data_ptr<float>());
   const int64_t n = w.numel();
@@ -193,16 +196,16 @@ torch::Tensor bf16_widen(torch::Tensor w) {
   return out;
 }
 
-torch::Tensor bf16_head_linear(torch::Tensor x, torch::Tensor w, bool transpose) {
-  TORCH_CHECK(w.dim() == 3 && w.scalar_type() == torch::kBFloat16 && w.stride(2) == 1, "w must be bf16 [H, R, C] with contiguous rows");
-  TORCH_CHECK(x.dim() == 3 && x.scalar_type() == torch::kFloat32 && x.is_contiguous(), "x must be contiguous fp32 [N, H, in]");
+at::Tensor bf16_head_linear(at::Tensor x, at::Tensor w, bool transpose) {
+  TORCH_CHECK(w.dim() == 3 && w.scalar_type() == at::kBFloat16 && w.stride(2) == 1, "w must be bf16 [H, R, C] with contiguous rows");
+  TORCH_CHECK(x.dim() == 3 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x must be contiguous fp32 [N, H, in]");
   const int64_t N = x.size(0), H = w.size(0), R = w.size(1), C = w.size(2);
   const int64_t in = transpose ? R : C, out = transpose ? C : R;
   TORCH_CHECK(x.size(1) == H && x.size(2) == in, "x must be [N, H, ", in, "]");
   const uint16_t* wp = reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>());
   const int64_t hs = w.stride(0), rs = w.stride(1);
   const float* xp = x.data_ptr<float>();
-  auto y = torch::zeros({N, H, out}, x.options());
+  auto y = at::zeros({N, H, out}, x.options());
   float* yp = y.data_ptr<float>();
 #pragma omp parallel for schedule(static)
   for (int64_t nh = 0; nh < N * H; ++nh) {
@@ -216,3 +219,5 @@ torch::Tensor bf16_head_linear(torch::Tensor x, torch::Tensor w, bool transpose)
   }
   return y;
 }
+
+}  // namespace k3

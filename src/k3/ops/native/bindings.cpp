@@ -1,40 +1,46 @@
 // The Python module: every entry point with its typed signature and named arguments (a wrong type or a
 // missing argument is a TypeError that prints the signature), and the decode plan's weight and state
 // structs as classes with named fields. The kernel registry (k3/ops/dispatch.py) decides which Python
-// calls reach these; model/plan_binding.py builds the structs.
+// calls reach these; model/plan_binding.py builds the structs. The only unit that sees pybind11: torch's
+// pybind.h brings it with the casters for tensors (torch/extension.h would add all of libtorch's C++ API,
+// three times the compile time).
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+#include "decode.h"
 
 namespace py = pybind11;
+using namespace k3;
 
 namespace {
 
 void bind_structs(py::module_& m) {
   using py::arg;
   py::class_<Matrix>(m, "Matrix", "A Linear's weight for the decode GEMV: bf16 [out, in] (scale empty), or int8 codes and bf16 scales")
-      .def(py::init<torch::Tensor, torch::Tensor>(), arg("weight"), arg("scale"))
+      .def(py::init<at::Tensor, at::Tensor>(), arg("weight"), arg("scale"))
       .def_readonly("weight", &Matrix::weight).def_readonly("scale", &Matrix::scale);
   py::class_<NormWeights>(m, "NormWeights", "An RMSNorm's weight and epsilon")
-      .def(py::init<torch::Tensor, double>(), arg("weight"), arg("eps"))
+      .def(py::init<at::Tensor, double>(), arg("weight"), arg("eps"))
       .def_readonly("weight", &NormWeights::weight).def_readonly("eps", &NormWeights::eps);
   py::class_<MixNormWeights>(m, "MixNormWeights", "Block AttnRes's mix weights and the RMSNorm it feeds")
-      .def(py::init<torch::Tensor, torch::Tensor, double, NormWeights>(), arg("norm"), arg("proj"), arg("eps"), arg("then"));
+      .def(py::init<at::Tensor, at::Tensor, double, NormWeights>(), arg("norm"), arg("proj"), arg("eps"), arg("then"));
   py::class_<Activation>(m, "Activation", "code (0 SiTU, 1 SiLU), beta, linear beta (0: none)")
       .def(py::init<int64_t, double, double>(), arg("code"), arg("beta"), arg("linear_beta"));
   py::class_<KdaWeights>(m, "KdaWeights", "KimiDeltaAttention's decode weights (decode_steps.cpp)")
-      .def(py::init<Matrix, Ints, Matrix, Matrix, torch::Tensor, torch::Tensor, bool, double, Tensors, torch::Tensor, double,
+      .def(py::init<Matrix, Ints, Matrix, Matrix, at::Tensor, at::Tensor, bool, double, Tensors, at::Tensor, double,
                     double>(),
            arg("inputs"), arg("sizes"), arg("f_b"), arg("o_proj"), arg("a_log"), arg("dt_bias"), arg("bounded"),
            arg("lower_bound"), arg("conv"), arg("o_norm"), arg("eps"), arg("scale"));
   py::class_<KdaState>(m, "KdaState", "A KDA step's recurrent pool, conv tail pools and slot index")
-      .def(py::init<torch::Tensor, Tensors, torch::Tensor>(), arg("recurrent"), arg("tails"), arg("index"));
+      .def(py::init<at::Tensor, Tensors, at::Tensor>(), arg("recurrent"), arg("tails"), arg("index"));
   py::class_<MlaWeights>(m, "MlaWeights", "Gated MLA's decode weights (decode_steps.cpp)")
-      .def(py::init<Matrix, Ints, Matrix, Matrix, NormWeights, NormWeights, torch::Tensor, torch::Tensor, double>(),
+      .def(py::init<Matrix, Ints, Matrix, Matrix, NormWeights, NormWeights, at::Tensor, at::Tensor, double>(),
            arg("inputs"), arg("sizes"), arg("q_b"), arg("o_proj"), arg("q_a_norm"), arg("kv_a_norm"), arg("w_uk"),
            arg("w_uv"), arg("scale"));
   py::class_<MlaState>(m, "MlaState", "An MLA step's paged cache and the pool rows its new latents go to")
-      .def(py::init<torch::Tensor, torch::Tensor, torch::Tensor, int64_t, torch::Tensor>(), arg("pool"), arg("tables"),
+      .def(py::init<at::Tensor, at::Tensor, at::Tensor, int64_t, at::Tensor>(), arg("pool"), arg("tables"),
            arg("lens"), arg("block_size"), arg("new_rows"));
   py::class_<MoeWeights>(m, "MoeWeights", "LatentMoE's decode weights (decode_steps.cpp)")
-      .def(py::init<Matrix, torch::Tensor, int64_t, bool, double, Matrix, Ints, Matrix, Matrix, Tensors, Activation,
+      .def(py::init<Matrix, at::Tensor, int64_t, bool, double, Matrix, Ints, Matrix, Matrix, Tensors, Activation,
                     NormWeights>(),
            arg("router"), arg("bias"), arg("top_k"), arg("renormalise"), arg("scaling"), arg("inputs"), arg("sizes"),
            arg("up"), arg("shared_down"), arg("bank"), arg("act"), arg("norm"));

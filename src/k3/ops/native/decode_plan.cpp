@@ -2,6 +2,10 @@
 // registers (h, the running sum; x, a sublayer's input; y, its output) and the AttnRes bank; Python runs
 // that list op by op (any batch, any dtype, autograd), and here the same list runs for N sequences of one
 // new token each. Nothing here knows the layer order: it is the list's.
+#include "decode.h"
+#include <ATen/ops/index_select.h>
+
+namespace k3 {
 
 namespace {
 
@@ -10,27 +14,10 @@ enum PlanOp : int64_t { kNorm = 0, kMixNorm = 1, kPush = 2, kAttention = 3, kFfn
 
 }  // namespace
 
-// One step, with the weights its op reads (bound once: model/plan_binding.py). `layer` picks the
-// attention state of the call for an attention step.
-struct PlanStep {
-  int64_t op, layer;
-  std::optional<NormWeights> norm;
-  std::optional<MixNormWeights> mix;
-  std::optional<AttentionWeights> attention;
-  std::optional<FfnWeights> ffn;
-};
-
-// A whole model's bound plan: the embedding table [V, D] (bf16 or fp32), the steps, the vocabulary head.
-struct DecodePlan {
-  torch::Tensor embed;
-  std::vector<PlanStep> steps;
-  Matrix head;
-};
-
 // A plan whose every step holds what its op reads (checked once here, not per token).
-DecodePlan make_decode_plan(torch::Tensor embed, std::vector<PlanStep> steps, Matrix head) {
+DecodePlan make_decode_plan(at::Tensor embed, std::vector<PlanStep> steps, Matrix head) {
   TORCH_CHECK(embed.dim() == 2 && embed.is_contiguous() &&
-                  (embed.scalar_type() == torch::kBFloat16 || embed.scalar_type() == torch::kFloat32),
+                  (embed.scalar_type() == at::kBFloat16 || embed.scalar_type() == at::kFloat),
               "decode plan: the embedding table must be contiguous bf16 or fp32 [vocab, hidden]");
   for (size_t i = 0; i < steps.size(); ++i) {
     const auto& s = steps[i];
@@ -45,13 +32,13 @@ namespace {
 
 // Rows ids [N] (int64) of an embedding table as fp32 [N, D]: the bf16 bits become each value's high
 // half, exactly as table[ids].to(float32).
-torch::Tensor embed_rows(const torch::Tensor& table, const torch::Tensor& ids) {
-  TORCH_CHECK(ids.dim() == 1 && ids.scalar_type() == torch::kLong && ids.is_contiguous(), "ids must be contiguous int64 [N]");
+at::Tensor embed_rows(const at::Tensor& table, const at::Tensor& ids) {
+  TORCH_CHECK(ids.dim() == 1 && ids.scalar_type() == at::kLong && ids.is_contiguous(), "ids must be contiguous int64 [N]");
   const int64_t N = ids.size(0), V = table.size(0);
   const int64_t* id = ids.data_ptr<int64_t>();
   for (int64_t n = 0; n < N; ++n) TORCH_CHECK(id[n] >= 0 && id[n] < V, "token id ", id[n], " out of range [0, ", V, ")");
   const auto picked = table.index_select(0, ids);
-  return table.scalar_type() == torch::kFloat32 ? picked : bf16_widen(picked);
+  return table.scalar_type() == at::kFloat ? picked : bf16_widen(picked);
 }
 
 }  // namespace
@@ -59,10 +46,10 @@ torch::Tensor embed_rows(const torch::Tensor& table, const torch::Tensor& ids) {
 // Logits [len(rows) or N, vocab] of N sequences that each bring one new token ids [N]: the embedding rows,
 // the plan's steps in order, the rows `rows` of the final x (all when empty) and the head. states[layer]:
 // each attention layer's state for this step.
-torch::Tensor decode_plan(const DecodePlan& plan, torch::Tensor ids, const std::vector<AttentionState>& states,
-                          torch::Tensor rows) {
+at::Tensor decode_plan(const DecodePlan& plan, at::Tensor ids, const std::vector<AttentionState>& states,
+                          at::Tensor rows) {
   PartTimer timer(kPlan);
-  torch::Tensor h = embed_rows(plan.embed, ids), x, y;
+  at::Tensor h = embed_rows(plan.embed, ids), x, y;
   Tensors bank;
   for (const auto& s : plan.steps) {
     switch (s.op) {
@@ -87,3 +74,5 @@ torch::Tensor decode_plan(const DecodePlan& plan, torch::Tensor ids, const std::
   if (rows.numel() > 0) x = x.index_select(0, rows);
   return gemv(x, plan.head);
 }
+
+}  // namespace k3

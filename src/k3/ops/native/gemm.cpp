@@ -14,6 +14,10 @@
 // Faster than widening the weight for MKL's sgemm where MKL runs without its AVX-512 code (AVX2-only
 // CPUs; AMD CPUs, where MKL takes its AVX2 code): docs/design/kernels.md, benchmarks/forward.py.
 // Used where k3.ops.native.prefill_gemm() says.
+#include "k3.h"
+#include "mxfp4.h"
+
+namespace k3 {
 
 namespace {
 
@@ -249,22 +253,24 @@ void gemm(const float* x, const Weights& w, int64_t M, int64_t K, int64_t N, flo
 
 }  // namespace
 
-torch::Tensor bf16_gemm(torch::Tensor x, torch::Tensor w) {
-  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == torch::kBFloat16 && w.is_contiguous(), "w must be contiguous bf16 [N, K]");
+at::Tensor bf16_gemm(at::Tensor x, at::Tensor w) {
+  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == at::kBFloat16 && w.is_contiguous(), "w must be contiguous bf16 [N, K]");
   const int64_t M = x.size(0), K = w.size(1), N = w.size(0);
   check_x(x, K);
-  auto y = torch::empty({M, N}, x.options());
+  auto y = at::empty({M, N}, x.options());
   gemm(x.data_ptr<float>(), Bf16Weights{reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()), K}, M, K, N,
        y.data_ptr<float>());
   return y;
 }
 
-torch::Tensor mxfp4_gemm(torch::Tensor x, torch::Tensor packed, torch::Tensor scale) {
+at::Tensor mxfp4_gemm(at::Tensor x, at::Tensor packed, at::Tensor scale) {
   check_packed(packed, scale);
   const int64_t M = x.size(0), K = packed.size(1) * 2, N = packed.size(0);
   check_x(x, K);
-  auto y = torch::empty({M, N}, x.options());
+  auto y = at::empty({M, N}, x.options());
   gemm(x.data_ptr<float>(), Mxfp4Weights{packed.data_ptr<uint8_t>(), scale.data_ptr<uint8_t>(), K}, M, K, N,
        y.data_ptr<float>());
   return y;
 }
+
+}  // namespace k3

@@ -12,6 +12,9 @@
 //   |y - y_exact| <= sum_g (max|x_g| / 65534) * sum_{k in g} |w[o, k]|
 // (2^-16 of each group's largest input; tests/ops/test_int8.py checks every output against it). Tiles and the fixed per-output
 // order follow bf16.cpp (batch invariance); each weight byte is read once.
+#include "k3.h"
+
+namespace k3 {
 
 namespace {
 
@@ -136,20 +139,20 @@ inline float int8_weight(const int8_t* q, const uint16_t* s, int64_t k) {
   return static_cast<float>(q[k]) * bf16_to_f32(s[k / kInt8Group]);
 }
 
-void check_int8_weights(const torch::Tensor& q, const torch::Tensor& s) {
-  TORCH_CHECK(q.dim() == 2 && q.scalar_type() == torch::kChar && q.is_contiguous(), "q must be contiguous int8 [O, K]");
+void check_int8_weights(const at::Tensor& q, const at::Tensor& s) {
+  TORCH_CHECK(q.dim() == 2 && q.scalar_type() == at::kChar && q.is_contiguous(), "q must be contiguous int8 [O, K]");
   const int64_t G = (q.size(1) + kInt8Group - 1) / kInt8Group;
-  TORCH_CHECK(s.dim() == 2 && s.scalar_type() == torch::kBFloat16 && s.is_contiguous() && s.size(0) == q.size(0)
+  TORCH_CHECK(s.dim() == 2 && s.scalar_type() == at::kBFloat16 && s.is_contiguous() && s.size(0) == q.size(0)
               && s.size(1) == G, "s must be contiguous bf16 [O, ceil(K / 32)]");
 }
 
 }  // namespace
 
-torch::Tensor int8_linear(torch::Tensor x, torch::Tensor q, torch::Tensor s) {
+at::Tensor int8_linear(at::Tensor x, at::Tensor q, at::Tensor s) {
   check_int8_weights(q, s);
   const int64_t N = x.size(0), K = q.size(1), O = q.size(0), G = s.size(1);
   check_x(x, K);
-  auto y = torch::empty({N, O}, x.options());
+  auto y = at::empty({N, O}, x.options());
   std::vector<int16_t> xq(N * K);
   std::vector<float> xs(N * G);
   quantise_groups_int16(x.data_ptr<float>(), N, K, G, xq.data(), xs.data());
@@ -174,10 +177,10 @@ torch::Tensor int8_linear(torch::Tensor x, torch::Tensor q, torch::Tensor s) {
   return y;
 }
 
-torch::Tensor int8_dequantize(torch::Tensor q, torch::Tensor s) {
+at::Tensor int8_dequantize(at::Tensor q, at::Tensor s) {
   check_int8_weights(q, s);
   const int64_t O = q.size(0), K = q.size(1), G = s.size(1);
-  auto out = torch::empty({O, K}, q.options().dtype(torch::kFloat32));
+  auto out = at::empty({O, K}, q.options().dtype(at::kFloat));
   const int8_t* qp = q.data_ptr<int8_t>();
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(s.data_ptr<at::BFloat16>());
   float* dst = out.data_ptr<float>();
@@ -237,7 +240,7 @@ bool quantise_rows(const T* w, int64_t O, int64_t K, int64_t G, int8_t* q, uint1
 
 // w [O, K] (bf16, fp16 or fp32, contiguous) -> q, s (preallocated int8 [O, K], bf16 [O, ceil(K / 32)]).
 // Returns false, leaving q and s partly written, when w holds inf or NaN.
-bool int8_quantize_into(torch::Tensor w, torch::Tensor q, torch::Tensor s) {
+bool int8_quantize_into(at::Tensor w, at::Tensor q, at::Tensor s) {
   check_int8_weights(q, s);
   TORCH_CHECK(w.dim() == 2 && w.is_contiguous() && w.size(0) == q.size(0) && w.size(1) == q.size(1),
               "w must be contiguous [O, K] like q");
@@ -245,9 +248,11 @@ bool int8_quantize_into(torch::Tensor w, torch::Tensor q, torch::Tensor s) {
   int8_t* qp = q.data_ptr<int8_t>();
   uint16_t* sp = reinterpret_cast<uint16_t*>(s.data_ptr<at::BFloat16>());
   switch (w.scalar_type()) {
-    case torch::kBFloat16: return quantise_rows(w.data_ptr<at::BFloat16>(), O, K, G, qp, sp);
-    case torch::kHalf: return quantise_rows(w.data_ptr<at::Half>(), O, K, G, qp, sp);
-    case torch::kFloat: return quantise_rows(w.data_ptr<float>(), O, K, G, qp, sp);
+    case at::kBFloat16: return quantise_rows(w.data_ptr<at::BFloat16>(), O, K, G, qp, sp);
+    case at::kHalf: return quantise_rows(w.data_ptr<at::Half>(), O, K, G, qp, sp);
+    case at::kFloat: return quantise_rows(w.data_ptr<float>(), O, K, G, qp, sp);
     default: TORCH_CHECK(false, "w must be bf16, fp16 or fp32");
   }
 }
+
+}  // namespace k3

@@ -12,6 +12,10 @@
 //   g[n, h, d] = lb * sigmoid(exp(A_log[h]) * (raw[n, h, d] + dt_bias[h, d]))   (bounded, K3)
 //              = -exp(A_log[h]) * softplus(raw[n, h, d] + dt_bias[h, d])          (unbounded, Kimi-Linear)
 //   beta[n, h] = sigmoid(b[n, h]);   raw fp32 [n, H*D], b fp32 [n, H], A_log [H], dt_bias [H*D].
+#include "k3.h"
+#include <ATen/ops/empty_like.h>
+
+namespace k3 {
 
 namespace {
 
@@ -129,23 +133,23 @@ void delta_rule_head(const float* q, const float* k, const float* v, const float
   for (; c0 < V; c0 += 16) delta_rule_columns_avx512<1>(q, k, v, decay.data(), beta, S, o, K, V, scale, next, c0);
 }
 
-void check_f32(const torch::Tensor& t, std::initializer_list<int64_t> shape, const char* name) {
-  TORCH_CHECK(t.scalar_type() == torch::kFloat32 && t.is_contiguous() && t.sizes().equals(shape),
+void check_f32(const at::Tensor& t, std::initializer_list<int64_t> shape, const char* name) {
+  TORCH_CHECK(t.scalar_type() == at::kFloat && t.is_contiguous() && t.sizes().equals(shape),
               name, " must be contiguous fp32 of shape ", c10::IntArrayRef(shape), ", got ", t.sizes());
 }
 
 }  // namespace
 
-void check_pool(const torch::Tensor& t, int64_t rows, int64_t cols, const char* name) {
-  TORCH_CHECK(t.scalar_type() == torch::kFloat32 && t.is_contiguous() && t.dim() == 3 && t.size(1) == rows &&
+void check_pool(const at::Tensor& t, int64_t rows, int64_t cols, const char* name) {
+  TORCH_CHECK(t.scalar_type() == at::kFloat && t.is_contiguous() && t.dim() == 3 && t.size(1) == rows &&
               t.size(2) == cols, name, " must be a contiguous fp32 pool [slots, ", rows, ", ", cols, "], got ", t.sizes());
 }
 
-torch::Tensor kda_decode_slots(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor wq, torch::Tensor wk,
-                               torch::Tensor wv, torch::Tensor tq, torch::Tensor tk, torch::Tensor tv, torch::Tensor S,
-                               torch::Tensor index, torch::Tensor g, torch::Tensor beta, double scale) {
-  TORCH_CHECK(S.dim() == 4 && S.scalar_type() == torch::kFloat32 && S.is_contiguous(), "state pool must be contiguous fp32 [slots, H, K, V]");
-  TORCH_CHECK(index.dim() == 1 && index.scalar_type() == torch::kInt64 && index.is_contiguous(), "index must be int64 [n]");
+at::Tensor kda_decode_slots(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor wq, at::Tensor wk,
+                               at::Tensor wv, at::Tensor tq, at::Tensor tk, at::Tensor tv, at::Tensor S,
+                               at::Tensor index, at::Tensor g, at::Tensor beta, double scale) {
+  TORCH_CHECK(S.dim() == 4 && S.scalar_type() == at::kFloat && S.is_contiguous(), "state pool must be contiguous fp32 [slots, H, K, V]");
+  TORCH_CHECK(index.dim() == 1 && index.scalar_type() == at::kLong && index.is_contiguous(), "index must be int64 [n]");
   const int64_t slots = S.size(0), H = S.size(1), K = S.size(2), V = S.size(3), P = H * K, Kc = wq.size(1);
   const int64_t n = index.size(0);
   TORCH_CHECK(Kc >= 2, "short conv kernel must have at least 2 taps");
@@ -163,8 +167,8 @@ torch::Tensor kda_decode_slots(torch::Tensor q, torch::Tensor k, torch::Tensor v
   std::sort(seen.begin(), seen.end());
   TORCH_CHECK(n == 0 || (seen.front() >= 0 && seen.back() < slots), "index names a slot outside the pool");
   TORCH_CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end(), "index names a slot twice");
-  auto cq = torch::empty_like(q), ck = torch::empty_like(k), cv = torch::empty_like(v);
-  auto o = torch::empty({n, H, V}, S.options());
+  auto cq = at::empty_like(q), ck = at::empty_like(k), cv = at::empty_like(v);
+  auto o = at::empty({n, H, V}, S.options());
   const float sc = static_cast<float>(scale);
   for (int64_t b = 0; b < n; ++b) {
     const int64_t s = ix[b];
@@ -190,7 +194,7 @@ torch::Tensor kda_decode_slots(torch::Tensor q, torch::Tensor k, torch::Tensor v
   return o;
 }
 
-std::vector<torch::Tensor> kda_gates_rows(torch::Tensor raw, torch::Tensor b, torch::Tensor a_log, torch::Tensor dt_bias,
+std::vector<at::Tensor> kda_gates_rows(at::Tensor raw, at::Tensor b, at::Tensor a_log, at::Tensor dt_bias,
                                           bool bounded, double lower_bound) {
   const int64_t n = raw.size(0), H = a_log.size(0), P = dt_bias.size(0);
   TORCH_CHECK(H > 0 && P % H == 0, "dt_bias must hold head_dim entries per head");
@@ -199,8 +203,8 @@ std::vector<torch::Tensor> kda_gates_rows(torch::Tensor raw, torch::Tensor b, to
   check_f32(a_log, {H}, "A_log");
   check_f32(dt_bias, {P}, "dt_bias");
   const int64_t D = P / H;
-  auto g = torch::empty({n, H, D}, raw.options());
-  auto beta = torch::empty({n, H}, raw.options());
+  auto g = at::empty({n, H, D}, raw.options());
+  auto beta = at::empty({n, H}, raw.options());
   const float *rp = raw.data_ptr<float>(), *bp = b.data_ptr<float>(), *ap = a_log.data_ptr<float>(),
               *dp = dt_bias.data_ptr<float>();
   float *gp = g.data_ptr<float>(), *betap = beta.data_ptr<float>();
@@ -224,15 +228,15 @@ std::vector<torch::Tensor> kda_gates_rows(torch::Tensor raw, torch::Tensor b, to
 // y[b, t] = silu(sum_j [state, x][b, t + j] w[:, j]), taps added in order from 0 and SiLU as
 // conv_silu_step computes them, so a token's result is the decode step's bits. Returns (y, the new state:
 // the last Kc - 1 rows of [state, x]). Rows over threads; each computed alone.
-std::vector<torch::Tensor> short_conv_silu(torch::Tensor x, torch::Tensor w, torch::Tensor state) {
-  TORCH_CHECK(x.dim() == 3 && x.scalar_type() == torch::kFloat32 && x.is_contiguous(), "x must be contiguous fp32 [B, T, C]");
+std::vector<at::Tensor> short_conv_silu(at::Tensor x, at::Tensor w, at::Tensor state) {
+  TORCH_CHECK(x.dim() == 3 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x must be contiguous fp32 [B, T, C]");
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-  TORCH_CHECK(w.dim() == 2 && w.size(0) == C && w.size(1) >= 2 && w.scalar_type() == torch::kFloat32,
+  TORCH_CHECK(w.dim() == 2 && w.size(0) == C && w.size(1) >= 2 && w.scalar_type() == at::kFloat,
               "conv weight must be fp32 [C, Kc] with Kc >= 2");
   const int64_t Kc = w.size(1), P = Kc - 1;
   const bool zero_state = state.numel() == 0;
   TORCH_CHECK(zero_state || (state.dim() == 3 && state.size(0) == B && state.size(1) == P && state.size(2) == C &&
-                             state.scalar_type() == torch::kFloat32 && state.is_contiguous()),
+                             state.scalar_type() == at::kFloat && state.is_contiguous()),
               "conv state must be contiguous fp32 [B, Kc - 1, C]");
   // [Kc][C]: each tap's weights across channels, so the loops below run along channels. The copy is a
   // strided pass over the whole weight: for a few tokens it costs more than it saves, and they read the
@@ -251,7 +255,7 @@ std::vector<torch::Tensor> short_conv_silu(torch::Tensor x, torch::Tensor w, tor
     if (r >= P) return xp + (b * T + r - P) * C;
     return zero_state ? zeros.data() : sp + (b * P + r) * C;
   };
-  auto y = torch::empty({B, T, C}, x.options());
+  auto y = at::empty({B, T, C}, x.options());
   float* yp = y.data_ptr<float>();
 #pragma omp parallel for schedule(static) if (B * T > 16)
   for (int64_t bt = 0; bt < B * T; ++bt) {
@@ -274,8 +278,10 @@ std::vector<torch::Tensor> short_conv_silu(torch::Tensor x, torch::Tensor w, tor
     }
     map8(out, out, C, [](v8f v) { return v * vsigmoid(v); });
   }
-  auto next = torch::empty({B, P, C}, x.options());
+  auto next = at::empty({B, P, C}, x.options());
   for (int64_t b = 0; b < B; ++b)
     for (int64_t r = 0; r < P; ++r) std::copy(row(b, T + r), row(b, T + r) + C, next.data_ptr<float>() + (b * P + r) * C);
   return {y, next};
 }
+
+}  // namespace k3

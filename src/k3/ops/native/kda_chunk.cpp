@@ -11,6 +11,9 @@
 // rows, factored through each block's first row for the columns before it and pairwise inside it (see
 // decayed_products). Each (sequence, head) is computed alone, so a sequence's result never depends on its
 // batch.
+#include "k3.h"
+
+namespace k3 {
 
 namespace {
 
@@ -182,19 +185,19 @@ void kda_chunk_head(const float* q, const float* k, const float* v, const float*
 
 }  // namespace
 
-std::vector<torch::Tensor> kda_chunk(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
-                                     torch::Tensor beta, double scale, torch::Tensor initial_state, int64_t chunk) {
+std::vector<at::Tensor> kda_chunk(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor g,
+                                     at::Tensor beta, double scale, at::Tensor initial_state, int64_t chunk) {
   TORCH_CHECK(q.dim() == 4 && q.sizes() == k.sizes() && q.sizes() == g.sizes(), "q, k, g must be [B, T, H, K] alike");
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), V = v.size(3);
   TORCH_CHECK(v.dim() == 4 && v.size(0) == B && v.size(1) == T && v.size(2) == H, "v must be [B, T, H, V]");
   TORCH_CHECK(beta.dim() == 3 && beta.size(0) == B && beta.size(1) == T && beta.size(2) == H, "beta must be [B, T, H]");
   TORCH_CHECK(chunk >= 1, "chunk must be positive");
   for (const auto* t : {&q, &k, &v, &g, &beta})
-    TORCH_CHECK(t->scalar_type() == torch::kFloat32 && t->is_contiguous(), "KDA chunk inputs must be contiguous fp32");
-  auto S = initial_state.numel() == 0 ? torch::zeros({B, H, K, V}, q.options()) : initial_state.contiguous().clone();
-  TORCH_CHECK(S.scalar_type() == torch::kFloat32 && S.dim() == 4 && S.size(0) == B && S.size(1) == H && S.size(2) == K &&
+    TORCH_CHECK(t->scalar_type() == at::kFloat && t->is_contiguous(), "KDA chunk inputs must be contiguous fp32");
+  auto S = initial_state.numel() == 0 ? at::zeros({B, H, K, V}, q.options()) : initial_state.contiguous().clone();
+  TORCH_CHECK(S.scalar_type() == at::kFloat && S.dim() == 4 && S.size(0) == B && S.size(1) == H && S.size(2) == K &&
               S.size(3) == V, "initial state must be fp32 [B, H, K, V]");
-  auto o = torch::empty({B, T, H, V}, q.options());
+  auto o = at::empty({B, T, H, V}, q.options());
   const ChunkShape shape{T, H, K, V, chunk};
   const float sc = static_cast<float>(scale);
 #pragma omp parallel for schedule(dynamic, 1)
@@ -207,3 +210,5 @@ std::vector<torch::Tensor> kda_chunk(torch::Tensor q, torch::Tensor k, torch::Te
   }
   return {o, S};
 }
+
+}  // namespace k3

@@ -7,6 +7,9 @@
 // lens int32 [n] (positions 0..lens[i]-1 attended); row of position p: tables[i][p / bs] * bs + p % bs.
 // A sequence's positions are split into at most 8 parts by its own length only (so its result never
 // depends on its batchmates); parts run on OpenMP threads with an online softmax and are merged.
+#include "k3.h"
+
+namespace k3 {
 
 namespace {
 
@@ -314,16 +317,16 @@ void paged_decode(const float* q, const T* pool, const int32_t* tables, int64_t 
 
 }  // namespace
 
-torch::Tensor mla_paged_decode(torch::Tensor q, torch::Tensor pool, torch::Tensor tables, torch::Tensor lens,
+at::Tensor mla_paged_decode(at::Tensor q, at::Tensor pool, at::Tensor tables, at::Tensor lens,
                                int64_t block_size, int64_t rank, double scale) {
-  TORCH_CHECK(q.dim() == 3 && q.scalar_type() == torch::kFloat32 && q.is_contiguous(), "q must be contiguous fp32 [n, H, W]");
+  TORCH_CHECK(q.dim() == 3 && q.scalar_type() == at::kFloat && q.is_contiguous(), "q must be contiguous fp32 [n, H, W]");
   const int64_t n = q.size(0), H = q.size(1), W = q.size(2), R = rank;
   TORCH_CHECK(pool.dim() == 2 && pool.size(1) == W && pool.is_contiguous() &&
-              (pool.scalar_type() == torch::kFloat32 || pool.scalar_type() == torch::kBFloat16),
+              (pool.scalar_type() == at::kFloat || pool.scalar_type() == at::kBFloat16),
               "pool must be contiguous fp32 or bf16 [rows, ", W, "]");
-  TORCH_CHECK(tables.dim() == 2 && tables.size(0) == n && tables.scalar_type() == torch::kInt32 && tables.is_contiguous(),
+  TORCH_CHECK(tables.dim() == 2 && tables.size(0) == n && tables.scalar_type() == at::kInt && tables.is_contiguous(),
               "tables must be contiguous int32 [n, max_blocks]");
-  TORCH_CHECK(lens.dim() == 1 && lens.size(0) == n && lens.scalar_type() == torch::kInt32 && lens.is_contiguous(),
+  TORCH_CHECK(lens.dim() == 1 && lens.size(0) == n && lens.scalar_type() == at::kInt && lens.is_contiguous(),
               "lens must be contiguous int32 [n]");
   TORCH_CHECK(block_size >= 1 && 0 < R && R <= W, "bad block_size or rank");
   const int64_t maxb = tables.size(1), num_blocks = pool.size(0) / block_size;
@@ -342,9 +345,9 @@ torch::Tensor mla_paged_decode(torch::Tensor q, torch::Tensor pool, torch::Tenso
     for (int64_t a = 0; a < len; a += step) parts.push_back({s, a, std::min(len, a + step)});
   }
   first_part[n] = static_cast<int64_t>(parts.size());
-  auto out = torch::empty({n, H, R}, q.options());
+  auto out = at::empty({n, H, R}, q.options());
   const float sc = static_cast<float>(scale);
-  if (pool.scalar_type() == torch::kFloat32)
+  if (pool.scalar_type() == at::kFloat)
     paged_decode(q.data_ptr<float>(), pool.data_ptr<float>(), tp, maxb, parts, first_part, n, block_size, H, W, R, sc,
                  out.data_ptr<float>());
   else
@@ -352,3 +355,5 @@ torch::Tensor mla_paged_decode(torch::Tensor q, torch::Tensor pool, torch::Tenso
                  first_part, n, block_size, H, W, R, sc, out.data_ptr<float>());
   return out;
 }
+
+}  // namespace k3

@@ -3,7 +3,13 @@
 // mxfp4_glu_expert: one routed expert, h = act(x W1^T, x W3^T), y = h W2^T, all MXFP4.
 // mxfp4_moe_token(s): one token (several tokens) through its routed experts, summed in a fixed order.
 //
-// The dot products per instruction set are in mxfp4_dots.cpp (joined before this file).
+// One unit with its parts, the dot products per instruction set (mxfp4_dots.h) and the opt-in int8
+// activations (mxfp4_int8.h), whose helpers stay internal to it.
+#include "k3.h"
+#include "mxfp4_dots.h"
+#include "mxfp4_int8.h"
+
+namespace k3 {
 
 namespace {
 
@@ -46,13 +52,6 @@ void mxfp4_rows_int8(const float* x, int64_t N, int64_t K, int64_t O, const uint
                                    kPow2.half, kE2M1x2);
 #endif
     }
-}
-
-void check_packed(const torch::Tensor& packed, const torch::Tensor& scale) {
-  TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == torch::kUInt8 && packed.is_contiguous(), "packed must be contiguous uint8 [O, K/2]");
-  TORCH_CHECK(scale.dim() == 2 && scale.scalar_type() == torch::kUInt8 && scale.is_contiguous(), "scale must be contiguous uint8 [O, K/32]");
-  TORCH_CHECK(packed.size(1) % 16 == 0 && scale.size(0) == packed.size(0) && scale.size(1) * 16 == packed.size(1),
-              "packed/scale shapes do not match group size 32");
 }
 
 // Rows of x left over after the fours (fewer than four; decode's one), for W rows o..o+3 at once (SIMD:
@@ -108,11 +107,18 @@ void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* 
 
 }  // namespace
 
-torch::Tensor mxfp4_linear(torch::Tensor x, torch::Tensor packed, torch::Tensor scale) {
+void check_packed(const at::Tensor& packed, const at::Tensor& scale) {
+  TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == at::kByte && packed.is_contiguous(), "packed must be contiguous uint8 [O, K/2]");
+  TORCH_CHECK(scale.dim() == 2 && scale.scalar_type() == at::kByte && scale.is_contiguous(), "scale must be contiguous uint8 [O, K/32]");
+  TORCH_CHECK(packed.size(1) % 16 == 0 && scale.size(0) == packed.size(0) && scale.size(1) * 16 == packed.size(1),
+              "packed/scale shapes do not match group size 32");
+}
+
+at::Tensor mxfp4_linear(at::Tensor x, at::Tensor packed, at::Tensor scale) {
   check_packed(packed, scale);
   const int64_t K = packed.size(1) * 2;
   check_x(x, K);
-  auto y = torch::empty({x.size(0), packed.size(0)}, x.options());
+  auto y = at::empty({x.size(0), packed.size(0)}, x.options());
   mxfp4_rows(x.data_ptr<float>(), x.size(0), K, packed.size(0), packed.data_ptr<uint8_t>(), scale.data_ptr<uint8_t>(),
              y.data_ptr<float>());
   return y;
@@ -146,7 +152,7 @@ void glu_expert_vnni(const Int8Blocks& xq, const int64_t* tokens, int64_t m, int
   mxfp4_rows_vnni(Int8Blocks(g.data(), m, I), nullptr, m, D, w.w2p, w.w2s, y);
 }
 
-void check_bank(const std::vector<torch::Tensor>& w, int64_t D) {
+void check_bank(const std::vector<at::Tensor>& w, int64_t D) {
   TORCH_CHECK(w.size() == 6, "expected w1/w3/w2 packed and scale tensors");
   for (int m = 0; m < 3; ++m) check_packed(w[2 * m], w[2 * m + 1]);
   const int64_t I = w[0].size(-2);
@@ -157,10 +163,10 @@ void check_bank(const std::vector<torch::Tensor>& w, int64_t D) {
 }  // namespace
 
 // One routed expert: h = act(x W1^T, x W3^T), y = h W2^T. x [N, D]; w = (w1p, w1s, w3p, w3s, w2p, w2s).
-torch::Tensor mxfp4_glu_expert(torch::Tensor x, std::vector<torch::Tensor> w, int64_t act, double beta, double linear_beta) {
+at::Tensor mxfp4_glu_expert(at::Tensor x, std::vector<at::Tensor> w, int64_t act, double beta, double linear_beta) {
   check_x(x, x.size(1));
   check_bank(w, x.size(1));
-  auto y = torch::empty({x.size(0), x.size(1)}, x.options());
+  auto y = at::empty({x.size(0), x.size(1)}, x.options());
   ExpertWeights e{w[0].data_ptr<uint8_t>(), w[1].data_ptr<uint8_t>(), w[2].data_ptr<uint8_t>(), w[3].data_ptr<uint8_t>(),
                   w[4].data_ptr<uint8_t>(), w[5].data_ptr<uint8_t>()};
   glu_expert(x.data_ptr<float>(), x.size(0), x.size(1), w[0].size(0), e, act, beta, linear_beta, y.data_ptr<float>());
@@ -169,12 +175,12 @@ torch::Tensor mxfp4_glu_expert(torch::Tensor x, std::vector<torch::Tensor> w, in
 
 // One token through several experts of a bank [E, ...]: acc = sum_i weights[i] * expert_{ids[i]}(x), in
 // the order given, each product rounded to fp32 and then added (as the MoE layer's Python loop does).
-torch::Tensor mxfp4_moe_token(torch::Tensor x, std::vector<torch::Tensor> bank, std::vector<int64_t> ids,
+at::Tensor mxfp4_moe_token(at::Tensor x, std::vector<at::Tensor> bank, std::vector<int64_t> ids,
                               std::vector<double> weights, int64_t act, double beta, double linear_beta) {
   const int64_t D = x.size(1);
   check_x(x, D);
   TORCH_CHECK(x.size(0) == 1 && ids.size() == weights.size(), "one token and one weight per expert");
-  std::vector<torch::Tensor> first;  // expert 0 of each tensor: the per-expert shapes to check
+  std::vector<at::Tensor> first;  // expert 0 of each tensor: the per-expert shapes to check
   for (const auto& t : bank) {
     TORCH_CHECK(t.dim() == 3 && t.is_contiguous() && t.size(0) == bank[0].size(0), "bank tensors must be contiguous [E, out, in]");
     first.push_back(t.select(0, 0));
@@ -198,7 +204,7 @@ torch::Tensor mxfp4_moe_token(torch::Tensor x, std::vector<torch::Tensor> bank, 
     glu_expert(x.data_ptr<float>(), 1, D, I, ExpertWeights{at(0), at(1), at(2), at(3), at(4), at(5)}, act, beta,
                linear_beta, ys.data() + i * D);
   }
-  auto acc = torch::zeros({1, D}, x.options());
+  auto acc = at::zeros({1, D}, x.options());
   float* a = acc.data_ptr<float>();
   for (int64_t i = 0; i < n; ++i) {
     const float wi = static_cast<float>(weights[i]);
@@ -211,15 +217,15 @@ torch::Tensor mxfp4_moe_token(torch::Tensor x, std::vector<torch::Tensor> bank, 
 // products added in ascending expert order (as the one-token kernel adds a sorted list and the MoE layer's
 // per-expert loop adds them). Each expert the tokens use runs once, on its rows only, one expert per
 // thread: each weight byte is read once for the whole batch, and every row equals its one-row result.
-torch::Tensor mxfp4_moe_tokens(torch::Tensor x, std::vector<torch::Tensor> bank, torch::Tensor ids,
-                               torch::Tensor weights, int64_t act, double beta, double linear_beta) {
+at::Tensor mxfp4_moe_tokens(at::Tensor x, std::vector<at::Tensor> bank, at::Tensor ids,
+                               at::Tensor weights, int64_t act, double beta, double linear_beta) {
   const int64_t D = x.size(1), N = x.size(0);
   check_x(x, D);
-  TORCH_CHECK(ids.dim() == 2 && ids.size(0) == N && ids.scalar_type() == torch::kLong && ids.is_contiguous(),
+  TORCH_CHECK(ids.dim() == 2 && ids.size(0) == N && ids.scalar_type() == at::kLong && ids.is_contiguous(),
               "ids must be contiguous int64 [N, k]");
-  TORCH_CHECK(weights.sizes() == ids.sizes() && weights.scalar_type() == torch::kFloat32 && weights.is_contiguous(),
+  TORCH_CHECK(weights.sizes() == ids.sizes() && weights.scalar_type() == at::kFloat && weights.is_contiguous(),
               "weights must be contiguous fp32 [N, k]");
-  std::vector<torch::Tensor> first;
+  std::vector<at::Tensor> first;
   for (const auto& t : bank) {
     TORCH_CHECK(t.dim() == 3 && t.is_contiguous() && t.size(0) == bank[0].size(0), "bank tensors must be contiguous [E, out, in]");
     first.push_back(t.select(0, 0));
@@ -265,7 +271,7 @@ torch::Tensor mxfp4_moe_tokens(torch::Tensor x, std::vector<torch::Tensor> bank,
     }
     for (int64_t r = 0; r < m; ++r) std::copy(out.data() + r * D, out.data() + (r + 1) * D, ys.data() + rows[r] * D);
   }
-  auto acc = torch::zeros({N, D}, x.options());
+  auto acc = at::zeros({N, D}, x.options());
   float* a = acc.data_ptr<float>();
   for (int64_t n = 0; n < N; ++n) {
     std::vector<int64_t> order(k);
@@ -279,10 +285,10 @@ torch::Tensor mxfp4_moe_tokens(torch::Tensor x, std::vector<torch::Tensor> bank,
 
 // Dequantise packed MXFP4 [O, K/2] + scales [O, K/32] to fp32 [O, K] (exact: every value is a 2-bit
 // mantissa times a power of two). Prefill decodes expert tiles with this before an fp32 GEMM.
-torch::Tensor mxfp4_dequantize(torch::Tensor packed, torch::Tensor scale) {
+at::Tensor mxfp4_dequantize(at::Tensor packed, at::Tensor scale) {
   check_packed(packed, scale);
   const int64_t O = packed.size(0), K = packed.size(1) * 2, G = K / 32;
-  auto w = torch::empty({O, K}, torch::dtype(torch::kFloat32));
+  auto w = at::empty({O, K}, at::dtype(at::kFloat));
   const uint8_t* pp = packed.data_ptr<uint8_t>();
   const uint8_t* sp = scale.data_ptr<uint8_t>();
   float* wp = w.data_ptr<float>();
@@ -299,3 +305,12 @@ torch::Tensor mxfp4_dequantize(torch::Tensor packed, torch::Tensor scale) {
     }
   return w;
 }
+
+// Turns the int8-activation MXFP4 path on or off for every later call; returns the previous setting.
+bool set_int8_activations(bool on) {
+  const bool was = g_int8;
+  g_int8 = on;
+  return was;
+}
+
+}  // namespace k3

@@ -3,6 +3,9 @@
 // output norm, per head: N = tokens x heads).
 // One call for what is eight (or twelve) small ATen ops on a decode row (each a dispatch of several microseconds).
 // Each row is summed in one fixed order (one 8-lane accumulator, then the tail), whatever N is.
+#include "k3.h"
+
+namespace k3 {
 
 namespace {
 
@@ -25,13 +28,13 @@ float sum_squares(const float* x, int64_t D) {
 
 }  // namespace
 
-torch::Tensor rms_norm_rows(torch::Tensor x, torch::Tensor w, double eps) {
-  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.is_contiguous(), "x must be contiguous fp32 [N, D]");
+at::Tensor rms_norm_rows(at::Tensor x, at::Tensor w, double eps) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x must be contiguous fp32 [N, D]");
   const int64_t N = x.size(0), D = x.size(1);
   TORCH_CHECK(w.dim() == 1 && w.size(0) == D && w.is_contiguous(), "w must be contiguous [D]");
-  const bool bf16 = w.scalar_type() == torch::kBFloat16;
-  TORCH_CHECK(bf16 || w.scalar_type() == torch::kFloat32, "w must be bf16 or fp32");
-  auto y = torch::empty({N, D}, x.options());
+  const bool bf16 = w.scalar_type() == at::kBFloat16;
+  TORCH_CHECK(bf16 || w.scalar_type() == at::kFloat, "w must be bf16 or fp32");
+  auto y = at::empty({N, D}, x.options());
   const float* xp = x.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   const uint16_t* wb = bf16 ? reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()) : nullptr;
@@ -45,14 +48,14 @@ torch::Tensor rms_norm_rows(torch::Tensor x, torch::Tensor w, double eps) {
   return y;
 }
 
-torch::Tensor gated_rms_norm_rows(torch::Tensor x, torch::Tensor gate, torch::Tensor w, double eps) {
-  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.is_contiguous(), "x must be contiguous fp32 [N, D]");
-  TORCH_CHECK(gate.sizes() == x.sizes() && gate.scalar_type() == torch::kFloat32 && gate.is_contiguous(),
+at::Tensor gated_rms_norm_rows(at::Tensor x, at::Tensor gate, at::Tensor w, double eps) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous(), "x must be contiguous fp32 [N, D]");
+  TORCH_CHECK(gate.sizes() == x.sizes() && gate.scalar_type() == at::kFloat && gate.is_contiguous(),
               "gate must be contiguous fp32 shaped like x");
   const int64_t N = x.size(0), D = x.size(1);
-  TORCH_CHECK(w.dim() == 1 && w.size(0) == D && w.scalar_type() == torch::kFloat32 && w.is_contiguous(),
+  TORCH_CHECK(w.dim() == 1 && w.size(0) == D && w.scalar_type() == at::kFloat && w.is_contiguous(),
               "w must be contiguous fp32 [D]");
-  auto y = torch::empty({N, D}, x.options());
+  auto y = at::empty({N, D}, x.options());
   const float *xp = x.data_ptr<float>(), *gp = gate.data_ptr<float>(), *wp = w.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   map8(gp, yp, N * D, [](v8f v) { return vsigmoid(v); });
@@ -66,9 +69,9 @@ torch::Tensor gated_rms_norm_rows(torch::Tensor x, torch::Tensor gate, torch::Te
 
 // glu_rows: the GLU activation (see glu_in_place), g and u fp32 of one shape -> a new tensor. One call,
 // vectorised, for the reference's dozen small ATen ops.
-torch::Tensor glu_rows(torch::Tensor g, torch::Tensor u, int64_t act, double beta, double linear_beta) {
-  TORCH_CHECK(g.scalar_type() == torch::kFloat32 && g.is_contiguous() && u.sizes() == g.sizes() &&
-              u.scalar_type() == torch::kFloat32 && u.is_contiguous(), "gate and up must be contiguous fp32 of one shape");
+at::Tensor glu_rows(at::Tensor g, at::Tensor u, int64_t act, double beta, double linear_beta) {
+  TORCH_CHECK(g.scalar_type() == at::kFloat && g.is_contiguous() && u.sizes() == g.sizes() &&
+              u.scalar_type() == at::kFloat && u.is_contiguous(), "gate and up must be contiguous fp32 of one shape");
   TORCH_CHECK(act == 0 || act == 1, "act must be 0 (SiTU) or 1 (SiLU)");
   auto y = g.clone();
   // Every element is computed alone (the vector polynomials are lane-wise), so spans of any size give the
@@ -83,3 +86,5 @@ torch::Tensor glu_rows(torch::Tensor g, torch::Tensor u, int64_t act, double bet
                  static_cast<float>(beta), static_cast<float>(linear_beta));
   return y;
 }
+
+}  // namespace k3

@@ -4,18 +4,21 @@
 //   weights = score[ids] (/ (sum + 1e-20) when renormalise and top_k > 1) * scaling.
 // logits fp32 [N, E], bias fp32 [E] (or empty: none). Returns weights fp32 [N, k] and ids int64 [N, k],
 // each row in descending order of score + bias, as torch.topk gives them.
+#include "k3.h"
 
-std::vector<torch::Tensor> moe_route_rows(torch::Tensor logits, torch::Tensor bias, int64_t top_k, bool renormalise,
+namespace k3 {
+
+std::vector<at::Tensor> moe_route_rows(at::Tensor logits, at::Tensor bias, int64_t top_k, bool renormalise,
                                           double scaling) {
-  TORCH_CHECK(logits.dim() == 2 && logits.scalar_type() == torch::kFloat32 && logits.is_contiguous(),
+  TORCH_CHECK(logits.dim() == 2 && logits.scalar_type() == at::kFloat && logits.is_contiguous(),
               "router logits must be contiguous fp32 [N, E]");
   const int64_t N = logits.size(0), E = logits.size(1);
   TORCH_CHECK(top_k >= 1 && top_k <= E, "top_k must be in [1, ", E, "], got ", top_k);
   const bool biased = bias.numel() > 0;
-  TORCH_CHECK(!biased || (bias.scalar_type() == torch::kFloat32 && bias.is_contiguous() && bias.numel() == E),
+  TORCH_CHECK(!biased || (bias.scalar_type() == at::kFloat && bias.is_contiguous() && bias.numel() == E),
               "the correction bias must be contiguous fp32 [E]");
-  auto weights = torch::empty({N, top_k}, logits.options());
-  auto ids = torch::empty({N, top_k}, logits.options().dtype(torch::kInt64));
+  auto weights = at::empty({N, top_k}, logits.options());
+  auto ids = at::empty({N, top_k}, logits.options().dtype(at::kLong));
   const float* lp = logits.data_ptr<float>();
   const float* bp = biased ? bias.data_ptr<float>() : nullptr;
   float* wp = weights.data_ptr<float>();
@@ -41,3 +44,5 @@ std::vector<torch::Tensor> moe_route_rows(torch::Tensor logits, torch::Tensor bi
   }
   return {weights, ids};
 }
+
+}  // namespace k3

@@ -1,29 +1,35 @@
-// k3 native CPU kernels, shared pieces. The sources are joined in the order native/__init__.py lists
-// them and built as one extension.
+// k3's native CPU kernels: the header every unit includes. Each .cpp here is its own translation unit
+// (ops/native/__init__.py lists them; ninja rebuilds only the units an edit touches, or all of them when
+// this header changes), and only bindings.cpp includes torch/extension.h and pybind11: the kernel units
+// see ATen's tensor type alone, which compiles several times faster.
 //
 // Weights are widened to fp32 in registers (bf16 -> fp32 is a 16-bit shift; E2M1 codes decode through
-// a 16-entry table), products accumulate in fp32, output rows are split over OpenMP threads. The
-// translation unit is built for AVX2+FMA when the CPU has them; AVX-512 kernels carry their own
-// target attribute and run only when `set_simd(2)` says the CPU has AVX-512F/BW/VL.
-#include <torch/extension.h>
+// a 16-entry table), products accumulate in fp32, output rows are split over OpenMP threads. The units
+// are built for AVX2+FMA when the CPU has them; AVX-512 kernels carry their own target attribute and run
+// only when `set_simd(2)` says the CPU has AVX-512F/BW/VL.
+//
+// Here: the settings every unit reads (C++17 inline variables: one instance in the module), the vector
+// helpers and small kernels the families share, the part timers, and the entry points of every family.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <algorithm>
 #include <chrono>
-#include <map>
-#include <memory>
-#include <optional>
-#include <variant>
-#include <string>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <cmath>
+#include <map>
+#include <string>
 #include <vector>
 #include <immintrin.h>
 #include <omp.h>
 
-namespace {
+namespace k3 {
 
-int g_simd = 0;  // 0 scalar, 1 AVX2+FMA, 2 AVX-512 (set from Python after checking the CPU's flags)
-bool g_gemv_sequential = false;  // decode GEMVs (bf16, int8): W's rows one after another, else in tiles
+inline int g_simd = 0;  // 0 scalar, 1 AVX2+FMA, 2 AVX-512 (set from Python after checking the CPU's flags)
+inline bool g_gemv_sequential = false;  // decode GEMVs (bf16, int8): W's rows one after another, else in tiles
 
 // Kernels compiled for AVX-512 whatever the build flags; called only when g_simd >= 2.
 #define K3_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
@@ -37,7 +43,7 @@ bool g_gemv_sequential = false;  // decode GEMVs (bf16, int8): W's rows one afte
 // hold) then displace less of what is read again, the KDA states, the activations and the interpreter's
 // own objects (faster on AMD with AVX-512, where it is the default; docs/design/kernels.md).
 constexpr int64_t kPrefetchBf16 = 512, kPrefetchMxfp4 = 1024, kPrefetchSequential = 2048;
-bool g_prefetch_nta = false;
+inline bool g_prefetch_nta = false;
 
 // A prefetch further ahead (a later row's line, into L2): with g_prefetch_nta non-temporal too. A T1
 // hint there installs every line in the caches' normal way, so on AMD, whose L3 takes the lines L2
@@ -217,7 +223,7 @@ K3_LANES void glu_lanes(float* g, const float* u, int64_t n, int64_t act, float 
   for (int64_t i = 0; i < n; ++i) g[i] *= up[i];
 }
 
-K3_AVX512 void glu_avx512(float* g, const float* u, int64_t n, int64_t act, float beta, float linear_beta) {
+K3_AVX512 inline void glu_avx512(float* g, const float* u, int64_t n, int64_t act, float beta, float linear_beta) {
   glu_lanes<v16f>(g, u, n, act, beta, linear_beta);
 }
 
@@ -243,7 +249,7 @@ inline __m256 bf16x8(const uint16_t* p) {
 }
 #endif
 
-float dot_bf16(const uint16_t* w, const float* x, int64_t K) {
+inline float dot_bf16(const uint16_t* w, const float* x, int64_t K) {
   int64_t k = 0;
   float s = 0.f;
 #ifdef __AVX2__
@@ -264,7 +270,7 @@ float dot_bf16(const uint16_t* w, const float* x, int64_t K) {
 }
 
 // y[0:C] += a * w[0:C], w bf16.
-void axpy_bf16(float a, const uint16_t* w, float* y, int64_t C) {
+inline void axpy_bf16(float a, const uint16_t* w, float* y, int64_t C) {
   int64_t c = 0;
 #ifdef __AVX2__
   if (g_simd >= 1) {
@@ -276,50 +282,103 @@ void axpy_bf16(float a, const uint16_t* w, float* y, int64_t C) {
   for (; c < C; ++c) y[c] += a * bf16_to_f32(w[c]);
 }
 
-void check_x(const torch::Tensor& x, int64_t K) {
-  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.is_contiguous() && x.size(1) == K,
+inline void check_x(const at::Tensor& x, int64_t K) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.is_contiguous() && x.size(1) == K,
               "x must be contiguous fp32 [N, K]");
 }
 
-}  // namespace
+// Wall-clock totals per part of the native decode steps, for benchmarks/decode_profile.py: off unless
+// set_part_timing(true), when each PartTimer adds its scope's duration (on the calling thread, outside
+// parallel regions) to its part. Off, a timer costs one branch.
+enum DecodePart { kPlan, kGemv, kExperts, kKdaRecurrence, kMlaAttention, kRowOps, kPartCount };
+inline const char* const kPartNames[kPartCount] = {"decode_plan", "gemv", "experts", "kda_recurrence",
+                                                   "mla_attention", "row_ops"};
+inline bool g_part_timing = false;
+inline double g_part_seconds[kPartCount] = {};
 
-// Chooses the instruction set (0 scalar, 1 AVX2+FMA, 2 AVX-512) within what this build has; returns it.
-int64_t set_simd(int64_t level) {
-#ifdef __AVX2__
-  g_simd = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(level, 2)));
-#else
-  g_simd = 0;
-#endif
-  return g_simd;
-}
-
-// How the SIMD GEMVs (bf16_linear, int8_linear) read W for a lone row of x (decode): sequentially, row
-// after row (true), or in tiles of rows (false; eight with AVX-512, four with AVX2). Each output's sum is the same either way. Returns the previous setting.
-bool set_gemv_sequential(bool on) {
-  const bool before = g_gemv_sequential;
-  g_gemv_sequential = on;
-  return before;
-}
-
-// The hint of the decode products' weight-stream prefetches: non-temporal (true) or into every cache
-// level (false). Results do not depend on it. Returns the previous setting.
-bool set_prefetch_nta(bool on) {
-  const bool before = g_prefetch_nta;
-  g_prefetch_nta = on;
-  return before;
-}
-
-// Flush-to-zero and denormals-are-zero (MXCSR bits 15 and 6) on the calling thread (the region's thread
-// 0) and every thread of the OpenMP pool, which ATen and MKL share with these kernels (one libgomp per process). Chunked KDA
-// multiplies long decay products whose subnormal results x86 handles through microcode assists: a
-// batched matmul with subnormal operands is many times slower. Returns whether it was on before.
-bool set_flush_denormal(bool on) {
-  const unsigned bits = 0x8040;
-  const bool before = (_mm_getcsr() & bits) == bits;
-#pragma omp parallel
-  {
-    const unsigned csr = _mm_getcsr();
-    _mm_setcsr(on ? (csr | bits) : (csr & ~bits));
+class PartTimer {
+ public:
+  explicit PartTimer(DecodePart part) : part_(part), on_(g_part_timing) {
+    if (on_) start_ = std::chrono::steady_clock::now();
   }
-  return before;
+  ~PartTimer() {
+    if (on_)
+      g_part_seconds[part_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  PartTimer(const PartTimer&) = delete;
+  PartTimer& operator=(const PartTimer&) = delete;
+
+ private:
+  DecodePart part_;
+  bool on_;   // as set when the scope began (its start time is read only then)
+  std::chrono::steady_clock::time_point start_;
+};
+
+// f() with its duration added to `part`.
+template <class F>
+auto timed(DecodePart part, F f) {
+  PartTimer timer(part);
+  return f();
 }
+
+// Argument checks more than one family makes.
+void check_pool(const at::Tensor& t, int64_t rows, int64_t cols, const char* name);   // kda.cpp
+void check_packed(const at::Tensor& packed, const at::Tensor& scale);                 // mxfp4.cpp
+
+// The entry points, by family (bindings.cpp registers them for Python).
+using Tensors = std::vector<at::Tensor>;
+using Ints = std::vector<int64_t>;
+
+// settings.cpp, part_timing.cpp
+int64_t set_simd(int64_t level);
+bool set_gemv_sequential(bool on);
+bool set_prefetch_nta(bool on);
+bool set_flush_denormal(bool on);
+bool set_part_timing(bool on);
+std::map<std::string, double> part_seconds();
+
+// bf16.cpp, gemm.cpp
+at::Tensor bf16_linear(at::Tensor x, at::Tensor w);
+at::Tensor bf16_widen(at::Tensor w);
+at::Tensor bf16_head_linear(at::Tensor x, at::Tensor w, bool transpose);
+at::Tensor bf16_gemm(at::Tensor x, at::Tensor w);
+at::Tensor mxfp4_gemm(at::Tensor x, at::Tensor packed, at::Tensor scale);
+
+// int8_weights.cpp
+at::Tensor int8_linear(at::Tensor x, at::Tensor q, at::Tensor s);
+at::Tensor int8_dequantize(at::Tensor q, at::Tensor s);
+bool int8_quantize_into(at::Tensor w, at::Tensor q, at::Tensor s);
+
+// mxfp4.cpp (with mxfp4_dots.h and mxfp4_int8.h)
+bool set_int8_activations(bool on);
+at::Tensor mxfp4_linear(at::Tensor x, at::Tensor packed, at::Tensor scale);
+at::Tensor mxfp4_glu_expert(at::Tensor x, Tensors w, int64_t act, double beta, double linear_beta);
+at::Tensor mxfp4_moe_token(at::Tensor x, Tensors bank, Ints ids, std::vector<double> weights, int64_t act,
+                           double beta, double linear_beta);
+at::Tensor mxfp4_moe_tokens(at::Tensor x, Tensors bank, at::Tensor ids, at::Tensor weights, int64_t act, double beta,
+                            double linear_beta);
+at::Tensor mxfp4_dequantize(at::Tensor packed, at::Tensor scale);
+
+// kda.cpp, kda_chunk.cpp
+at::Tensor kda_decode_slots(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor wq, at::Tensor wk, at::Tensor wv,
+                            at::Tensor tq, at::Tensor tk, at::Tensor tv, at::Tensor S, at::Tensor index, at::Tensor g,
+                            at::Tensor beta, double scale);
+Tensors kda_gates_rows(at::Tensor raw, at::Tensor b, at::Tensor a_log, at::Tensor dt_bias, bool bounded,
+                       double lower_bound);
+Tensors short_conv_silu(at::Tensor x, at::Tensor w, at::Tensor state);
+Tensors kda_chunk(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor g, at::Tensor beta, double scale,
+                  at::Tensor initial_state, int64_t chunk);
+
+// mla.cpp
+at::Tensor mla_paged_decode(at::Tensor q, at::Tensor pool, at::Tensor tables, at::Tensor lens, int64_t block_size,
+                            int64_t rank, double scale);
+
+// norm.cpp, attnres.cpp, routing.cpp
+at::Tensor rms_norm_rows(at::Tensor x, at::Tensor w, double eps);
+at::Tensor gated_rms_norm_rows(at::Tensor x, at::Tensor gate, at::Tensor w, double eps);
+at::Tensor glu_rows(at::Tensor g, at::Tensor u, int64_t act, double beta, double linear_beta);
+at::Tensor attn_res_mix(Tensors cands, at::Tensor query, double eps);
+at::Tensor attn_res_mix_weights(Tensors cands, at::Tensor norm, at::Tensor proj, double eps);
+Tensors moe_route_rows(at::Tensor logits, at::Tensor bias, int64_t top_k, bool renormalise, double scaling);
+
+}  // namespace k3

@@ -10,22 +10,12 @@
 // AVX2: one 32-lane byte shuffle turns 32 nibbles into E2M1 x 2 (exact int8), stored to an L1 buffer and
 // widened from there (CodePair). AVX-512: codes are zero-extended into 32-bit lanes and looked up in a
 // 16-entry fp32 table with one permute per 16 weights (the permute reads the low four bits).
+#pragma once
+#include "mxfp4.h"
+
+namespace k3 {
 
 namespace {
-
-const int8_t kE2M1x2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-const float kE2M1[16] = {0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
-
-struct Pow2Tables {
-  float full[256], half[256];  // 2^(s - 127) and 2^(s - 128); byte 255 is NaN
-  Pow2Tables() {
-    for (int s = 0; s < 256; ++s) {
-      full[s] = s == 255 ? NAN : std::ldexp(1.0f, s - 127);
-      half[s] = s == 255 ? NAN : std::ldexp(1.0f, s - 128);
-    }
-  }
-};
-const Pow2Tables kPow2;
 
 float dot_mxfp4_scalar(const uint8_t* packed, const uint8_t* scale, const float* x, int64_t K) {
   float s = 0.f;
@@ -243,3 +233,5 @@ inline float dot_mxfp4(const uint8_t* packed, const uint8_t* scale, const float*
 }
 
 }  // namespace
+
+}  // namespace k3

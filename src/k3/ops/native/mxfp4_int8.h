@@ -4,11 +4,15 @@
 // group. Faster than the exact path (no float widening per weight), at a cost bounded per output by
 //   sum over groups g of  2^(s_g - 127) * sum_j |E2M1_j| * (max|x_g| / 254)
 // plus fp32 rounding; tests/ops/test_native.py checks every output against that bound.
-// Sources are joined in order: this file comes before mxfp4.cpp, which calls mxfp4_rows_int8.
+// Part of the MXFP4 unit: only mxfp4.cpp includes this file (its helpers have internal linkage).
+#pragma once
+#include "mxfp4.h"
+
+namespace k3 {
 
 namespace {
 
-bool g_int8 = false;
+bool g_int8 = false;   // set_int8_activations (mxfp4.cpp)
 
 // x [N, K] -> int8 codes in the split layout (per group: 16 even columns, then 16 odd) and per-group
 // scales (0 for an all-zero group).
@@ -185,9 +189,4 @@ K3_AVX512_VNNI void dot_int8_vnni_rows(const uint8_t* packed, const uint8_t* sca
 
 }  // namespace
 
-// Turns the int8-activation MXFP4 path on or off for every later call; returns the previous setting.
-bool set_int8_activations(bool on) {
-  const bool was = g_int8;
-  g_int8 = on;
-  return was;
-}
+}  // namespace k3
