@@ -16,6 +16,7 @@ int8-activation MXFP4 path (bounded error). Prefill-sized products run a native 
 from __future__ import annotations
 
 import functools
+import types
 import warnings
 from pathlib import Path
 
@@ -113,15 +114,25 @@ def cache_root() -> Path:
     return env.folder("K3_NATIVE_CACHE", "native")
 
 
+def _kernels(module):
+    """One handle on what the build holds: the pybind11 module's decode plan and settings, and each kernel as
+    its torch operator (torch.ops.k3.NAME.default, registered with its schema)."""
+    import torch
+
+    names = {name: getattr(module, name) for name in dir(module) if not name.startswith("_")}
+    names.update({name: getattr(torch.ops.k3, name).default for name in module.operator_names()})
+    return types.SimpleNamespace(**names)
+
+
 @functools.lru_cache(maxsize=1)
 def native():
-    """The compiled module, or None (disabled, or the build failed: a warning says why)."""
+    """The kernels (see _kernels), or None (disabled, or the build failed: a warning says why)."""
     if not env.switch("K3_NATIVE", True):
         return None
     try:
         level = simd_level()
         flags = CFLAGS + (["-mavx2", "-mfma"] if level >= 1 else [])
-        module = build.load_or_build(flags, cache_root())
+        module = _kernels(build.load_or_build(flags, cache_root()))
         module.set_simd(level)
         module.set_gemv_sequential(decode_gemv() == "sequential")
         module.set_prefetch_nta(weight_prefetch() == "nta")

@@ -1,11 +1,13 @@
-// The Python module: every entry point with its typed signature and named arguments (a wrong type or a
-// missing argument is a TypeError that prints the signature), and the decode plan's weight and state
-// structs as classes with named fields. The kernel registry (k3/ops/dispatch.py) decides which Python
-// calls reach these; model/plan_binding.py builds the structs. The only unit that sees pybind11: torch's
+// What Python sees: the kernels as torch operators with schemas (TORCH_LIBRARY, below), and a pybind11
+// module with the decode plan (its weight and state structs as classes with named fields: a wrong type or
+// a missing argument is a TypeError that prints the signature; model/plan_binding.py builds them) and the
+// settings. The only unit that sees pybind11: torch's
 // pybind.h brings it with the casters for tensors (torch/extension.h would add all of libtorch's C++ API,
 // three times the compile time).
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/library.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include "decode.h"
 
 namespace py = pybind11;
@@ -54,40 +56,6 @@ void bind_structs(py::module_& m) {
   py::class_<DecodePlan>(m, "DecodePlan", "A model's bound decode plan (make_decode_plan)");
 }
 
-void bind_kernels(py::module_& m) {
-  using py::arg;
-  m.def("bf16_linear", &bf16_linear, arg("x"), arg("w"));
-  m.def("bf16_gemm", &bf16_gemm, arg("x"), arg("w"));
-  m.def("bf16_widen", &bf16_widen, arg("w"));
-  m.def("bf16_head_linear", &bf16_head_linear, arg("x"), arg("w"), arg("transpose"));
-  m.def("int8_linear", &int8_linear, arg("x"), arg("q"), arg("s"));
-  m.def("int8_dequantize", &int8_dequantize, arg("q"), arg("s"));
-  m.def("int8_quantize_into", &int8_quantize_into, arg("w"), arg("q"), arg("s"));
-  m.def("mxfp4_linear", &mxfp4_linear, arg("x"), arg("packed"), arg("scale"));
-  m.def("mxfp4_gemm", &mxfp4_gemm, arg("x"), arg("packed"), arg("scale"));
-  m.def("mxfp4_dequantize", &mxfp4_dequantize, arg("packed"), arg("scale"));
-  m.def("mxfp4_glu_expert", &mxfp4_glu_expert, arg("x"), arg("w"), arg("act"), arg("beta"), arg("linear_beta"));
-  m.def("mxfp4_moe_token", &mxfp4_moe_token, arg("x"), arg("bank"), arg("ids"), arg("weights"), arg("act"), arg("beta"),
-        arg("linear_beta"));
-  m.def("mxfp4_moe_tokens", &mxfp4_moe_tokens, arg("x"), arg("bank"), arg("ids"), arg("weights"), arg("act"),
-        arg("beta"), arg("linear_beta"));
-  m.def("kda_decode_slots", &kda_decode_slots, arg("q"), arg("k"), arg("v"), arg("wq"), arg("wk"), arg("wv"), arg("tq"),
-        arg("tk"), arg("tv"), arg("S"), arg("index"), arg("g"), arg("beta"), arg("scale"));
-  m.def("kda_chunk", &kda_chunk, arg("q"), arg("k"), arg("v"), arg("g"), arg("beta"), arg("scale"),
-        arg("initial_state"), arg("chunk"));
-  m.def("short_conv_silu", &short_conv_silu, arg("x"), arg("w"), arg("state"));
-  m.def("mla_paged_decode", &mla_paged_decode, arg("q"), arg("pool"), arg("tables"), arg("lens"), arg("block_size"),
-        arg("rank"), arg("scale"));
-  m.def("attn_res_mix", &attn_res_mix, arg("cands"), arg("query"), arg("eps"));
-  m.def("attn_res_mix_weights", &attn_res_mix_weights, arg("cands"), arg("norm"), arg("proj"), arg("eps"));
-  m.def("rms_norm_rows", &rms_norm_rows, arg("x"), arg("w"), arg("eps"));
-  m.def("gated_rms_norm_rows", &gated_rms_norm_rows, arg("x"), arg("gate"), arg("w"), arg("eps"));
-  m.def("kda_gates_rows", &kda_gates_rows, arg("raw"), arg("b"), arg("a_log"), arg("dt_bias"), arg("bounded"),
-        arg("lower_bound"));
-  m.def("moe_route_rows", &moe_route_rows, arg("logits"), arg("bias"), arg("top_k"), arg("renormalise"), arg("scaling"));
-  m.def("glu_rows", &glu_rows, arg("g"), arg("u"), arg("act"), arg("beta"), arg("linear_beta"));
-}
-
 void bind_plan(py::module_& m) {
   using py::arg;
   m.def("attention_step", &attention_step, arg("x"), arg("weights"), arg("state"));
@@ -107,11 +75,59 @@ void bind_settings(py::module_& m) {
   m.def("part_seconds", &part_seconds);
 }
 
+// The names of the operators this library registered (TORCH_LIBRARY(k3) below), from torch's dispatcher.
+std::vector<std::string> operator_names() {
+  std::vector<std::string> names;
+  for (const auto& op : c10::Dispatcher::singleton().getAllOpNames())
+    if (op.name.rfind("k3::", 0) == 0) names.push_back(op.name.substr(4));
+  return names;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   bind_structs(m);
-  bind_kernels(m);
   bind_plan(m);
   bind_settings(m);
+  m.def("operator_names", &operator_names);
+}
+
+// The kernels as torch operators (torch.ops.k3.NAME): each with its schema, so torch checks the arguments,
+// knows which tensors a kernel writes in place ((a!): kda_decode_slots' state and conv tails,
+// int8_quantize_into's outputs) and shows the signature in errors. Each is the CPU key's kernel: there is
+// no autograd formula (the kernel registry, k3/ops/dispatch.py, sends autograd to the references).
+TORCH_LIBRARY(k3, m) {
+  const auto cpu = [](auto fn) { return torch::dispatch(c10::DispatchKey::CPU, fn); };
+  m.def("bf16_linear(Tensor x, Tensor w) -> Tensor", cpu(&bf16_linear));
+  m.def("bf16_gemm(Tensor x, Tensor w) -> Tensor", cpu(&bf16_gemm));
+  m.def("bf16_widen(Tensor w) -> Tensor", cpu(&bf16_widen));
+  m.def("bf16_head_linear(Tensor x, Tensor w, bool transpose) -> Tensor", cpu(&bf16_head_linear));
+  m.def("int8_linear(Tensor x, Tensor q, Tensor s) -> Tensor", cpu(&int8_linear));
+  m.def("int8_dequantize(Tensor q, Tensor s) -> Tensor", cpu(&int8_dequantize));
+  m.def("int8_quantize_into(Tensor w, Tensor(a!) q, Tensor(b!) s) -> bool", cpu(&int8_quantize_into));
+  m.def("mxfp4_linear(Tensor x, Tensor packed, Tensor scale) -> Tensor", cpu(&mxfp4_linear));
+  m.def("mxfp4_gemm(Tensor x, Tensor packed, Tensor scale) -> Tensor", cpu(&mxfp4_gemm));
+  m.def("mxfp4_dequantize(Tensor packed, Tensor scale) -> Tensor", cpu(&mxfp4_dequantize));
+  m.def("mxfp4_glu_expert(Tensor x, Tensor[] w, int act, float beta, float linear_beta) -> Tensor", cpu(&mxfp4_glu_expert));
+  m.def("mxfp4_moe_token(Tensor x, Tensor[] bank, int[] ids, float[] weights, int act, float beta, "
+        "float linear_beta) -> Tensor", cpu(&mxfp4_moe_token));
+  m.def("mxfp4_moe_tokens(Tensor x, Tensor[] bank, Tensor ids, Tensor weights, int act, float beta, "
+        "float linear_beta) -> Tensor", cpu(&mxfp4_moe_tokens));
+  m.def("kda_decode_slots(Tensor q, Tensor k, Tensor v, Tensor wq, Tensor wk, Tensor wv, Tensor(a!) tq, "
+        "Tensor(b!) tk, Tensor(c!) tv, Tensor(d!) S, Tensor index, Tensor g, Tensor beta, float scale) -> Tensor",
+        cpu(&kda_decode_slots));
+  m.def("kda_chunk(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, float scale, Tensor initial_state, "
+        "int chunk) -> Tensor[]", cpu(&kda_chunk));
+  m.def("short_conv_silu(Tensor x, Tensor w, Tensor state) -> Tensor[]", cpu(&short_conv_silu));
+  m.def("mla_paged_decode(Tensor q, Tensor pool, Tensor tables, Tensor lens, int block_size, int rank, "
+        "float scale) -> Tensor", cpu(&mla_paged_decode));
+  m.def("attn_res_mix(Tensor[] cands, Tensor query, float eps) -> Tensor", cpu(&attn_res_mix));
+  m.def("attn_res_mix_weights(Tensor[] cands, Tensor norm, Tensor proj, float eps) -> Tensor", cpu(&attn_res_mix_weights));
+  m.def("rms_norm_rows(Tensor x, Tensor w, float eps) -> Tensor", cpu(&rms_norm_rows));
+  m.def("gated_rms_norm_rows(Tensor x, Tensor gate, Tensor w, float eps) -> Tensor", cpu(&gated_rms_norm_rows));
+  m.def("kda_gates_rows(Tensor raw, Tensor b, Tensor a_log, Tensor dt_bias, bool bounded, float lower_bound) "
+        "-> Tensor[]", cpu(&kda_gates_rows));
+  m.def("moe_route_rows(Tensor logits, Tensor bias, int top_k, bool renormalise, float scaling) -> Tensor[]",
+        cpu(&moe_route_rows));
+  m.def("glu_rows(Tensor g, Tensor u, int act, float beta, float linear_beta) -> Tensor", cpu(&glu_rows));
 }
