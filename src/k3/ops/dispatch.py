@@ -70,9 +70,9 @@ def prepare() -> bool:
 
 
 def decode_kernels(x: torch.Tensor):
-    """The native module when decode rows x [N <= MAX_ROWS, D] (fp32, CPU) may run the decode plan's native
-    steps (model/plan_binding.py), else None: the one rule above (`eligible`), and autograd off altogether,
-    since a whole native step records nothing for autograd to follow, whatever its inputs."""
+    """The native kernels (`native()`) when decode rows x [N <= MAX_ROWS, D] (fp32, CPU) may run the decode
+    plan's native steps (model/plan_binding.py), else None: the one rule above (`eligible`), and autograd
+    off altogether, since a whole native step records nothing for autograd to follow, whatever its inputs."""
     if torch.is_grad_enabled() or x.dtype != torch.float32 or x.dim() != 2 or x.shape[0] > MAX_ROWS:
         return None
     return native() if eligible((x,), {}) else None

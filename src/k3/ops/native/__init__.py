@@ -132,12 +132,12 @@ def native():
     try:
         level = simd_level()
         flags = CFLAGS + (["-mavx2", "-mfma"] if level >= 1 else [])
-        module = _kernels(build.load_or_build(flags, cache_root()))
-        module.set_simd(level)
-        module.set_gemv_sequential(decode_gemv() == "sequential")
-        module.set_prefetch_nta(weight_prefetch() == "nta")
-        module.set_int8_activations(env.switch("K3_MXFP4_INT8", False))
-        return module
+        kernels = _kernels(build.load_or_build(flags, cache_root()))
+        kernels.set_simd(level)
+        kernels.set_gemv_sequential(decode_gemv() == "sequential")
+        kernels.set_prefetch_nta(weight_prefetch() == "nta")
+        kernels.set_int8_activations(env.switch("K3_MXFP4_INT8", False))
+        return kernels
     except Exception as e:  # no compiler, no ninja, ...: fall back, loudly
         warnings.warn(f"k3 native CPU kernels unavailable ({type(e).__name__}: {e}); using PyTorch paths",
                       stacklevel=2)

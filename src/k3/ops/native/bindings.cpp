@@ -1,9 +1,8 @@
 // What Python sees: the kernels as torch operators with schemas (TORCH_LIBRARY, below), and a pybind11
 // module with the decode plan (its weight and state structs as classes with named fields: a wrong type or
 // a missing argument is a TypeError that prints the signature; model/plan_binding.py builds them) and the
-// settings. The only unit that sees pybind11: torch's
-// pybind.h brings it with the casters for tensors (torch/extension.h would add all of libtorch's C++ API,
-// three times the compile time).
+// settings. The only unit that sees pybind11: torch's pybind.h brings it with the casters for tensors
+// (torch/extension.h would add all of libtorch's C++ API, three times the compile time).
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/library.h>
@@ -27,21 +26,21 @@ void bind_structs(py::module_& m) {
       .def(py::init<at::Tensor, at::Tensor, double, NormWeights>(), arg("norm"), arg("proj"), arg("eps"), arg("then"));
   py::class_<Activation>(m, "Activation", "code (0 SiTU, 1 SiLU), beta, linear beta (0: none)")
       .def(py::init<int64_t, double, double>(), arg("code"), arg("beta"), arg("linear_beta"));
-  py::class_<KdaWeights>(m, "KdaWeights", "KimiDeltaAttention's decode weights (decode_steps.cpp)")
+  py::class_<KdaWeights>(m, "KdaWeights", "KimiDeltaAttention's decode weights (decode.h)")
       .def(py::init<Matrix, Ints, Matrix, Matrix, at::Tensor, at::Tensor, bool, double, Tensors, at::Tensor, double,
                     double>(),
            arg("inputs"), arg("sizes"), arg("f_b"), arg("o_proj"), arg("a_log"), arg("dt_bias"), arg("bounded"),
            arg("lower_bound"), arg("conv"), arg("o_norm"), arg("eps"), arg("scale"));
   py::class_<KdaState>(m, "KdaState", "A KDA step's recurrent pool, conv tail pools and slot index")
       .def(py::init<at::Tensor, Tensors, at::Tensor>(), arg("recurrent"), arg("tails"), arg("index"));
-  py::class_<MlaWeights>(m, "MlaWeights", "Gated MLA's decode weights (decode_steps.cpp)")
+  py::class_<MlaWeights>(m, "MlaWeights", "Gated MLA's decode weights (decode.h)")
       .def(py::init<Matrix, Ints, Matrix, Matrix, NormWeights, NormWeights, at::Tensor, at::Tensor, double>(),
            arg("inputs"), arg("sizes"), arg("q_b"), arg("o_proj"), arg("q_a_norm"), arg("kv_a_norm"), arg("w_uk"),
            arg("w_uv"), arg("scale"));
   py::class_<MlaState>(m, "MlaState", "An MLA step's paged cache and the pool rows its new latents go to")
       .def(py::init<at::Tensor, at::Tensor, at::Tensor, int64_t, at::Tensor>(), arg("pool"), arg("tables"),
            arg("lens"), arg("block_size"), arg("new_rows"));
-  py::class_<MoeWeights>(m, "MoeWeights", "LatentMoE's decode weights (decode_steps.cpp)")
+  py::class_<MoeWeights>(m, "MoeWeights", "LatentMoE's decode weights (decode.h)")
       .def(py::init<Matrix, at::Tensor, int64_t, bool, double, Matrix, Ints, Matrix, Matrix, Tensors, Activation,
                     NormWeights>(),
            arg("router"), arg("bias"), arg("top_k"), arg("renormalise"), arg("scaling"), arg("inputs"), arg("sizes"),

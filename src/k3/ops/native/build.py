@@ -105,6 +105,8 @@ def build(name: str, sources: list[Path], flags: list[str], build_dir: Path, fin
     print(f"k3: building k3's CPU kernels, once, about a minute (in {build_dir})", file=sys.stderr, flush=True)
     start = time.monotonic()
     with _exclusive(build_dir / "k3-build.lock"):
+        if (final / f"{name}.so").is_file():   # the builder we waited for made this very build
+            return import_from(final, name)
         # Under our lock nobody else builds here: a torch "lock" file is one a killed build left behind,
         # on which torch would wait forever.
         (build_dir / "lock").unlink(missing_ok=True)

@@ -321,10 +321,6 @@ auto timed(DecodePart part, F f) {
   return f();
 }
 
-// Argument checks more than one family makes.
-void check_pool(const at::Tensor& t, int64_t rows, int64_t cols, const char* name);   // kda.cpp
-void check_packed(const at::Tensor& packed, const at::Tensor& scale);                 // mxfp4.cpp
-
 // The entry points, by family (bindings.cpp registers them for Python).
 using Tensors = std::vector<at::Tensor>;
 using Ints = std::vector<int64_t>;

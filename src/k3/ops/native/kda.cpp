@@ -138,12 +138,12 @@ void check_f32(const at::Tensor& t, std::initializer_list<int64_t> shape, const 
               name, " must be contiguous fp32 of shape ", c10::IntArrayRef(shape), ", got ", t.sizes());
 }
 
-}  // namespace
-
 void check_pool(const at::Tensor& t, int64_t rows, int64_t cols, const char* name) {
   TORCH_CHECK(t.scalar_type() == at::kFloat && t.is_contiguous() && t.dim() == 3 && t.size(1) == rows &&
               t.size(2) == cols, name, " must be a contiguous fp32 pool [slots, ", rows, ", ", cols, "], got ", t.sizes());
 }
+
+}  // namespace
 
 at::Tensor kda_decode_slots(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor wq, at::Tensor wk,
                                at::Tensor wv, at::Tensor tq, at::Tensor tk, at::Tensor tv, at::Tensor S,

@@ -107,13 +107,6 @@ void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* 
 
 }  // namespace
 
-void check_packed(const at::Tensor& packed, const at::Tensor& scale) {
-  TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == at::kByte && packed.is_contiguous(), "packed must be contiguous uint8 [O, K/2]");
-  TORCH_CHECK(scale.dim() == 2 && scale.scalar_type() == at::kByte && scale.is_contiguous(), "scale must be contiguous uint8 [O, K/32]");
-  TORCH_CHECK(packed.size(1) % 16 == 0 && scale.size(0) == packed.size(0) && scale.size(1) * 16 == packed.size(1),
-              "packed/scale shapes do not match group size 32");
-}
-
 at::Tensor mxfp4_linear(at::Tensor x, at::Tensor packed, at::Tensor scale) {
   check_packed(packed, scale);
   const int64_t K = packed.size(1) * 2;

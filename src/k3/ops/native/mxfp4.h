@@ -1,5 +1,5 @@
-// MXFP4's value tables, for the units that decode its codes (mxfp4.cpp, gemm.cpp): E2M1 codes as floats
-// and as exact int8 doubles, and E8M0 scales as powers of two.
+// MXFP4 for the units that decode its codes (mxfp4.cpp, gemm.cpp): the value tables (E2M1 codes as floats
+// and as exact int8 doubles, E8M0 scales as powers of two) and the packed layout's check.
 #pragma once
 
 #include "k3.h"
@@ -20,5 +20,13 @@ struct Pow2Tables {
   }
 };
 inline const Pow2Tables kPow2;
+
+// Packed MXFP4 weights as the kernels read them: codes [O, K/2] and E8M0 scales [O, K/32], both uint8.
+inline void check_packed(const at::Tensor& packed, const at::Tensor& scale) {
+  TORCH_CHECK(packed.dim() == 2 && packed.scalar_type() == at::kByte && packed.is_contiguous(), "packed must be contiguous uint8 [O, K/2]");
+  TORCH_CHECK(scale.dim() == 2 && scale.scalar_type() == at::kByte && scale.is_contiguous(), "scale must be contiguous uint8 [O, K/32]");
+  TORCH_CHECK(packed.size(1) % 16 == 0 && scale.size(0) == packed.size(0) && scale.size(1) * 16 == packed.size(1),
+              "packed/scale shapes do not match group size 32");
+}
 
 }  // namespace k3
