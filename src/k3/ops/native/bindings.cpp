@@ -2,7 +2,7 @@
 // module with the decode plan (its weight and state structs as classes with named fields: a wrong type or
 // a missing argument is a TypeError that prints the signature; model/plan_binding.py builds them) and the
 // settings. The only unit that sees pybind11: torch's pybind.h brings it with the casters for tensors
-// (torch/extension.h would add all of libtorch's C++ API, three times the compile time).
+// (torch/extension.h would add all of libtorch's C++ API, much slower to compile).
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/library.h>
