@@ -34,8 +34,9 @@ class WindowLog:
         self.records: list[WindowRecord] = []
 
     def record(self, recurrent, tails, seqs, index: torch.Tensor, positions: int, step: WindowStep) -> None:
-        """Called by a slot view before it steps a window group: copies the group's state first."""
-        before = (recurrent[index].clone(), tuple(t[index].clone() for t in tails))
+        """Called by a slot view before it steps a window group: copies the group's state first (index_select
+        copies whole slots; advanced indexing took about ten times as long for the same bytes)."""
+        before = (recurrent.index_select(0, index), tuple(t.index_select(0, index) for t in tails))
         self.records.append(WindowRecord(recurrent, tails, tuple(seqs), index, positions, before, step))
 
     def keep(self, kept: dict[int, int]) -> None:
@@ -51,8 +52,8 @@ class WindowLog:
             for n, rows in by_count.items():
                 at = torch.tensor(rows, dtype=torch.long, device=r.index.device)
                 index = r.index[at]
-                r.recurrent.index_copy_(0, index, r.before[0][at])
+                r.recurrent.index_copy_(0, index, r.before[0].index_select(0, at))
                 for pool, saved in zip(r.tails, r.before[1]):
-                    pool.index_copy_(0, index, saved[at])
+                    pool.index_copy_(0, index, saved.index_select(0, at))
                 for t in range(n):
                     r.step(t, rows, (r.recurrent, r.tails, index))
