@@ -8,7 +8,7 @@ from k3.ops import dispatch
 from k3.ops.attnres import attn_res_mix
 from k3.ops.linear import linear
 
-EXPECTED = {"bf16_linear", "bf16_head_linear", "attn_res_mix", "mxfp4_dequantize", "mxfp4_linear",
+EXPECTED = {"kda_window", "bf16_linear", "bf16_head_linear", "attn_res_mix", "mxfp4_dequantize", "mxfp4_linear",
             "mxfp4_glu_expert", "mxfp4_moe_token", "mxfp4_moe_tokens", "kda_step", "mla_paged_decode",
             "attn_res", "kda_gates", "gated_rms_norm", "rms_norm", "moe_route", "glu"}
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from k3.ops.conv import short_conv_silu
-from k3.ops.kda import kda_step, kda_step_reference, recurrent_kda
+from k3.ops.kda import kda_step, kda_step_reference, kda_window, recurrent_kda
 from k3.ops.norm import l2_norm
 from k3.testing import assert_close
 
@@ -97,3 +97,24 @@ def test_every_instruction_set_gives_the_same_bits(kernels, v_width, taps):
     for lvl, outs in got.items():
         assert all(torch.equal(a, b) for a, b in zip(outs, got[0])), f"level {lvl} differs from scalar"
     assert not torch.equal(got[0][1], rec), "the state was not updated"
+
+
+@pytest.mark.parametrize("T", [1, 4])
+def test_native_window_equals_its_positions_stepped_in_turn(kernels, level, T):
+    """kda_window (one call, each head's state read once) gives the same bits as T kda_step calls, for the
+    outputs, the state slots and the conv tails; slots outside the index stay untouched."""
+    gen = torch.Generator().manual_seed(11 + T)
+    idx, n = torch.tensor([4, 1]), 2
+    steps = [_inputs(n, gen)[0] for _ in range(T)]
+    window = tuple(torch.cat([s[i] for s in steps], dim=1) for i in range(5)) + (steps[0][5],)
+    _, (rec, tails) = _inputs(n, gen)
+    pools = {side: (rec.clone(), tuple(t.clone() for t in tails)) for side in ("window", "steps")}
+    assert kda_window.use_native(*window, *pools["window"], idx, K ** -0.5)
+    out = kda_window(*window, *pools["window"], idx, K ** -0.5)
+    expect = torch.cat([kda_step(*s[:5], window[5], *pools["steps"], idx, K ** -0.5) for s in
+                        (tuple(x[:, t:t + 1] for x in window[:5]) for t in range(T))], dim=1)
+    assert torch.equal(out, expect)
+    assert torch.equal(pools["window"][0], pools["steps"][0])
+    assert all(torch.equal(a, b) for a, b in zip(pools["window"][1], pools["steps"][1]))
+    untouched = [i for i in range(SLOTS) if i not in idx.tolist()]
+    assert torch.equal(pools["window"][0][untouched], rec[untouched])

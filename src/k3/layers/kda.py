@@ -19,7 +19,7 @@ from k3.layers.state import KDAStateView
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import project
 from k3.ops.conv import short_conv_silu
-from k3.ops.kda import chunk_kda, kda_gates, kda_step, recurrent_kda
+from k3.ops.kda import chunk_kda, kda_gates, kda_step, kda_window, recurrent_kda
 from k3.ops.norm import gated_rms_norm, l2_norm
 
 CHUNK_MIN_TOKENS = 16
@@ -102,7 +102,11 @@ class KimiDeltaAttention(nn.Module):
             at = (x[:, t:t + 1] if rows is None else x[rows, t:t + 1] for x in inputs)
             return kda_step(*at, weights, rec, tails, index, scale)
 
-        return state.run_window(group.seqs, group.tokens, step, self._zero_state(q))
+        def window(pools) -> torch.Tensor:   # every position at once (the same bits as the steps in turn)
+            rec, tails, index = pools
+            return kda_window(*inputs, weights, rec, tails, index, scale)
+
+        return state.run_window(group.seqs, group.tokens, step, self._zero_state(q), window)
 
     def decode_weights(self, kernels):
         """This layer's weights as the native decode step reads them (`kernels.KdaWeights`), or None when

@@ -22,6 +22,7 @@ from k3.ops.mla.paged import PagedLatents
 ZeroState = Callable[[int], tuple[torch.Tensor, tuple[torch.Tensor, ...]]]   # b -> zero (recurrent, tails)
 # (position t, group rows or None for all, (recurrent pool, tail pools, slot index of those rows)) -> output
 WindowStep = Callable[[int, "list[int] | None", tuple], torch.Tensor]
+WindowRun = Callable[[tuple], torch.Tensor]   # slot tensors -> every position of a window at once
 
 
 class KDAStateView(Protocol):
@@ -35,9 +36,11 @@ class KDAStateView(Protocol):
         """-> (recurrent pool [slots, H, K, V], tail pools, index [b] long): sequence seqs[i] lives in slot
         index[i], to be updated in place. `zeros(b)` makes zero state where none exists yet."""
 
-    def run_window(self, seqs: list[int], T: int, step: WindowStep, zeros: ZeroState) -> torch.Tensor:
+    def run_window(self, seqs: list[int], T: int, step: WindowStep, zeros: ZeroState,
+                   window: WindowRun | None = None) -> torch.Tensor:
         """Verify windows of T positions: step(t, None, slot_tensors) for t = 0..T-1 on the state in place
-        -> the outputs concatenated along positions ([b, T, ...]). An engine view also keeps `step` so it
+        -> the outputs concatenated along positions ([b, T, ...]); `window(slot_tensors)`, when given,
+        runs all T positions in one call with the same result. An engine view also keeps `step` so it
         can restore the state before the window and replay its first positions (see WindowLog)."""
 
 
@@ -100,9 +103,9 @@ class DenseKDAState:
             self._index = seqs, torch.tensor(seqs, dtype=torch.long, device=self.recurrent.device)
         return self.recurrent, self.tails, self._index[1]
 
-    def run_window(self, seqs, T, step, zeros):
+    def run_window(self, seqs, T, step, zeros, window=None):
         pools = self.slot_tensors(seqs, zeros)
-        return torch.cat([step(t, None, pools) for t in range(T)], dim=1)
+        return window(pools) if window is not None else torch.cat([step(t, None, pools) for t in range(T)], dim=1)
 
 
 @dataclass

@@ -63,3 +63,39 @@ def _step_examples(large: bool) -> list[Example]:
 
 
 kda_step = register("kda_step", examples=_step_examples, reference=kda_step_reference, native=_kda_step_native, supports=_supports)
+
+
+def kda_window_reference(q, k, v, g, beta, conv_weights, recurrent, tails, index, scale: float) -> torch.Tensor:
+    """Verify windows: q, k, v [n, T, P], g [n, T, H, K], beta [n, T, H] -> o [n, T, H, V]; position t
+    of every sequence stepped as `kda_step` steps one token, in order, on the slots in place."""
+    return torch.cat([kda_step_reference(q[:, t:t + 1], k[:, t:t + 1], v[:, t:t + 1], g[:, t:t + 1], beta[:, t:t + 1],
+                                         conv_weights, recurrent, tails, index, scale)
+                      for t in range(q.shape[1])], dim=1)
+
+
+def _kda_window_native(q, k, v, g, beta, conv_weights, recurrent, tails, index, scale: float) -> torch.Tensor:
+    """All T positions of a layer in one call: each head's state is read once for the window (T one-token
+    calls read and write it T times), with the same bits."""
+    return native().kda_window_slots(*(x.contiguous() for x in (q, k, v)), *(w.contiguous() for w in conv_weights),
+                                     *tails, recurrent, index, g.contiguous(), beta.contiguous(), scale)
+
+
+def _window_examples(large: bool) -> list[Example]:
+    """The one-token examples' shapes with windows of 3 positions."""
+    H, K, V, Kc, slots = (96, 128, 128, 4, 4) if large else (2, 5, 7, 4, 5)
+    out = []
+    for n in (1, 2):
+        T = 3
+        qkv = [randn(n, T, H * d, seed=i) for i, d in ((1, K), (2, K), (3, V))]
+        conv = [randn(H * d, Kc, seed=4 + i, scale=0.5) for i, d in enumerate((K, K, V))]
+        tails = [randn(slots, Kc - 1, H * d, seed=7 + i) for i, d in enumerate((K, K, V))]
+        g = -torch.rand(n, T, H, K, generator=torch.Generator().manual_seed(10)) * 0.5
+        beta = torch.sigmoid(randn(n, T, H, seed=11))
+        index = torch.tensor([slots - 1, 0][:n])
+        out.append(Example(f"{n} windows of {T}, {H} heads, K {K}, V {V}",
+                           (*qkv, g, beta, conv, randn(slots, H, K, V, seed=12), tails, index, K ** -0.5)))
+    return out
+
+
+kda_window = register("kda_window", examples=_window_examples, reference=kda_window_reference,
+                      native=_kda_window_native, supports=_supports)

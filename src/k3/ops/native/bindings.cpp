@@ -115,6 +115,9 @@ TORCH_LIBRARY(k3, m) {
   m.def("kda_decode_slots(Tensor q, Tensor k, Tensor v, Tensor wq, Tensor wk, Tensor wv, Tensor(a!) tq, "
         "Tensor(b!) tk, Tensor(c!) tv, Tensor(d!) S, Tensor index, Tensor g, Tensor beta, float scale) -> Tensor",
         cpu(&kda_decode_slots));
+  m.def("kda_window_slots(Tensor q, Tensor k, Tensor v, Tensor wq, Tensor wk, Tensor wv, Tensor(a!) tq, "
+        "Tensor(b!) tk, Tensor(c!) tv, Tensor(d!) S, Tensor index, Tensor g, Tensor beta, float scale) -> Tensor",
+        cpu(&kda_window_slots));
   m.def("kda_chunk(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, float scale, Tensor initial_state, "
         "int chunk) -> Tensor[]", cpu(&kda_chunk));
   m.def("short_conv_silu(Tensor x, Tensor w, Tensor state) -> Tensor[]", cpu(&short_conv_silu));

@@ -359,6 +359,9 @@ at::Tensor mxfp4_dequantize(at::Tensor packed, at::Tensor scale);
 at::Tensor kda_decode_slots(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor wq, at::Tensor wk, at::Tensor wv,
                             at::Tensor tq, at::Tensor tk, at::Tensor tv, at::Tensor S, at::Tensor index, at::Tensor g,
                             at::Tensor beta, double scale);
+at::Tensor kda_window_slots(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor wq, at::Tensor wk, at::Tensor wv,
+                            at::Tensor tq, at::Tensor tk, at::Tensor tv, at::Tensor S, at::Tensor index, at::Tensor g,
+                            at::Tensor beta, double scale);
 Tensors kda_gates_rows(at::Tensor raw, at::Tensor b, at::Tensor a_log, at::Tensor dt_bias, bool bounded,
                        double lower_bound);
 Tensors short_conv_silu(at::Tensor x, at::Tensor w, at::Tensor state);

@@ -7,6 +7,7 @@
 // Shapes: q, k, v [n, P] (P = H*D), conv weights [P, Kc], tail pools [slots, Kc-1, P], g [n, H, D] log-decay,
 // beta [n, H], state pool [slots, H, D, V], index [n] int64 (sequence i lives in slot index[i], all distinct).
 // Returns o [n, H, V]; the slots named by index are updated in place, nothing else is written.
+// kda_window_slots: the same for verify windows of T positions a sequence ([n, T, ...]).
 //
 // kda_gates_rows: the decay gate and beta of decode rows from their raw projections, in one call:
 //   g[n, h, d] = lb * sigmoid(exp(A_log[h]) * (raw[n, h, d] + dt_bias[h, d]))   (bounded, K3)
@@ -143,55 +144,84 @@ void check_pool(const at::Tensor& t, int64_t rows, int64_t cols, const char* nam
               t.size(2) == cols, name, " must be a contiguous fp32 pool [slots, ", rows, ", ", cols, "], got ", t.sizes());
 }
 
-}  // namespace
-
-at::Tensor kda_decode_slots(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor wq, at::Tensor wk,
-                               at::Tensor wv, at::Tensor tq, at::Tensor tk, at::Tensor tv, at::Tensor S,
-                               at::Tensor index, at::Tensor g, at::Tensor beta, double scale) {
+// n sequences of T positions each (T = 1: decode) on their slots in place: the conv tails step position
+// by position, then each (sequence, head) runs its T delta-rule steps back to back, so its state [K, V]
+// is read from memory once for the window and stays in cache between positions. Every position runs the
+// same code as a one-token call, so a window equals T one-token calls bit for bit.
+at::Tensor kda_slots(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor wq, at::Tensor wk, at::Tensor wv,
+                     at::Tensor tq, at::Tensor tk, at::Tensor tv, at::Tensor S, at::Tensor index, at::Tensor g,
+                     at::Tensor beta, double scale, int64_t T) {
   TORCH_CHECK(S.dim() == 4 && S.scalar_type() == at::kFloat && S.is_contiguous(), "state pool must be contiguous fp32 [slots, H, K, V]");
   TORCH_CHECK(index.dim() == 1 && index.scalar_type() == at::kLong && index.is_contiguous(), "index must be int64 [n]");
   const int64_t slots = S.size(0), H = S.size(1), K = S.size(2), V = S.size(3), P = H * K, Kc = wq.size(1);
-  const int64_t n = index.size(0);
+  const int64_t n = index.size(0), rows = n * T;
   TORCH_CHECK(Kc >= 2, "short conv kernel must have at least 2 taps");
-  for (const auto* t : {&q, &k}) check_f32(*t, {n, P}, "q/k");
-  check_f32(v, {n, H * V}, "v");
+  for (const auto* t : {&q, &k}) check_f32(*t, {rows, P}, "q/k");
+  check_f32(v, {rows, H * V}, "v");
   for (const auto* t : {&wq, &wk}) check_f32(*t, {P, Kc}, "q/k conv weight");
   check_f32(wv, {H * V, Kc}, "v conv weight");
   for (const auto* t : {&tq, &tk}) check_pool(*t, Kc - 1, P, "q/k conv tail");
   check_pool(tv, Kc - 1, H * V, "v conv tail");
   TORCH_CHECK(tq.size(0) == slots && tk.size(0) == slots && tv.size(0) == slots, "tail pools must have one row per slot");
-  check_f32(g, {n, H, K}, "g");
-  check_f32(beta, {n, H}, "beta");
+  check_f32(g, {rows, H, K}, "g");
+  check_f32(beta, {rows, H}, "beta");
   const int64_t* ix = index.data_ptr<int64_t>();
   std::vector<int64_t> seen(ix, ix + n);
   std::sort(seen.begin(), seen.end());
   TORCH_CHECK(n == 0 || (seen.front() >= 0 && seen.back() < slots), "index names a slot outside the pool");
   TORCH_CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end(), "index names a slot twice");
   auto cq = at::empty_like(q), ck = at::empty_like(k), cv = at::empty_like(v);
-  auto o = at::empty({n, H, V}, S.options());
+  auto o = at::empty({rows, H, V}, S.options());
   const float sc = static_cast<float>(scale);
-  for (int64_t b = 0; b < n; ++b) {
-    const int64_t s = ix[b];
-    conv_silu_step(q.data_ptr<float>() + b * P, wq.data_ptr<float>(), tq.data_ptr<float>() + s * (Kc - 1) * P,
-                   cq.data_ptr<float>() + b * P, P, Kc);
-    conv_silu_step(k.data_ptr<float>() + b * P, wk.data_ptr<float>(), tk.data_ptr<float>() + s * (Kc - 1) * P,
-                   ck.data_ptr<float>() + b * P, P, Kc);
-    conv_silu_step(v.data_ptr<float>() + b * H * V, wv.data_ptr<float>(), tv.data_ptr<float>() + s * (Kc - 1) * H * V,
-                   cv.data_ptr<float>() + b * H * V, H * V, Kc);
+  for (int64_t r = 0; r < rows; ++r) {   // row r = position r % T of sequence r / T, in order
+    const int64_t s = ix[r / T];
+    conv_silu_step(q.data_ptr<float>() + r * P, wq.data_ptr<float>(), tq.data_ptr<float>() + s * (Kc - 1) * P,
+                   cq.data_ptr<float>() + r * P, P, Kc);
+    conv_silu_step(k.data_ptr<float>() + r * P, wk.data_ptr<float>(), tk.data_ptr<float>() + s * (Kc - 1) * P,
+                   ck.data_ptr<float>() + r * P, P, Kc);
+    conv_silu_step(v.data_ptr<float>() + r * H * V, wv.data_ptr<float>(), tv.data_ptr<float>() + s * (Kc - 1) * H * V,
+                   cv.data_ptr<float>() + r * H * V, H * V, Kc);
   }
   float* pool = S.data_ptr<float>();
 #pragma omp parallel for schedule(static)
   for (int64_t bh = 0; bh < n * H; ++bh) {
     const int64_t b = bh / H, h = bh % H;
-    float* qh = cq.data_ptr<float>() + bh * K;
-    float* kh = ck.data_ptr<float>() + bh * K;
-    l2_normalise(qh, K);
-    l2_normalise(kh, K);
-    const float* next = h + 1 < H ? pool + (ix[b] * H + h + 1) * K * V : nullptr;   // this thread's next head, mostly
-    delta_rule_head(qh, kh, cv.data_ptr<float>() + bh * V, g.data_ptr<float>() + bh * K, beta.data_ptr<float>()[bh],
-                    pool + (ix[b] * H + h) * K * V, o.data_ptr<float>() + bh * V, K, V, sc, next);
+    float* state = pool + (ix[b] * H + h) * K * V;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t rh = (b * T + t) * H + h;   // this position's head
+      float* qh = cq.data_ptr<float>() + rh * K;
+      float* kh = ck.data_ptr<float>() + rh * K;
+      l2_normalise(qh, K);
+      l2_normalise(kh, K);
+      // the last position prefetches this thread's next head, mostly; earlier ones reuse this state
+      const float* next = t + 1 == T && h + 1 < H ? pool + (ix[b] * H + h + 1) * K * V : nullptr;
+      delta_rule_head(qh, kh, cv.data_ptr<float>() + rh * V, g.data_ptr<float>() + rh * K, beta.data_ptr<float>()[rh],
+                      state, o.data_ptr<float>() + rh * V, K, V, sc, next);
+    }
   }
   return o;
+}
+
+}  // namespace
+
+at::Tensor kda_decode_slots(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor wq, at::Tensor wk,
+                               at::Tensor wv, at::Tensor tq, at::Tensor tk, at::Tensor tv, at::Tensor S,
+                               at::Tensor index, at::Tensor g, at::Tensor beta, double scale) {
+  return kda_slots(q, k, v, wq, wk, wv, tq, tk, tv, S, index, g, beta, scale, 1);
+}
+
+// kda_decode_slots for verify windows: q, k [n, T, P], v [n, T, H*V], g [n, T, H, K], beta [n, T, H]
+// -> o [n, T, H, V]; equal bit for bit to T calls of kda_decode_slots, position by position.
+at::Tensor kda_window_slots(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor wq, at::Tensor wk,
+                               at::Tensor wv, at::Tensor tq, at::Tensor tk, at::Tensor tv, at::Tensor S,
+                               at::Tensor index, at::Tensor g, at::Tensor beta, double scale) {
+  TORCH_CHECK(q.dim() == 3, "q must be [n, T, P]");
+  const int64_t n = q.size(0), T = q.size(1);
+  TORCH_CHECK(T >= 1 && g.dim() == 4 && beta.dim() == 3, "g must be [n, T, H, K] and beta [n, T, H]");
+  auto flat = [&](const at::Tensor& t) { return t.reshape({n * T, t.size(-1)}); };
+  auto o = kda_slots(flat(q), flat(k), flat(v), wq, wk, wv, tq, tk, tv, S, index, g.reshape({n * T, g.size(2), g.size(3)}),
+                     beta.reshape({n * T, beta.size(2)}), scale, T);
+  return o.view({n, T, o.size(1), o.size(2)});
 }
 
 std::vector<at::Tensor> kda_gates_rows(at::Tensor raw, at::Tensor b, at::Tensor a_log, at::Tensor dt_bias,
