@@ -118,3 +118,11 @@ def test_native_window_equals_its_positions_stepped_in_turn(kernels, level, T):
     assert all(torch.equal(a, b) for a, b in zip(pools["window"][1], pools["steps"][1]))
     untouched = [i for i in range(SLOTS) if i not in idx.tolist()]
     assert torch.equal(pools["window"][0][untouched], rec[untouched])
+
+
+def test_native_window_names_a_bad_shape(kernels):
+    gen = torch.Generator().manual_seed(3)
+    step, (rec, tails) = _inputs(2, gen)
+    q, k, v, g, beta, w = (x.expand(-1, 2, *x.shape[2:]).contiguous() if torch.is_tensor(x) else x for x in step)
+    with pytest.raises(RuntimeError, match="must share q's n = 2 and T = 2"):
+        kda_window(q, k[:, :1].contiguous(), v, g, beta, w, rec, tails, torch.tensor([0, 1]), 0.5)

@@ -46,20 +46,25 @@ def _supports(q, k, v, g, beta, conv_weights, recurrent, tails, index, scale) ->
             and all(t.is_contiguous() for t in pools) and index.dtype == torch.long)
 
 
-def _step_examples(large: bool) -> list[Example]:
+def _slot_examples(large: bool, T: int, counts: tuple[int, ...]) -> list[Example]:
+    """n sequences (for each n in counts) of T positions on slots of a pool, at K3's head sizes or tiny odd ones."""
     H, K, V, Kc, slots = (96, 128, 128, 4, 4) if large else (2, 5, 7, 4, 5)
-    P = H * K
     out = []
-    for n in (1, 3):
-        qkv = [randn(n, 1, H * d, seed=i) for i, d in ((1, K), (2, K), (3, V))]
+    for n in counts:
+        qkv = [randn(n, T, H * d, seed=i) for i, d in ((1, K), (2, K), (3, V))]
         conv = [randn(H * d, Kc, seed=4 + i, scale=0.5) for i, d in enumerate((K, K, V))]
         tails = [randn(slots, Kc - 1, H * d, seed=7 + i) for i, d in enumerate((K, K, V))]
-        g = -torch.rand(n, 1, H, K, generator=torch.Generator().manual_seed(10)) * 0.5
-        beta = torch.sigmoid(randn(n, 1, H, seed=11))
+        g = -torch.rand(n, T, H, K, generator=torch.Generator().manual_seed(10)) * 0.5
+        beta = torch.sigmoid(randn(n, T, H, seed=11))
         index = torch.tensor([slots - 1, 0, 2][:n])
-        out.append(Example(f"{n} rows, {H} heads, K {K}, V {V}", (*qkv, g, beta, conv, randn(slots, H, K, V, seed=12),
-                                                                  tails, index, K ** -0.5)))
+        what = "rows" if T == 1 else f"windows of {T}"
+        out.append(Example(f"{n} {what}, {H} heads, K {K}, V {V}", (*qkv, g, beta, conv, randn(slots, H, K, V, seed=12),
+                                                                     tails, index, K ** -0.5)))
     return out
+
+
+def _step_examples(large: bool) -> list[Example]:
+    return _slot_examples(large, 1, (1, 3))
 
 
 kda_step = register("kda_step", examples=_step_examples, reference=kda_step_reference, native=_kda_step_native, supports=_supports)
@@ -81,20 +86,7 @@ def _kda_window_native(q, k, v, g, beta, conv_weights, recurrent, tails, index, 
 
 
 def _window_examples(large: bool) -> list[Example]:
-    """The one-token examples' shapes with windows of 3 positions."""
-    H, K, V, Kc, slots = (96, 128, 128, 4, 4) if large else (2, 5, 7, 4, 5)
-    out = []
-    for n in (1, 2):
-        T = 3
-        qkv = [randn(n, T, H * d, seed=i) for i, d in ((1, K), (2, K), (3, V))]
-        conv = [randn(H * d, Kc, seed=4 + i, scale=0.5) for i, d in enumerate((K, K, V))]
-        tails = [randn(slots, Kc - 1, H * d, seed=7 + i) for i, d in enumerate((K, K, V))]
-        g = -torch.rand(n, T, H, K, generator=torch.Generator().manual_seed(10)) * 0.5
-        beta = torch.sigmoid(randn(n, T, H, seed=11))
-        index = torch.tensor([slots - 1, 0][:n])
-        out.append(Example(f"{n} windows of {T}, {H} heads, K {K}, V {V}",
-                           (*qkv, g, beta, conv, randn(slots, H, K, V, seed=12), tails, index, K ** -0.5)))
-    return out
+    return _slot_examples(large, 3, (1, 2))
 
 
 kda_window = register("kda_window", examples=_window_examples, reference=kda_window_reference,

@@ -215,9 +215,12 @@ at::Tensor kda_decode_slots(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor
 at::Tensor kda_window_slots(at::Tensor q, at::Tensor k, at::Tensor v, at::Tensor wq, at::Tensor wk,
                                at::Tensor wv, at::Tensor tq, at::Tensor tk, at::Tensor tv, at::Tensor S,
                                at::Tensor index, at::Tensor g, at::Tensor beta, double scale) {
-  TORCH_CHECK(q.dim() == 3, "q must be [n, T, P]");
+  TORCH_CHECK(q.dim() == 3 && q.size(1) >= 1, "q must be [n, T, P] with T >= 1, got ", q.sizes());
   const int64_t n = q.size(0), T = q.size(1);
-  TORCH_CHECK(T >= 1 && g.dim() == 4 && beta.dim() == 3, "g must be [n, T, H, K] and beta [n, T, H]");
+  for (const auto* t : {&k, &v, &g, &beta})   // the rest of the shapes are kda_slots' checks, on the flat rows
+    TORCH_CHECK(t->dim() == (t == &g ? 4 : 3) && t->size(0) == n && t->size(1) == T,
+                "k, v [n, T, P], g [n, T, H, K] and beta [n, T, H] must share q's n = ", n, " and T = ", T,
+                ", got ", t->sizes());
   auto flat = [&](const at::Tensor& t) { return t.reshape({n * T, t.size(-1)}); };
   auto o = kda_slots(flat(q), flat(k), flat(v), wq, wk, wv, tq, tk, tv, S, index, g.reshape({n * T, g.size(2), g.size(3)}),
                      beta.reshape({n * T, beta.size(2)}), scale, T);
