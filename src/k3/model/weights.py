@@ -27,7 +27,7 @@ from k3.model.k3 import K3ForCausalLM
 from k3.models import resolve_model
 from k3.model.vision_load import load_vision
 from k3.model.streaming import attach_streamed_experts, attach_streamed_trunk, memory_plan
-from k3.ops import huge_pages
+from k3.ops import dispatch, huge_pages
 from k3.ops.mxfp4 import MXFP4FormatError, check_scales
 
 # Recurrent-gate and small parameters the official code keeps in fp32 whatever the model dtype.
@@ -106,6 +106,8 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     if model.vision is not None:
         load_vision(model, reader, storage, device)
     model.eval()
+    if device.type == "cpu":
+        dispatch.prepare()   # the CPU kernels are built or loaded here, not in the first forward (or inside a trace)
     return model
 
 
@@ -144,9 +146,8 @@ def _read_onto_huge_pages(reader: CheckpointReader, spec: ExpectedTensor, storag
 
 def _check_names(reader: CheckpointReader, specs: list[ExpectedTensor]) -> None:
     expected = {s.name for s in specs}
-    missing = [n for n in expected if n not in reader]
+    missing = sorted(n for n in expected if n not in reader)
     if missing:
-        missing.sort()
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         raise CheckpointError(
             f"{len(missing)} tensor(s) the config requires are missing: {', '.join(missing[:5])}{more}; "
@@ -295,6 +296,5 @@ def _fill_block(reader: CheckpointReader, spec: ExpectedTensor, blocks: dict[str
 
 
 def _expert_slot(bank: nn.Module, e: int, mat: str, kind: str) -> torch.Tensor:
-    if kind == "weight":
-        return getattr(bank, mat)[e]
-    return getattr(bank, f"{mat}_{'packed' if kind == 'weight_packed' else 'scale'}")[e]
+    name = mat if kind == "weight" else f"{mat}_{'packed' if kind == 'weight_packed' else 'scale'}"
+    return getattr(bank, name)[e]

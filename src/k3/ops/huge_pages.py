@@ -14,19 +14,19 @@ The results do not depend on it.
 
 from __future__ import annotations
 
-import functools
 import mmap
 from pathlib import Path
 
 import torch
 
 from k3.config import env
+from k3.config.once import once
 
 HUGE_PAGE = 2 << 20
 THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
-@functools.lru_cache(maxsize=1)
+@once
 def available() -> bool:
     """Whether weights go on huge pages: Linux with transparent huge pages on (`always` or `madvise`),
     and K3_HUGE_PAGES not 0."""

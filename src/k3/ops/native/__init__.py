@@ -15,13 +15,13 @@ int8-activation MXFP4 path (bounded error). Prefill-sized products run a native 
 
 from __future__ import annotations
 
-import functools
 import types
 import warnings
 from pathlib import Path
 
 from k3.config import env
-from k3.ops.native import build
+from k3.config.once import once
+from k3.ops.native import build, fake
 
 # Hidden visibility: the units' shared settings (k3.h's inline variables) are read directly, not through
 # the dynamic linker's table; only the module's init function is exported. -Wno-psabi: the AVX-512 forms
@@ -71,7 +71,7 @@ def _choice(variable: str, default: str) -> str:
     return env.read(variable) or default
 
 
-@functools.lru_cache(maxsize=1)
+@once
 def prefill_gemm() -> str:
     """Who multiplies prefill-sized products (more than MAX_ROWS rows): "native" (gemm.cpp, widening or
     decoding the weight as it packs it) or "torch" (the weight widened to fp32, then MKL). K3_PREFILL_GEMM
@@ -88,7 +88,7 @@ def _amd_avx512() -> bool:
     return cpu_vendor() == "AuthenticAMD" and simd_level() == 2
 
 
-@functools.lru_cache(maxsize=1)
+@once
 def decode_gemv() -> str:
     """How the decode GEMVs (bf16, and int8 trunks) read the weight for a lone row of activations (batch-1
     decode): "sequential" (each thread reads its share of the rows in order as two streams, from the
@@ -100,7 +100,7 @@ def decode_gemv() -> str:
     return _choice("K3_DECODE_GEMV", "sequential" if _amd_avx512() else "tiles")
 
 
-@functools.lru_cache(maxsize=1)
+@once
 def weight_prefetch() -> str:
     """The cache hint of the decode products' software prefetches of their weights: "nta" (non-temporal:
     the weights, read once a token, displace less of what is read again) or "t0" (into every level).
@@ -116,15 +116,16 @@ def cache_root() -> Path:
 
 def _kernels(module):
     """One handle on what the build holds: the pybind11 module's decode plan and settings, and each kernel as
-    its torch operator (torch.ops.k3.NAME.default, registered with its schema)."""
+    its torch operator (torch.ops.k3.NAME.default, registered with its schema and its fake kernel: fake.py)."""
     import torch
 
     names = {name: getattr(module, name) for name in dir(module) if not name.startswith("_")}
     names.update({name: getattr(torch.ops.k3, name).default for name in module.operator_names()})
+    fake.register()  # their meta kernels, for meta tensors, FakeTensorMode and torch.compile
     return types.SimpleNamespace(**names)
 
 
-@functools.lru_cache(maxsize=1)
+@once
 def native():
     """The kernels (see _kernels), or None (disabled, or the build failed: a warning says why)."""
     if not env.switch("K3_NATIVE", True):
