@@ -75,7 +75,9 @@ def decode_kernels(x: torch.Tensor):
     off altogether, since a whole native step records nothing for autograd to follow, whatever its inputs.
     None under torch.compile too: the plan's bound steps are C++ objects a trace cannot follow, while op by
     op every kernel is a torch operator with a fake kernel (ops/native/fake.py), so the graph holds them."""
-    if torch.compiler.is_compiling() or torch.is_grad_enabled() or x.dtype != torch.float32 or x.dim() != 2 or x.shape[0] > MAX_ROWS:
+    if torch.compiler.is_compiling() or torch.is_grad_enabled():
+        return None
+    if x.dtype != torch.float32 or x.dim() != 2 or x.shape[0] > MAX_ROWS:
         return None
     return native() if eligible((x,), {}) else None
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from k3.config import env
 from k3.config.once import once
-from k3.ops.native import build, fake
+from k3.ops.native import build
 
 # Hidden visibility: the units' shared settings (k3.h's inline variables) are read directly, not through
 # the dynamic linker's table; only the module's init function is exported. -Wno-psabi: the AVX-512 forms
@@ -118,6 +118,8 @@ def _kernels(module):
     """One handle on what the build holds: the pybind11 module's decode plan and settings, and each kernel as
     its torch operator (torch.ops.k3.NAME.default, registered with its schema and its fake kernel: fake.py)."""
     import torch
+
+    from k3.ops.native import fake
 
     names = {name: getattr(module, name) for name in dir(module) if not name.startswith("_")}
     names.update({name: getattr(torch.ops.k3, name).default for name in module.operator_names()})
