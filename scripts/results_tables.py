@@ -17,7 +17,7 @@ ABOUT = {
     "engine_thread": "a served request with the model built on the stepping thread or not",
     "vision": "the vision tower at K3's dimensions: seconds per image by size and where they go; TTFT with an image",
     "ops": "every registered op, native against its PyTorch reference, at K3's dimensions (k3/ops/harness.py)",
-    "compiled": "torch.compile of the bare model against eager decode (the native plan) and the plan off, batch 1",
+    "compiled": "`torch.compile` of the bare model against eager decode (the native plan) and the plan off, batch 1",
     "native_build": "building the native kernels: a first build, a rebuild after an edit to one unit and to the shared "
                     "header, a later process importing the published library (seconds)",
 }
