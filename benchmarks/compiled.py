@@ -68,28 +68,16 @@ def main() -> None:
         for _ in range(args.rounds):
             eager_s, reference = decode(model, model, args.tokens)
             compiled_s, tokens = decode(compiled, model, args.tokens)
-            with plan_off():
+            plan_on = native_plan_off()
+            try:
                 op_s, op_tokens = decode(model, model, args.tokens)
+            finally:
+                plan_on()
             if tokens != reference or op_tokens != reference:
                 raise SystemExit("a form decoded other tokens than eager: its logits differ")
             for name, s in (("eager", eager_s), ("op by op", op_s), ("compiled", compiled_s)):
                 seconds[name].append(s)
     report({name: min(s) for name, s in seconds.items()}, seconds, compile_s, args)
-
-
-class plan_off:
-    """The native decode plan off inside the block (decode_profile.native_plan_off), back on after."""
-
-    def __enter__(self):
-        import k3.model.k3 as k3_model
-
-        self.saved = k3_model.decode_rows, k3_model.layer_steps
-        native_plan_off()
-
-    def __exit__(self, *exc):
-        import k3.model.k3 as k3_model
-
-        k3_model.decode_rows, k3_model.layer_steps = self.saved
 
 
 def report(best: dict, runs: dict, compile_s: float, args) -> None:

@@ -65,12 +65,19 @@ def install(timer: TimedKernels) -> None:
             module.native = lambda: timer
 
 
-def native_plan_off() -> None:
-    """The plan op by op through the modules and the registry (model/plan.py's run_steps)."""
+def native_plan_off():
+    """The plan op by op through the modules and the registry (model/plan.py's run_steps). Returns a
+    function that turns the native plan back on."""
     import k3.model.k3 as k3_model
 
+    saved = k3_model.decode_rows, k3_model.layer_steps
     k3_model.decode_rows = lambda *args: None
     k3_model.layer_steps = lambda *args: None
+
+    def restore() -> None:
+        k3_model.decode_rows, k3_model.layer_steps = saved
+
+    return restore
 
 
 def decode(model, tokens: int, timer: TimedKernels) -> float:

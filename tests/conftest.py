@@ -22,21 +22,28 @@ atexit.register(shutil.rmtree, os.environ["K3_CACHE_DIR"], ignore_errors=True)  
 # which `make test` runs first; a test never reaches the package index.
 os.environ["K3_FETCH"] = "0"
 
-_empty = torch.empty
-_new_empty = torch.Tensor.new_empty
+def _poisoned(allocate):
+    """`allocate` whose float results are filled with NaN. A closure, not module globals: torch.compile traces
+    these wrappers and guards on what they read, and a global would be found through the module name
+    `conftest`, which names another conftest file when several are imported (pytest-xdist)."""
+
+    def poisoned(*args, **kwargs):
+        t = allocate(*args, **kwargs)
+        if t.is_floating_point() and t.device.type != "meta":
+            t.fill_(float("nan"))
+        return t
+
+    return poisoned
 
 
-def _poison(t: torch.Tensor) -> torch.Tensor:
-    if t.is_floating_point() and t.device.type != "meta":
-        t.fill_(float("nan"))
-    return t
+_poisoned_empty, _poisoned_new_empty = _poisoned(torch.empty), _poisoned(torch.Tensor.new_empty)
 
 
 @pytest.fixture(autouse=True)
 def nan_poisoned_empty(monkeypatch):
     """Uninitialised float memory reads as NaN, so a result that depends on it fails loudly (FLA habit)."""
-    monkeypatch.setattr(torch, "empty", lambda *a, **k: _poison(_empty(*a, **k)))
-    monkeypatch.setattr(torch.Tensor, "new_empty", lambda self, *a, **k: _poison(_new_empty(self, *a, **k)))
+    monkeypatch.setattr(torch, "empty", _poisoned_empty)
+    monkeypatch.setattr(torch.Tensor, "new_empty", _poisoned_new_empty)
 
 
 @pytest.fixture(autouse=True)

@@ -4,21 +4,12 @@ model's logits are the eager model's, bit for bit, for a prompt and for a decode
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from k3.model.weights import load_model
 
 
-@pytest.fixture
-def unpoisoned_empty(nan_poisoned_empty, monkeypatch):
-    """torch.empty as torch has it: Dynamo would trace conftest's NaN-poisoning wrapper and guard on its module by
-    the name `conftest`, which names another conftest file when several are imported (pytest-xdist)."""
-    monkeypatch.setattr(torch, "empty", torch._C._VariableFunctions.empty)
-    monkeypatch.setattr(torch.Tensor, "new_empty", torch._C.TensorBase.new_empty)
-
-
-def test_the_compiled_model_gives_the_eager_logits(tiny_checkpoint, unpoisoned_empty):
+def test_the_compiled_model_gives_the_eager_logits(tiny_checkpoint):
     model = load_model(tiny_checkpoint)
     graphs = []
 

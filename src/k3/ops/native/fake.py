@@ -13,9 +13,9 @@ data can say (it prepares weights once at load and never runs inside a traced fo
 
 from __future__ import annotations
 
-import functools
-
 import torch
+
+from k3.config.once import once
 
 WITHOUT_FAKE = frozenset({"int8_quantize_into"})
 
@@ -73,17 +73,13 @@ def _rows_ops(lib) -> None:
         logits.new_empty((logits.shape[0], top_k)), logits.new_empty((logits.shape[0], top_k), dtype=torch.long)])
 
 
-@functools.lru_cache(maxsize=1)
-def register() -> frozenset[str]:
-    """Register every fake once (after the native build loaded, so the operators exist). Returns the
-    names registered."""
-    names = set()
+@once
+def register() -> None:
+    """Register every fake, once (after the native build loaded, so the operators exist)."""
 
     def lib(name, fn):
         torch.library.register_fake(f"k3::{name}", fn)
-        names.add(name)
 
     _linears(lib)
     _attention(lib)
     _rows_ops(lib)
-    return frozenset(names)
