@@ -24,6 +24,9 @@ BF16) and timed by `llama-bench` with the same thread count (in turns: its C API
 bindings vendored with that source, with llama-bench's context parameters and one llama_decode a
 token); mlx-lm computes in fp32 (measured several times faster than its bf16 on a CPU without bf16
 arithmetic; on an AVX-512 BF16 Xeon the two were close). Prints a table of medians over the rounds, then one JSON line.
+
+Under K3_NATIVE_SIMD=avx2 both k3 and llama.cpp run AVX2 code (llama.cpp from a second, AVX2-only build:
+k3/testing/llama_cpp/build.py): an AVX2-only CPU's code paths, side by side on a newer one.
 """
 
 from __future__ import annotations

@@ -19,8 +19,11 @@ import sys
 import time
 from pathlib import Path
 
+from k3.config import env
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
+CAPS = {"scalar": "scalar", "avx2": "AVX2", "avx512": "AVX-512"}   # K3_NATIVE_SIMD's values as kinds name them
 
 
 def cpu() -> dict:
@@ -31,8 +34,16 @@ def cpu() -> dict:
     flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), [])
     kind = "AVX-512" if {"avx512f", "avx512bw", "avx512vl"} <= set(flags) else "AVX2" if "avx2" in flags else "other"
     vendor = "AMD" if "AMD" in name else "Intel" if "Intel" in name else ""
-    return {"model": name, "kind": f"{vendor} {kind}".strip(), "cores": len(
+    cap = env.read("K3_NATIVE_SIMD")   # the run's kernels (and llama.cpp's build) capped: its own kind
+    capped = f", capped at {CAPS[cap]}" if cap and CAPS[cap] != kind else ""
+    return {"model": name, "kind": f"{vendor} {kind}".strip() + capped, "cores": len(
         [line for line in info.splitlines() if line.startswith("processor")])}
+
+
+def capped_as() -> list[str]:
+    """The cap the run was made under, as the command's prefix (so the command reproduces it)."""
+    cap = env.read("K3_NATIVE_SIMD")
+    return [f"K3_NATIVE_SIMD={cap}"] if cap else []
 
 
 def git(*args: str) -> str:
@@ -69,7 +80,7 @@ def main() -> int:
             raise SystemExit(f"the benchmark failed (exit {run.returncode}); nothing recorded")
         text = run.stdout
     record = {"date": time.strftime("%Y-%m-%d"), "commit": commit,
-              "dirty": bool(changed), "command": " ".join(["python", *args.command]), "cpu": cpu(),
+              "dirty": bool(changed), "command": " ".join(capped_as() + ["python", *args.command]), "cpu": cpu(),
               "result": last_json(text)}
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / (Path(args.command[0]).stem + ".jsonl")

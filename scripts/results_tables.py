@@ -18,6 +18,8 @@ ABOUT = {
     "vision": "the vision tower at K3's dimensions: seconds per image by size and where they go; TTFT with an image",
     "ops": "every registered op, native against its PyTorch reference, at K3's dimensions (k3/ops/harness.py)",
     "compiled": "`torch.compile` of the bare model against eager decode (the native plan) and the plan off, batch 1",
+    "prefill_gemm": "who multiplies prefill-sized products: k3's blocked GEMM against MKL's sgemm on a widened copy of the "
+                    "weight, in a whole prefill and product by product",
     "native_build": "building the native kernels: a first build, a rebuild after an edit to one unit and to the shared "
                     "header, a later process importing the published library (seconds)",
 }
@@ -154,7 +156,19 @@ def _ops(r: dict) -> list[str]:
     return rows
 
 
-SHAPES = {"ops": _ops, "vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
+def _prefill_gemm(r: dict) -> list[str]:
+    p = r["prefill"]
+    rows = ["| product | rows | outputs | depth | native (GFLOP/s) | torch (GFLOP/s) | native / torch |",
+            "|---|---|---|---|---|---|---|",
+            f"| whole prefill, {_fmt(p['tok_s']['native'])} against {_fmt(p['tok_s']['torch'])} tok/s | 512 | | | | | "
+            f"**{_fmt(p['native_over_torch'])}** |"]
+    for x in r["products"]:
+        rows.append(f"| {x['weights']} | {x['rows']} | {x['outputs']} | {x['depth']} | {_fmt(x['native_gflop_s'])} | "
+                    f"{_fmt(x['torch_gflop_s'])} | {_fmt(x['native_over_torch'])} |")
+    return rows + ["", f"The default on this CPU: `{r['default']}`."]
+
+
+SHAPES = {"prefill_gemm": _prefill_gemm, "ops": _ops, "vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
           "prefix_cache": _prefix_cache, "speculative": _speculative}
 
 

@@ -43,7 +43,8 @@ VARIABLES = (
              SWITCH),
     Variable("K3_NATIVE_CACHE", "where the native kernels are built (default `~/.cache/k3/native`)"),
     Variable("K3_NATIVE_SIMD", "cap the kernels' instruction set: `scalar`, `avx2` or `avx512` "
-             "(default: what the CPU has)", ("scalar", "avx2", "avx512")),
+             "(default: what the CPU has); `avx2` builds and runs the llama.cpp anchor capped alike",
+             ("scalar", "avx2", "avx512")),
     Variable("K3_PACKAGES_DIR", "where `python -m k3.eval.fetch` keeps the evaluation sets' pinned packages "
              "(default `~/.cache/k3/packages`)"),
     Variable("K3_PREFILL_GEMM", "prefill products: `native` (k3's blocked GEMM) or `torch` (default per CPU)",

@@ -74,13 +74,12 @@ def _choice(variable: str, default: str) -> str:
 @once
 def prefill_gemm() -> str:
     """Who multiplies prefill-sized products (more than MAX_ROWS rows): "native" (gemm.cpp, widening or
-    decoding the weight as it packs it) or "torch" (the weight widened to fp32, then MKL). K3_PREFILL_GEMM
-    chooses. The default is native wherever MKL runs without its AVX-512 code: on CPUs with AVX2 but not
-    AVX-512, and on AMD CPUs, where MKL takes its AVX2 code; torch on Intel CPUs with AVX-512, where MKL
-    uses it (the native AVX-512 tile is unmeasured there). Measured: docs/benchmarks/results.md."""
-    level = simd_level()
-    native_default = level == 1 or (level == 2 and cpu_vendor() != "GenuineIntel")
-    return _choice("K3_PREFILL_GEMM", "native" if native_default else "torch")
+    decoding the weight as it packs it) or "torch" (the weight widened or decoded to fp32, then MKL).
+    K3_PREFILL_GEMM chooses. The default is native wherever the kernels have vector code: on AMD CPUs MKL
+    takes its AVX2 code, and on Intel's AVX-512, where MKL runs its own AVX-512 code, a whole prefill was
+    still faster native (the fp32 copy of every weight costs more than MKL's tile saves). Every row's
+    result is then independent of its batch. Measured: docs/benchmarks/results.md (prefill_gemm)."""
+    return _choice("K3_PREFILL_GEMM", "native" if simd_level() >= 1 else "torch")
 
 
 def _amd_avx512() -> bool:

