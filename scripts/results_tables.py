@@ -20,6 +20,8 @@ ABOUT = {
     "compiled": "`torch.compile` of the bare model against eager decode (the native plan) and the plan off, batch 1",
     "prefill_gemm": "who multiplies prefill-sized products: k3's blocked GEMM against MKL's sgemm on a widened copy of the "
                     "weight, in a whole prefill and product by product",
+    "decode_settings": "the decode settings whose default depends on the CPU: batch-1 decode with the defaults against "
+                       "each setting flipped, in turns",
     "native_build": "building the native kernels: a first build, a rebuild after an edit to one unit and to the shared "
                     "header, a later process importing the published library (seconds)",
 }
@@ -168,7 +170,17 @@ def _prefill_gemm(r: dict) -> list[str]:
     return rows + ["", f"The default on this CPU: `{r['default']}`."]
 
 
-SHAPES = {"prefill_gemm": _prefill_gemm, "ops": _ops, "vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
+def _decode_settings(r: dict) -> list[str]:
+    rows = ["| setting | default here | flipped to | default / flipped (decode, in turns) | rounds the default won |",
+            "|---|---|---|---|---|"]
+    for x in r["settings"]:
+        won = sum(p > 1 for p in x["per_round"])
+        rows.append(f"| `{x['setting']}` | `{x['default']}` | `{x['other']}` | **{_fmt(x['default_over_other'])}** | "
+                    f"{won} of {len(x['per_round'])} |")
+    return rows
+
+
+SHAPES = {"decode_settings": _decode_settings, "prefill_gemm": _prefill_gemm, "ops": _ops, "vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
           "prefix_cache": _prefix_cache, "speculative": _speculative}
 
 

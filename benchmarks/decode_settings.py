@@ -1,0 +1,93 @@
+"""Are the per-CPU defaults of the decode settings right on this machine? k3's batch-1 decode with its
+defaults against each setting flipped to its other choice, in turns (interleaved.py: each form loaded once
+in its own process, the forms decoding 16 tokens each in turn, alternating order), on compare.py's
+checkpoint. The settings are the ones whose default depends on the CPU (k3/ops/native/__init__.py):
+
+  K3_DECODE_GEMV       how the decode GEMVs read a weight: in tiles of rows, or each thread's rows in order
+  K3_WEIGHT_PREFETCH   the cache hint of the weight streams' software prefetches: t0 or non-temporal
+
+    .venv/bin/python benchmarks/decode_settings.py [--rounds 24] [--tokens 16] [--threads 2]
+
+A ratio above 1 (the default's rate over the flipped form's) says the default is the faster choice here.
+Every form computes the same bits (tests/ops). Prints a table, then one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from k3.config import env
+from k3.ops.native import decode_gemv, native, weight_prefetch
+from k3.streaming.plan import expert_sizes, weight_bytes
+from k3.testing import make_checkpoint
+
+sys.path.insert(0, str(Path(__file__).parent))
+from compare import Bandwidth, config as compare_config  # noqa: E402
+from interleaved import Decoder, interleave, summarize_interleaved  # noqa: E402
+
+OTHER = {"K3_DECODE_GEMV": {"tiles": "sequential", "sequential": "tiles"},
+         "K3_WEIGHT_PREFETCH": {"t0": "nta", "nta": "t0"}}
+
+
+def forms() -> dict[str, dict[str, str]]:
+    """{"default": {}, "VAR=other": {VAR: other}} for each setting, its default read here."""
+    defaults = {"K3_DECODE_GEMV": decode_gemv(), "K3_WEIGHT_PREFETCH": weight_prefetch()}
+    out = {"default": {}}
+    for var, value in defaults.items():
+        other = OTHER[var][value]
+        out[f"{var}={other}"] = {var: other}
+    return out
+
+
+def measure(args, work: Path) -> dict:
+    c = compare_config()
+    path = make_checkpoint(work, c, num_shards=4, with_vision=False, tokenizer=True)
+    trunk, _, experts = weight_bytes(c, None)
+    active = trunk + expert_sizes(c, experts)[2]
+    base = {k: v for k, v in os.environ.items() if k not in OTHER}   # each form's settings exactly as named
+    started = {}
+    try:
+        for name, env in forms().items():
+            started[name] = Decoder("k3", path, args.threads, args.rounds * args.tokens, base | env)
+        measured = interleave(started, args.rounds, args.tokens, Bandwidth().sample)
+    finally:
+        for d in started.values():
+            d.close()
+    pairs = [("default", name) for name in started if name != "default"]
+    return summarize_interleaved(measured, args.tokens, active, pairs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=24)
+    ap.add_argument("--tokens", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    if native() is None:
+        sys.exit("decode_settings.py measures the native kernels' settings: the native kernels did not load")
+    if any(env.read(var) for var in OTHER):
+        sys.exit(f"decode_settings.py compares the defaults with their alternatives: unset {' and '.join(OTHER)}")
+    with tempfile.TemporaryDirectory(prefix="k3-decode-settings-") as work:
+        r = measure(args, Path(work))
+    defaults = {"K3_DECODE_GEMV": decode_gemv(), "K3_WEIGHT_PREFETCH": weight_prefetch()}
+    rows = [{"setting": var, "default": value, "other": OTHER[var][value],
+             "default_over_other": r[f"decode_ratio_default_over_{var}={OTHER[var][value]}"],
+             "per_round": r[f"decode_ratio_default_over_{var}={OTHER[var][value]}_per_round"]}
+            for var, value in defaults.items()]
+    result = {"bench": "decode_settings", "threads": args.threads, "rounds": args.rounds, "tokens": args.tokens,
+              "decode_tok_s": r["decode_tok_s"], "settings": rows}
+    print(f"{'setting':<20}{'default':>12}{'other':>12}{'default / other':>17}{'rounds faster':>15}")
+    for x in rows:
+        won = sum(p > 1 for p in x["per_round"])
+        print(f"{x['setting']:<20}{x['default']:>12}{x['other']:>12}{x['default_over_other']:>16.2f}x"
+              f"{won:>9} of {len(x['per_round'])}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
