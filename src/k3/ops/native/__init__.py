@@ -94,8 +94,9 @@ def decode_gemv() -> str:
     start and the middle of its share, each prefetched 2 KB ahead) or "tiles" (eight rows at a time with
     AVX-512, four with AVX2, each prefetched, the next tile into L2). Every output's sum is the same
     either way. K3_DECODE_GEMV chooses. The default is sequential on AMD CPUs with AVX-512, where it read
-    the weights faster, and tiles elsewhere (eight rows faster than four on Intel's AVX-512, four faster
-    than eight on AVX2), where sequential is unmeasured. Figures: docs/benchmarks/results.md."""
+    the weights faster, and tiles elsewhere: on Intel's AVX-512 a decode token was faster in tiles (eight
+    rows faster than four), and on AVX2 four rows are faster than eight. Figures: docs/benchmarks/results.md
+    (decode_settings.py measures the default against the other choice on the CPU at hand)."""
     return _choice("K3_DECODE_GEMV", "sequential" if _amd_avx512() else "tiles")
 
 
@@ -104,8 +105,8 @@ def weight_prefetch() -> str:
     """The cache hint of the decode products' software prefetches of their weights: "nta" (non-temporal:
     the weights, read once a token, displace less of what is read again) or "t0" (into every level).
     Results do not depend on it. K3_WEIGHT_PREFETCH chooses. The default is nta on AMD CPUs with AVX-512,
-    where it made a decode token faster in every alternating pair, and t0 elsewhere, where nta is
-    unmeasured."""
+    where it made a decode token faster in every alternating pair, and t0 elsewhere: on Intel's AVX-512 t0
+    was the faster (decode_settings.py; docs/benchmarks/results.md)."""
     return _choice("K3_WEIGHT_PREFETCH", "nta" if _amd_avx512() else "t0")
 
 
