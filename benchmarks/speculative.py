@@ -5,7 +5,8 @@
 
 1. random: compare.py's checkpoint (random weights in K3's proportions: hidden 2048, 8 layers 3:1
    KDA:MLA, 64 MXFP4 experts top-8; bf16 trunk), batch 1 after a 64-token prompt, greedy.
-   - window cost: one forward over a verify window of T positions against one token's forward.
+   - window cost: one forward over a verify window of T positions against one token's forward timed
+     just before it (median over repetitions).
    - copy: decode tokens/s when the output copies text the drafter can see. A random model never
      copies its prompt by itself, so the drafter replays the plain run's own output (what prompt
      lookup proposes when the output is a copy: every draft right).
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -82,7 +84,7 @@ def spec_stats(llm: LLM) -> dict:
     return {k: v for k, v in llm.engine.stats().items() if k.startswith("spec_")}
 
 
-def window_costs(model, reps: int = 5) -> dict:
+def window_costs(model, reps: int = 9) -> dict:
     llm = LLM(model, cache_memory="256MiB", enable_prefix_caching=False)
     engine = llm.engine
     rid = engine.add_request(list(range(100, 164)), SamplingParams(max_tokens=64, temperature=0.0, ignore_eos=True))
@@ -93,24 +95,34 @@ def window_costs(model, reps: int = 5) -> dict:
     rollback = []
 
     def forward(T: int) -> float:
-        best = float("inf")
-        for _ in range(reps):
-            chunk = ScheduledChunk(req, T, placement, tuple(range(200, 199 + T)))
-            t0 = time.perf_counter()
-            result = engine.runner.execute(SchedulerOutput(chunks=[chunk]))
-            best = min(best, time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            engine.runner.keep_windows(result, {rid: 1})   # restore, replay the pending token
+        chunk = ScheduledChunk(req, T, placement, tuple(range(200, 199 + T)))
+        t0 = time.perf_counter()
+        result = engine.runner.execute(SchedulerOutput(chunks=[chunk]))
+        seconds = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        engine.runner.keep_windows(result, {rid: 1})   # restore, replay the pending token
+        if T > 1:                                       # a rejection to undo
             rollback.append(time.perf_counter() - t0)
-        return best
+        return seconds
 
-    one = forward(1)
-    costs = {f"T={T}": forward(T) / one for T in (2, 3, 5, 9, 17)}
+    # Every window size once a repetition, each right after a one-token forward, and the cost the median
+    # over repetitions of the pair's ratio: each window is divided by a token timed in the same memory
+    # phase (the VM's bandwidth moves within seconds; timed one size after another, the T=5 ratio ran
+    # from 1.8x to 2.6x between runs of one code base).
+    sizes = (2, 3, 5, 9, 17)
+    forward(1)   # warm-up
+    ones, ratios = [], {T: [] for T in sizes}
+    for _ in range(reps):
+        for T in sizes:
+            ones.append(forward(1))
+            ratios[T].append(forward(T) / ones[-1])
+    one = statistics.median(ones)
+    costs = {f"T={T}": statistics.median(r) for T, r in ratios.items()}
     from k3.engine.memory.sequence_state import export_kda
 
     slots = engine.runner.pools.slots
     copy = min(_timed(lambda: export_kda(slots, placement.slot)) for _ in range(reps))
-    return {"one_token_ms": one * 1e3, **costs, "rollback_ms": min(rollback[reps:]) * 1e3,
+    return {"one_token_ms": one * 1e3, **costs, "rollback_ms": min(rollback) * 1e3,
             "kda_state_copy_ms": copy * 1e3}
 
 
