@@ -118,6 +118,12 @@ def _speculative(r: dict) -> list[str]:
         for mode, rate in rates.items():
             ratio = "" if mode == "plain" or not plain else _fmt(rate / plain)
             rows.append(f"| {part} | {mode} | {_fmt(rate)} | {ratio} |")
+    w = r.get("random", {}).get("window_cost_vs_one_token")
+    if w:
+        sizes = [k for k in w if k.startswith("T=")]
+        rows += ["", f"A verify window of T positions against one token's forward ({_fmt(w['one_token_ms'])} ms), "
+                 "random checkpoint:", "", "| " + " | ".join(sizes) + " |", "|" + "---|" * len(sizes),
+                 "| " + " | ".join(_fmt(w[k]) for k in sizes) + " |"]
     return rows
 
 
