@@ -12,10 +12,26 @@ position's result is bit for bit what decoding it alone would give, and the engi
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import torch
+
+
+def cached_property(fn):
+    """A property computed on first use and kept in the instance's __dict__: functools.cached_property
+    without its lock (Python 3.11's takes an RLock per access, a context manager torch.compile cannot
+    trace, so each layer's use broke the compiled graph). Batches are built and read on one thread."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def get(self):
+        held = self.__dict__
+        if name not in held:
+            held[name] = fn(self)
+        return held[name]
+
+    return property(get)
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,9 @@ class LatentMoE(nn.Module):
     def _routed(self, z: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """z [N, d] -> sum_e w_e E_e(z) [N, d], accumulated in fp32, returned in z.dtype."""
         acc = torch.zeros(z.shape, dtype=torch.promote_types(z.dtype, torch.float32), device=z.device)
-        if z.shape[0] == 1:  # decode: no gather/scatter, same sums in the same (ascending expert) order
+        # decode: no gather/scatter, same sums in the same (ascending expert) order. Not while compiling:
+        # the expert ids are data a trace cannot read, and the tensor form gives the same bits.
+        if z.shape[0] == 1 and not torch.compiler.is_compiling():
             order = sorted(zip(ids[0].tolist(), weights[0].tolist()))
             return self.experts.weighted_sum(z, [e for e, _ in order], [w for _, w in order], acc).to(z.dtype)
         return self.experts.routed_sum(z, weights, ids).to(z.dtype)
