@@ -48,7 +48,7 @@ from k3.streaming.plan import expert_sizes, weight_bytes
 from k3.testing import make_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
-from interleaved import Decoder, interleave, show_interleaved, summarize_interleaved  # noqa: E402
+from interleaved import decode_in_turns, show_interleaved, summarize_interleaved  # noqa: E402
 
 CHILD = r'''
 import json, os, sys, time
@@ -287,7 +287,9 @@ def measure(args, work: Path) -> dict:
     runs, samples = separate_runs(engines, args, probe)
     result = summarize(runs, active, samples)
     if args.interleave_rounds and len(decoders) > 1:
-        measured = decode_in_turns(decoders, args, probe)
+        measured = decode_in_turns({name: (engine, path, None if env is None else os.environ | env)
+                                    for name, (engine, path, env) in decoders.items()},
+                                   args.threads, args.interleave_rounds, args.interleave_tokens, probe.sample)
         result["interleaved"] = summarize_interleaved(measured, args.interleave_tokens, active, pairs(decoders))
     return result
 
@@ -310,19 +312,6 @@ def separate_runs(engines: dict, args, probe: Bandwidth) -> tuple[dict, list[flo
             run["bandwidth_bytes_s"] = max(before, samples[-1])
             runs[name].append(run)
     return runs, samples
-
-
-def decode_in_turns(decoders: dict, args, probe: Bandwidth) -> dict:
-    """The engines' decode processes, loaded one after another, then decoding in turns (interleaved.py)."""
-    total = args.interleave_rounds * args.interleave_tokens
-    started = {}
-    try:
-        for name, (engine, path, env) in decoders.items():
-            started[name] = Decoder(engine, path, args.threads, total, None if env is None else os.environ | env)
-        return interleave(started, args.interleave_rounds, args.interleave_tokens, probe.sample)
-    finally:
-        for d in started.values():
-            d.close()
 
 
 if __name__ == "__main__":

@@ -28,17 +28,21 @@ from k3.testing import make_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compare import Bandwidth, config as compare_config  # noqa: E402
-from interleaved import Decoder, interleave, summarize_interleaved  # noqa: E402
+from interleaved import decode_in_turns, summarize_interleaved  # noqa: E402
 
 OTHER = {"K3_DECODE_GEMV": {"tiles": "sequential", "sequential": "tiles"},
          "K3_WEIGHT_PREFETCH": {"t0": "nta", "nta": "t0"}}
 
 
+def defaults() -> dict[str, str]:
+    """Each setting's default on this CPU."""
+    return {"K3_DECODE_GEMV": decode_gemv(), "K3_WEIGHT_PREFETCH": weight_prefetch()}
+
+
 def forms() -> dict[str, dict[str, str]]:
     """{"default": {}, "VAR=other": {VAR: other}} for each setting, its default read here."""
-    defaults = {"K3_DECODE_GEMV": decode_gemv(), "K3_WEIGHT_PREFETCH": weight_prefetch()}
     out = {"default": {}}
-    for var, value in defaults.items():
+    for var, value in defaults().items():
         other = OTHER[var][value]
         out[f"{var}={other}"] = {var: other}
     return out
@@ -49,16 +53,10 @@ def measure(args, work: Path) -> dict:
     path = make_checkpoint(work, c, num_shards=4, with_vision=False, tokenizer=True)
     trunk, _, experts = weight_bytes(c, None)
     active = trunk + expert_sizes(c, experts)[2]
-    base = {k: v for k, v in os.environ.items() if k not in OTHER}   # each form's settings exactly as named
-    started = {}
-    try:
-        for name, env in forms().items():
-            started[name] = Decoder("k3", path, args.threads, args.rounds * args.tokens, base | env)
-        measured = interleave(started, args.rounds, args.tokens, Bandwidth().sample)
-    finally:
-        for d in started.values():
-            d.close()
-    pairs = [("default", name) for name in started if name != "default"]
+    # main() refused a set variable, so each form runs with its settings exactly as named
+    decoders = {name: ("k3", path, os.environ | settings) for name, settings in forms().items()}
+    measured = decode_in_turns(decoders, args.threads, args.rounds, args.tokens, Bandwidth().sample)
+    pairs = [("default", name) for name in decoders if name != "default"]
     return summarize_interleaved(measured, args.tokens, active, pairs)
 
 
@@ -74,11 +72,10 @@ def main() -> None:
         sys.exit(f"decode_settings.py compares the defaults with their alternatives: unset {' and '.join(OTHER)}")
     with tempfile.TemporaryDirectory(prefix="k3-decode-settings-") as work:
         r = measure(args, Path(work))
-    defaults = {"K3_DECODE_GEMV": decode_gemv(), "K3_WEIGHT_PREFETCH": weight_prefetch()}
     rows = [{"setting": var, "default": value, "other": OTHER[var][value],
              "default_over_other": r[f"decode_ratio_default_over_{var}={OTHER[var][value]}"],
              "per_round": r[f"decode_ratio_default_over_{var}={OTHER[var][value]}_per_round"]}
-            for var, value in defaults.items()]
+            for var, value in defaults().items()]
     result = {"bench": "decode_settings", "threads": args.threads, "rounds": args.rounds, "tokens": args.tokens,
               "decode_tok_s": r["decode_tok_s"], "settings": rows}
     print(f"{'setting':<20}{'default':>12}{'other':>12}{'default / other':>17}{'rounds faster':>15}")

@@ -8,7 +8,7 @@ each in turn, `rounds` times (the order alternating each round), with the bandwi
 after every round. Each engine's rate is its tokens over its seconds across all rounds, so both rates
 average over the same phases.
 
-    from interleaved import Decoder, interleave, summarize_interleaved
+    from interleaved import decode_in_turns, summarize_interleaved
 """
 
 from __future__ import annotations
@@ -82,6 +82,19 @@ def interleave(decoders: dict[str, Decoder], rounds: int, tokens: int, sample) -
             seconds[name].append(decoders[name].decode(tokens))
         samples.append(sample())
     return {"seconds": seconds, "samples": samples}
+
+
+def decode_in_turns(decoders: dict, threads: int, rounds: int, tokens: int, sample) -> dict:
+    """Start each decoder process, one after another, then decode in turns (interleave); every process is
+    closed however it ends. decoders: {name: (child engine, path, env or None for this process's own)}."""
+    started = {}
+    try:
+        for name, (engine, path, env) in decoders.items():
+            started[name] = Decoder(engine, path, threads, rounds * tokens, env)
+        return interleave(started, rounds, tokens, sample)
+    finally:
+        for d in started.values():
+            d.close()
 
 
 def summarize_interleaved(measured: dict, tokens: int, active: int, pairs) -> dict:
