@@ -12,26 +12,26 @@ position's result is bit for bit what decoding it alone would give, and the engi
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
 import torch
 
 
-def cached_property(fn):
-    """A property computed on first use and kept in the instance's __dict__: functools.cached_property
-    without its lock (Python 3.11's takes an RLock per access, a context manager torch.compile cannot
-    trace, so each layer's use broke the compiled graph). Batches are built and read on one thread."""
-    name = fn.__name__
+class cached_property:  # noqa: N801 (named as the functools descriptor it stands in for)
+    """functools.cached_property without its lock: computed on first access and stored in the instance's
+    __dict__ under the same name, which then shadows this (non-data) descriptor, so later reads are plain
+    attribute reads. Python 3.11's version takes an RLock on the first access, a context manager
+    torch.compile cannot trace, so each layer's first use broke the compiled graph. Batches are built and
+    read on one thread."""
 
-    @functools.wraps(fn)
-    def get(self):
-        held = self.__dict__
-        if name not in held:
-            held[name] = fn(self)
-        return held[name]
+    def __init__(self, fn):
+        self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
 
-    return property(get)
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
 
 
 @dataclass(frozen=True)
