@@ -75,13 +75,15 @@ def test_bad_tables_are_refused(kernels):
         mla_paged_decode(q, pool, tables, lens + 100, 4, R, 0.3)
 
 
+@pytest.mark.parametrize("heads", [16, 27])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_k3_width_rows_packed_or_scattered_give_the_same_bits(kernels, level, dtype):
-    """K3's 576-wide latent rows (512 + 64) take a form of their own when a tile's 16 rows lie one after
-    another (blocks of 64): the same sums as tiles whose rows are scattered (blocks of 4), and the
-    reference's values."""
+def test_k3_width_rows_packed_or_scattered_give_the_same_bits(kernels, level, dtype, heads):
+    """K3's 576-wide latent rows (512 + 64) take a form of their own when a group of 16 rows lies one after
+    another (blocks of 64), and more than 16 heads share each row value between two head vectors: the
+    same sums as tiles whose rows are scattered (blocks of 4, nothing prefetched), and the reference's
+    values. 1100 positions: two or three parts (by heads), a tail tile shorter than a row group."""
     gen = torch.Generator().manual_seed(5)
-    rank, extra, heads, length = 512, 64, 16, 1100      # two parts, a tail tile
+    rank, extra, length = 512, 64, 1100
     rows = torch.randn(length, rank + extra, generator=gen).to(dtype)
     q = torch.randn(1, heads, rank + extra, generator=gen)
     out = {}

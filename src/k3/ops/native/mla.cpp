@@ -5,17 +5,19 @@
 //   o[i, h]     = sum_s softmax_s(score[h, :]) c_kv_s
 // Shapes: q fp32 [n, H, W]; pool fp32 or bf16 [rows, W] (W = R + Dr); tables int32 [n, maxb] (block ids);
 // lens int32 [n] (positions 0..lens[i]-1 attended); row of position p: tables[i][p / bs] * bs + p % bs.
-// A sequence's positions are split into at most 8 parts by its own length only (so its result never
-// depends on its batchmates); parts run on OpenMP threads with an online softmax and are merged.
+// A sequence's positions are split into at most 8 parts by its own length and the head count only (so its
+// result never depends on its batchmates); parts run on OpenMP threads with an online softmax and are
+// merged. Each part walks its positions in tiles of 32: score every head, one online-softmax step, then
+// accumulate the tile's rows, which are still in cache. Kernel timings: the ops and engine benchmarks.
 #include "k3.h"
 
 namespace k3 {
 
 namespace {
 
-constexpr int64_t kTile = 16;       // positions scored together (their rows and scores stay in L1)
+constexpr int64_t kTile = 32;       // positions scored, then accumulated, together
 constexpr int64_t kMaxParts = 8;
-constexpr int64_t kPartMin = 512;   // positions per part at least
+constexpr int64_t kPartWork = 8192; // positions x heads per part at least (512 positions at 16 heads)
 constexpr int64_t kLanes = 8;       // heads per vector: heads are padded to a multiple of 8
 
 #ifdef __AVX2__
@@ -50,22 +52,30 @@ void exp_minus(float* x, const float* m, int64_t n) {
 }
 
 // score_tile / accumulate_tile on 16-lane vectors: Hp a multiple of 16, 16 or 8 rows (scores) or 4 or 2
-// heads x 64 values (accumulation) per block; the callers handle what is left with the 8-lane or scalar
+// heads x 64 values over the tile's rows (accumulation) per block; the callers handle what is left with the 8-lane or scalar
 // forms. Each score and each sum is the same FMA chain whatever the block.
-// S[j][h] for Rows rows, all Hp heads: value(j, k) reads row j's k-th value; ahead (or nullptr), the
-// next rows' bytes to prefetch, a line per step of the first head group.
-template <int Rows, class Value>
+// S[j][h] for Rows rows, all Hp heads (a multiple of 16 Groups): value(j, k) reads row j's k-th value;
+// ahead (or nullptr), the next rows' bytes to prefetch, a line per step of the first head groups. Groups
+// head vectors share each broadcast row value: 2 groups of 8 rows load 10 values per 16 FMAs, 1 group of
+// 16 rows loads 17.
+template <int Rows, int Groups, class Value>
 K3_AVX512 inline void score_rows_avx512(Value value, const char* ahead, const float* qT, int64_t W, int64_t Hp,
                                         float* S) {
-  for (int64_t g = 0; g < Hp; g += 16) {
-    __m512 a[Rows];
-    for (int j = 0; j < Rows; ++j) a[j] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < Hp; g += 16 * Groups) {
+    __m512 a[Groups][Rows];
+    for (int e = 0; e < Groups; ++e)
+      for (int j = 0; j < Rows; ++j) a[e][j] = _mm512_setzero_ps();
     for (int64_t k = 0; k < W; ++k) {
       if (ahead != nullptr && g == 0 && k * 16 < Rows * W) _mm_prefetch(ahead + k * 64, _MM_HINT_T1);
-      const __m512 qv = _mm512_loadu_ps(qT + k * Hp + g);
-      for (int j = 0; j < Rows; ++j) a[j] = _mm512_fmadd_ps(_mm512_set1_ps(value(j, k)), qv, a[j]);
+      __m512 qv[Groups];
+      for (int e = 0; e < Groups; ++e) qv[e] = _mm512_loadu_ps(qT + k * Hp + g + 16 * e);
+      for (int j = 0; j < Rows; ++j) {
+        const __m512 v = _mm512_set1_ps(value(j, k));
+        for (int e = 0; e < Groups; ++e) a[e][j] = _mm512_fmadd_ps(v, qv[e], a[e][j]);
+      }
     }
-    for (int j = 0; j < Rows; ++j) _mm512_storeu_ps(S + j * Hp + g, a[j]);
+    for (int e = 0; e < Groups; ++e)
+      for (int j = 0; j < Rows; ++j) _mm512_storeu_ps(S + j * Hp + g + 16 * e, a[e][j]);
   }
 }
 
@@ -75,24 +85,42 @@ inline bool packed_rows(const float* const* rows, int64_t n, int64_t W) {
   return true;
 }
 
-K3_AVX512 int64_t score_tile_avx512(const float* const* rows, int64_t nt, const float* qT, int64_t W, int64_t Hp,
-                                    float* S) {
-  int64_t j0 = 0;
-  // 16 rows laid out one after another, W known when compiled: one base pointer and constant offsets (16
-  // row pointers do not fit the general registers, and their spills cost a move per FMA). K3's latent
-  // rows are 576 wide (512 + 64). The next tile (when its positions follow in the same block) is
-  // prefetched as this one is scored: read a column at a time across 16 rows, the rows were not fetched
-  // ahead otherwise (faster than the 8-row form on long histories).
+// The bytes to prefetch while rows [j0, j0 + n) are scored: the same rows of the next tile, when `ahead`
+// (the next tile's row pointers, or nullptr) has them laid out one after another; else nullptr.
+inline const char* prefetch_target(const float* const* ahead, int64_t j0, int64_t n, int64_t W) {
+  if (ahead == nullptr || ahead[j0] == nullptr || ahead[j0 + n - 1] == nullptr || !packed_rows(ahead + j0, n, W))
+    return nullptr;
+  return reinterpret_cast<const char*>(ahead[j0]);
+}
+
+// Rows in 16-row groups laid out one after another with W known when compiled: one base pointer and
+// constant offsets (16 row pointers do not fit the general registers, and their spills cost a move per
+// FMA). K3's latent rows are 576 wide (512 + 64). Each group prefetches the next tile's same rows into L2
+// as it is scored, a tile ahead, so the fetch overlaps this tile's scores and sums (the rows were not
+// fetched ahead otherwise; read a column at a time across the rows, hardware prefetch does not see them).
+// More than 16 heads: 8 rows and two head vectors per pass (fewer loads per FMA).
+K3_AVX512 int64_t score_tile_avx512(const float* const* rows, const float* const* ahead, int64_t nt, const float* qT,
+                                    int64_t W, int64_t Hp, float* S) {
   constexpr int64_t kK3Width = 576;
-  if (W == kK3Width && nt == 16 && packed_rows(rows, 16, W)) {
-    const float* r = rows[0];
-    score_rows_avx512<16>([r](int j, int64_t k) { return r[j * kK3Width + k]; },
-                          reinterpret_cast<const char*>(r + 16 * kK3Width), qT, kK3Width, Hp, S);
-    return 16;
+  int64_t j0 = 0;
+  if (Hp % 32 == 0) {
+    for (; j0 + 8 <= nt; j0 += 8) {
+      const float* const* r = rows + j0;
+      score_rows_avx512<8, 2>([r](int j, int64_t k) { return r[j][k]; }, prefetch_target(ahead, j0, 8, W), qT, W, Hp,
+                              S + j0 * Hp);
+    }
+    return j0;
   }
+  if (W == kK3Width)
+    for (; j0 + 16 <= nt && packed_rows(rows + j0, 16, W); j0 += 16) {
+      const float* r = rows[j0];
+      score_rows_avx512<16, 1>([r](int j, int64_t k) { return r[j * kK3Width + k]; },
+                               prefetch_target(ahead, j0, 16, W), qT, kK3Width, Hp, S + j0 * Hp);
+    }
   for (; j0 + 8 <= nt; j0 += 8) {
     const float* const* r = rows + j0;
-    score_rows_avx512<8>([r](int j, int64_t k) { return r[j][k]; }, nullptr, qT, W, Hp, S + j0 * Hp);
+    score_rows_avx512<8, 1>([r](int j, int64_t k) { return r[j][k]; }, prefetch_target(ahead, j0, 8, W), qT, W, Hp,
+                            S + j0 * Hp);
   }
   return j0;
 }
@@ -139,35 +167,42 @@ K3_AVX512 int64_t accumulate_tile_avx512(const float* const* rows, int64_t nt, c
   return H2;
 }
 
-// S[j][h] = rows[j] . qT[:, h] for j < nt, all Hp heads: heads run across vector lanes, so no
-// horizontal sums; 8 rows at a time give 8 independent accumulators per head group.
-void score_tile(const float* const* rows, int64_t nt, const float* qT, int64_t W, int64_t Hp, float* S) {
-  int64_t j0 = g_simd >= 2 && Hp % 16 == 0 ? score_tile_avx512(rows, nt, qT, W, Hp, S) : 0;
 #ifdef __AVX2__
-  if (g_simd >= 1) {
-    for (; j0 + 8 <= nt; j0 += 8) {
-      const float* r0 = rows[j0]; const float* r1 = rows[j0 + 1]; const float* r2 = rows[j0 + 2]; const float* r3 = rows[j0 + 3];
-      const float* r4 = rows[j0 + 4]; const float* r5 = rows[j0 + 5]; const float* r6 = rows[j0 + 6]; const float* r7 = rows[j0 + 7];
-      for (int64_t g = 0; g < Hp; g += 8) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-        for (int64_t k = 0; k < W; ++k) {
-          const __m256 qv = _mm256_loadu_ps(qT + k * Hp + g);
-          a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(r0 + k), qv, a0);
-          a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(r1 + k), qv, a1);
-          a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(r2 + k), qv, a2);
-          a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(r3 + k), qv, a3);
-          a4 = _mm256_fmadd_ps(_mm256_broadcast_ss(r4 + k), qv, a4);
-          a5 = _mm256_fmadd_ps(_mm256_broadcast_ss(r5 + k), qv, a5);
-          a6 = _mm256_fmadd_ps(_mm256_broadcast_ss(r6 + k), qv, a6);
-          a7 = _mm256_fmadd_ps(_mm256_broadcast_ss(r7 + k), qv, a7);
-        }
-        float* out = S + j0 * Hp + g;
-        _mm256_storeu_ps(out, a0), _mm256_storeu_ps(out + Hp, a1), _mm256_storeu_ps(out + 2 * Hp, a2);
-        _mm256_storeu_ps(out + 3 * Hp, a3), _mm256_storeu_ps(out + 4 * Hp, a4), _mm256_storeu_ps(out + 5 * Hp, a5);
-        _mm256_storeu_ps(out + 6 * Hp, a6), _mm256_storeu_ps(out + 7 * Hp, a7);
+// The 8-lane form of score_rows_avx512 (16 registers: 4 rows x 2 head vectors, or 8 rows x 1).
+template <int Rows, int Groups>
+inline void score_rows_avx2(const float* const* rows, const char* ahead, const float* qT, int64_t W, int64_t Hp,
+                            float* S) {
+  for (int64_t g = 0; g < Hp; g += 8 * Groups) {
+    __m256 a[Groups][Rows];
+    for (int e = 0; e < Groups; ++e)
+      for (int j = 0; j < Rows; ++j) a[e][j] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < W; ++k) {
+      if (ahead != nullptr && g == 0 && k * 16 < Rows * W) _mm_prefetch(ahead + k * 64, _MM_HINT_T1);
+      __m256 qv[Groups];
+      for (int e = 0; e < Groups; ++e) qv[e] = _mm256_loadu_ps(qT + k * Hp + g + 8 * e);
+      for (int j = 0; j < Rows; ++j) {
+        const __m256 v = _mm256_broadcast_ss(rows[j] + k);
+        for (int e = 0; e < Groups; ++e) a[e][j] = _mm256_fmadd_ps(v, qv[e], a[e][j]);
       }
     }
+    for (int e = 0; e < Groups; ++e)
+      for (int j = 0; j < Rows; ++j) _mm256_storeu_ps(S + j * Hp + g + 8 * e, a[e][j]);
   }
+}
+#endif
+
+// S[j][h] = rows[j] . qT[:, h] for j < nt, all Hp heads: heads run across vector lanes, so no
+// horizontal sums; several rows at a time give independent accumulators per head vector, and two head
+// vectors (when there are) share each broadcast row value. ahead: the next tile's rows (see
+// prefetch_target).
+void score_tile(const float* const* rows, const float* const* ahead, int64_t nt, const float* qT, int64_t W, int64_t Hp,
+                float* S) {
+  int64_t j0 = g_simd >= 2 && Hp % 16 == 0 ? score_tile_avx512(rows, ahead, nt, qT, W, Hp, S) : 0;
+#ifdef __AVX2__
+  if (g_simd >= 1 && Hp % 16 == 0)
+    for (; j0 + 4 <= nt; j0 += 4) score_rows_avx2<4, 2>(rows + j0, prefetch_target(ahead, j0, 4, W), qT, W, Hp, S + j0 * Hp);
+  if (g_simd >= 1)
+    for (; j0 + 8 <= nt; j0 += 8) score_rows_avx2<8, 1>(rows + j0, prefetch_target(ahead, j0, 8, W), qT, W, Hp, S + j0 * Hp);
 #endif
   for (int64_t j = j0; j < nt; ++j)
     for (int64_t h = 0; h < Hp; ++h) {
@@ -218,6 +253,23 @@ void accumulate_tile(const float* const* rows, int64_t nt, const float* P, int64
     }
 }
 
+// One tile's online-softmax step, heads inner so the loops run across vector lanes: the running max
+// m[h] takes the tile's scores S[j][h] (j < nt), f[h] = exp(m_old - m_new) rescales what came before
+// (0 on the first tile, 1 when the max holds), S becomes exp(S - m_new), and l[h] = l[h] f[h] + sum_j S[j][h].
+void online_softmax_tile(float* S, int64_t nt, int64_t Hp, float* m, float* l, float* mt, float* f) {
+  std::copy(m, m + Hp, mt);
+  for (int64_t j = 0; j < nt; ++j)
+    for (int64_t h = 0; h < Hp; ++h) mt[h] = std::max(mt[h], S[j * Hp + h]);
+  std::copy(m, m + Hp, f);
+  exp_minus(f, mt, Hp);
+  for (int64_t h = 0; h < Hp; ++h) l[h] *= f[h];
+  for (int64_t j = 0; j < nt; ++j) {
+    exp_minus(S + j * Hp, mt, Hp);
+    for (int64_t h = 0; h < Hp; ++h) l[h] += S[j * Hp + h];
+  }
+  std::copy(mt, mt + Hp, m);
+}
+
 template <typename T>
 const float* as_f32_row(const T* row, int64_t W, float* scratch);
 template <>
@@ -226,6 +278,15 @@ template <>
 const float* as_f32_row<uint16_t>(const uint16_t* row, int64_t W, float* scratch) {
   for (int64_t k = 0; k < W; ++k) scratch[k] = bf16_to_f32(row[k]);
   return scratch;
+}
+
+// Where position p's row lies in the pool (fp32), or nullptr for a pool read through a widened copy
+// (bf16): prefetching is for rows read in place.
+template <typename T>
+const float* pool_row(const T*, const int32_t*, int64_t, int64_t, int64_t) { return nullptr; }
+template <>
+const float* pool_row<float>(const float* pool, const int32_t* table, int64_t bs, int64_t W, int64_t p) {
+  return pool + (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * W;
 }
 
 struct Scratch {
@@ -255,6 +316,7 @@ void attend_part(const float* q, const T* pool, const int32_t* table, int64_t bs
   std::vector<float> m(Hp, -INFINITY), l(Hp, 0.f);
   std::fill(acc, acc + H * R, 0.f);
   const float* rows[kTile];
+  const float* ahead[kTile];
   for (int64_t t0 = part.start; t0 < part.stop; t0 += kTile) {
     const int64_t nt = std::min(kTile, part.stop - t0);
     for (int64_t j = 0; j < nt; ++j) {
@@ -262,23 +324,13 @@ void attend_part(const float* q, const T* pool, const int32_t* table, int64_t bs
       rows[j] = as_f32_row(pool + (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * W, W, sc.rows.data() + j * W);
     }
     float* S = sc.S.data();
-    score_tile(rows, nt, sc.qT.data(), W, Hp, S);
-    for (int64_t h = 0; h < Hp; ++h) {
-      float mx = m[h];
-      for (int64_t j = 0; j < nt; ++j) mx = std::max(mx, S[j * Hp + h]);
-      sc.mt[h] = mx;
-      sc.f[h] = std::exp(m[h] - mx);   // 0 on the first tile (m = -inf), 1 when the max holds
-    }
+    for (int64_t j = 0; j < kTile; ++j)
+      ahead[j] = t0 + kTile + j < part.stop ? pool_row(pool, table, bs, W, t0 + kTile + j) : nullptr;
+    score_tile(rows, ahead, nt, sc.qT.data(), W, Hp, S);
+    online_softmax_tile(S, nt, Hp, m.data(), l.data(), sc.mt.data(), sc.f.data());
     for (int64_t h = 0; h < H; ++h)
-      if (sc.f[h] != 1.f) {
-        l[h] *= sc.f[h];
+      if (sc.f[h] != 1.f)
         for (int64_t r = 0; r < R; ++r) acc[h * R + r] *= sc.f[h];
-      }
-    for (int64_t j = 0; j < nt; ++j) {
-      exp_minus(S + j * Hp, sc.mt.data(), Hp);
-      for (int64_t h = 0; h < H; ++h) l[h] += S[j * Hp + h];
-    }
-    std::copy(sc.mt.begin(), sc.mt.end(), m.begin());
     accumulate_tile(rows, nt, S, Hp, H, R, acc);
   }
   std::copy(m.begin(), m.begin() + H, m_out);
@@ -339,8 +391,10 @@ at::Tensor mla_paged_decode(at::Tensor q, at::Tensor pool, at::Tensor tables, at
     TORCH_CHECK(len >= 1 && len <= maxb * block_size, "lens[", s, "] = ", len, " is outside 1..", maxb * block_size);
     for (int64_t b = 0; b < (len + block_size - 1) / block_size; ++b)
       TORCH_CHECK(tp[s * maxb + b] >= 0 && tp[s * maxb + b] < num_blocks, "tables[", s, "] names a block outside the pool");
-    const int64_t count = std::min(kMaxParts, std::max<int64_t>(1, len / kPartMin));
-    const int64_t step = (len + count - 1) / count;
+    // Parts by work (positions x heads: the model's head count, never the batch), each a whole number
+    // of tiles so that every tile but a part's last reads whole blocks.
+    const int64_t count = std::min(kMaxParts, std::max<int64_t>(1, len * H / kPartWork));
+    const int64_t step = ((len + count - 1) / count + kTile - 1) / kTile * kTile;
     first_part[s] = static_cast<int64_t>(parts.size());
     for (int64_t a = 0; a < len; a += step) parts.push_back({s, a, std::min(len, a + step)});
   }
