@@ -56,19 +56,22 @@ def _supports(q, pool, tables, lens, block_size, rank, scale) -> bool:
 
 
 def _paged_examples(large: bool) -> list[Example]:
-    H, R, Dr, bs = (96, 512, 64, 16) if large else (3, 13, 5, 4)
-    lens = [300, 17] if large else [9, 1, 6]
-    width = max(-(-x // bs) for x in lens)
-    n = len(lens)
-    blocks = n * width + 2   # every table row full width (rows past a length are never read), two spare
-    order = torch.randperm(blocks, generator=torch.Generator().manual_seed(1)).to(torch.int32)
-    tables = order[:n * width].view(n, width).contiguous()
+    """Small: odd sizes for the tests. Large: K3's 96 heads over short ragged histories, and a long history
+    (16K positions) at 16 heads, where the kernel splits one sequence over threads and memory matters."""
+    R, Dr, bs = (512, 64, 16) if large else (13, 5, 4)
+    cases = [(96, [300, 17]), (16, [16384])] if large else [(3, [9, 1, 6])]
     out = []
-    for dtype in (torch.float32, torch.bfloat16):
-        pool = randn(blocks * bs, R + Dr, seed=2, dtype=dtype)
-        out.append(Example(f"{n} sequences of {lens} tokens, {H} heads, pool {dtype}",
-                           (randn(n, H, R + Dr, seed=3), pool, tables, torch.tensor(lens, dtype=torch.int32), bs, R,
-                            (R + Dr) ** -0.5)))
+    for H, lens in cases:
+        width = max(-(-x // bs) for x in lens)
+        n = len(lens)
+        blocks = n * width + 2   # every table row full width (rows past a length are never read), two spare
+        order = torch.randperm(blocks, generator=torch.Generator().manual_seed(1)).to(torch.int32)
+        tables = order[:n * width].view(n, width).contiguous()
+        for dtype in (torch.float32, torch.bfloat16):
+            pool = randn(blocks * bs, R + Dr, seed=2, dtype=dtype)
+            out.append(Example(f"{n} sequences of {lens} tokens, {H} heads, pool {dtype}",
+                               (randn(n, H, R + Dr, seed=3), pool, tables, torch.tensor(lens, dtype=torch.int32), bs,
+                                R, (R + Dr) ** -0.5)))
     return out
 
 
