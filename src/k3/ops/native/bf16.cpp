@@ -140,13 +140,30 @@ void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_
       y[(n0 + j) * O + o0 + i] = finish_dot(sums[i][j], w + (o0 + i) * K, x + (n0 + j) * K, k, K);
 }
 
-// Outputs [o0, o0 + NO) for every row: rows in fours (AVX-512: 16 accumulators of its 32 registers;
-// AVX2's 16 would spill), then pairs, then a remaining row alone.
+// Outputs [o0, o0 + NO) for every row: rows in fours on AVX-512 (16 accumulators of its 32 registers),
+// in pairs on AVX2 (its 16 would spill) but the last four as pairs of outputs x 4 rows, and what is left
+// in one tile: 5 rows (a verify window) as pairs of outputs x 5 rows, 3 rows or 1 row across all NO
+// outputs. Each pass widens the weights again, and a lone row after the others was a pass of its own,
+// bound by the latency of its two FMAs a block rather than by their throughput.
 template <int NO>
 void linear_outputs(const uint16_t* w, const float* x, int64_t N, int64_t K, int64_t O, int64_t o0, float* y) {
+  const int64_t group = g_simd >= 2 ? 4 : 2;
   int64_t n = 0;
-  if (g_simd >= 2)
-    for (; n + 4 <= N; n += 4) linear_tile<NO, 4>(w, x, K, O, o0, n, y);
+  for (; N - n >= group && N - n != 5 && N - n != 3; n += group) {
+    if (group == 4) linear_tile<NO, 4>(w, x, K, O, o0, n, y);
+    else if (N - n == 4 && NO % 2 == 0) {
+      for (int64_t i = 0; i < NO; i += 2) linear_tile<2, 4>(w, x, K, O, o0 + i, n, y);
+      n += 2;
+    } else linear_tile<NO, 2>(w, x, K, O, o0, n, y);
+  }
+  if (N - n == 5 && NO % 2 == 0) {
+    for (int64_t i = 0; i < NO; i += 2) linear_tile<2, 5>(w, x, K, O, o0 + i, n, y);
+    n += 5;
+  }
+  if (N - n == 3) {
+    linear_tile<NO, 3>(w, x, K, O, o0, n, y);
+    n += 3;
+  }
   for (; n + 2 <= N; n += 2) linear_tile<NO, 2>(w, x, K, O, o0, n, y);
   for (; n < N; ++n) linear_tile<NO, 1>(w, x, K, O, o0, n, y);
 }
