@@ -313,12 +313,13 @@ def test_the_prefetch_hint_leaves_the_results_alone(kernels, level):
 
 
 def test_mxfp4_rows_do_not_depend_on_how_many_share_the_call(kernels, level):
-    """Four rows at a time decode each group once, but sum every output as the one-row dot does."""
+    """Rows of x in fours, then the two or three left, decode each group once, but sum every output as the
+    one-row dot does (K = 320: ten groups, so the pairs of groups end on a lone one)."""
     gen = torch.Generator().manual_seed(12)
     packed, scale = quantize(torch.randn(29, 320, generator=gen))
     x = torch.randn(9, 320, generator=gen)
     alone = torch.cat([kernels.mxfp4_linear(x[i:i + 1].contiguous(), packed, scale) for i in range(9)])
-    for n in (4, 5, 8, 9):
+    for n in (2, 3, 4, 5, 6, 7, 8, 9):
         assert torch.equal(kernels.mxfp4_linear(x[:n].contiguous(), packed, scale), alone[:n]), n
 
 

@@ -70,14 +70,35 @@ void mxfp4_rest_outs4(const MxActivations& acts, int64_t n, int64_t N, int64_t K
   }
 }
 
+// One row of W times the M rows of x from n (M = 2, 3 or 4): the codes decoded once for all M.
+template <int M>
+void dotm_mxfp4(const MxActivations& acts, int64_t n, int64_t K, int64_t O, int64_t o, const uint8_t* p,
+                const uint8_t* s, float* y) {
+  const float* rows[M];
+  for (int j = 0; j < M; ++j) rows[j] = acts.base + (n + j) * K;
+  float out[M];
+  if (g_simd >= 2)
+    dotm_mxfp4_avx512<M>(p, s, rows, K, out);
+#ifdef __AVX2__
+  else
+    dotm_mxfp4_avx2<M>(p, s, rows, K, out);
+#endif
+  for (int j = 0; j < M; ++j) y[(n + j) * O + o] = out[j];
+}
+
 // y [N, O] = x [N, K] W^T, rows of W split over threads (inside a parallel region, as the experts run,
-// all on the calling thread: no nested team); rows of x in fours (codes decoded once per four rows),
-// each output summed exactly as the one-row dot sums it.
+// all on the calling thread: no nested team); rows of x in fours (codes decoded once per four rows), then
+// the rows left: three together (an expert that three tokens of a verify window share decodes its weights
+// once), two together on AVX2 (where widening the codes is the cost to share; on AVX-512 two rows read
+// faster as below, ops and window benchmarks), else each with W rows in fours (decode's lone row). Each
+// output is summed exactly as the one-row dot sums it.
 void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* pp, const uint8_t* sp, float* y) {
   if (g_int8 && g_simd >= 1) return mxfp4_rows_int8(x, N, K, O, pp, sp, y);
   MxActivations acts(x, N, K);
-  const bool outs4 = g_simd >= 1 && N % 4 != 0;   // W rows in fours for the leftover rows of x
-  const int64_t N4 = N / 4 * 4, O4 = outs4 ? O / 4 * 4 : 0;
+  const int64_t N4 = g_simd >= 1 ? N / 4 * 4 : 0, rest = g_simd >= 1 ? N - N4 : 0;
+  const bool shared = rest == 3 || (rest == 2 && g_simd == 1);
+  const bool outs4 = rest > 0 && !shared;   // W rows in fours for each row of x left
+  const int64_t O4 = outs4 ? O / 4 * 4 : 0;
   const bool team = !omp_in_parallel();
   if (outs4) {
 #pragma omp parallel for schedule(static) if (team)
@@ -89,19 +110,11 @@ void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* 
     const uint8_t* p = pp + o * (K / 2);
     const uint8_t* s = sp + o * (K / 32);
     prefetch_ahead<kPrefetchMxfp4>(s);
-    int64_t n = 0;
-    for (; n + 4 <= N && g_simd >= 1; n += 4) {
-      const float* rows[4] = {acts.base + n * K, acts.base + (n + 1) * K, acts.base + (n + 2) * K, acts.base + (n + 3) * K};
-      float out[4];
-      if (g_simd >= 2)
-        dot4_mxfp4_avx512(p, s, rows, K, out);
-#ifdef __AVX2__
-      else
-        dot4_mxfp4_avx2(p, s, rows, K, out);
-#endif
-      for (int j = 0; j < 4; ++j) y[(n + j) * O + o] = out[j];
-    }
-    for (n = o < O4 ? N : n; n < N; ++n) y[n * O + o] = dot_mxfp4(p, s, acts.base + n * K, K);
+    for (int64_t n = 0; n < N4; n += 4) dotm_mxfp4<4>(acts, n, K, O, o, p, s, y);
+    if (shared && rest == 3) dotm_mxfp4<3>(acts, N4, K, O, o, p, s, y);
+    if (shared && rest == 2) dotm_mxfp4<2>(acts, N4, K, O, o, p, s, y);
+    if (shared || o < O4) continue;
+    for (int64_t n = N4; n < N; ++n) y[n * O + o] = dot_mxfp4(p, s, acts.base + n * K, K);
   }
 }
 

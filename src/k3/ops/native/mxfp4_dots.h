@@ -63,13 +63,24 @@ inline __m256 widen8(const int8_t* codes) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes))));
 }
 
-// acc + scale * (group h of c times its split activations xs [32]): the one order every AVX2 form uses.
-inline __m256 group_avx2(const CodePair& c, int h, const float* xs, float scale, __m256 acc) {
-  __m256 part = _mm256_mul_ps(widen8(c.even + 16 * h), _mm256_loadu_ps(xs));
-  part = _mm256_fmadd_ps(widen8(c.even + 16 * h + 8), _mm256_loadu_ps(xs + 8), part);
-  part = _mm256_fmadd_ps(widen8(c.odd + 16 * h), _mm256_loadu_ps(xs + 16), part);
-  part = _mm256_fmadd_ps(widen8(c.odd + 16 * h + 8), _mm256_loadu_ps(xs + 24), part);
+// Group h of c widened to fp32: its even columns (two vectors), then its odd ones.
+struct Widened {
+  __m256 v[4];
+  Widened(const CodePair& c, int h)
+      : v{widen8(c.even + 16 * h), widen8(c.even + 16 * h + 8), widen8(c.odd + 16 * h), widen8(c.odd + 16 * h + 8)} {}
+};
+
+// acc + scale * (a widened group times its split activations xs [32]): the one order every AVX2 form uses.
+inline __m256 group_avx2(const Widened& w, const float* xs, float scale, __m256 acc) {
+  __m256 part = _mm256_mul_ps(w.v[0], _mm256_loadu_ps(xs));
+  part = _mm256_fmadd_ps(w.v[1], _mm256_loadu_ps(xs + 8), part);
+  part = _mm256_fmadd_ps(w.v[2], _mm256_loadu_ps(xs + 16), part);
+  part = _mm256_fmadd_ps(w.v[3], _mm256_loadu_ps(xs + 24), part);
   return _mm256_fmadd_ps(part, _mm256_set1_ps(scale), acc);
+}
+
+inline __m256 group_avx2(const CodePair& c, int h, const float* xs, float scale, __m256 acc) {
+  return group_avx2(Widened(c, h), xs, scale, acc);
 }
 
 // R consecutive rows of W (row stride K/2 codes, K/32 scales) times one split row of x. R > 1 keeps R
@@ -105,26 +116,29 @@ void dot_mxfp4_avx2_rows(const uint8_t* packed, const uint8_t* scale, const floa
   for (int r = 0; r < R; ++r) out[r] = hsum(acc[r]);
 }
 
-// One row of W times 4 split rows of x: each group pair decoded once for all four.
-void dot4_mxfp4_avx2(const uint8_t* packed, const uint8_t* scale, const float* const* xs, int64_t K, float* out) {
+// One row of W times M split rows of x: each group pair decoded and widened once for all M.
+template <int M>
+void dotm_mxfp4_avx2(const uint8_t* packed, const uint8_t* scale, const float* const* xs, int64_t K, float* out) {
   const int64_t groups = K / 32;
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m256 acc[M];
+  for (int n = 0; n < M; ++n) acc[n] = _mm256_setzero_ps();
   CodePair c;
   int64_t g = 0;
   for (; g + 2 <= groups; g += 2) {
     decode_pair_avx2(packed + g * 16, c);
     codes_stored();
-    for (int n = 0; n < 4; ++n) {
-      acc[n] = group_avx2(c, 0, xs[n] + g * 32, kPow2.half[scale[g]], acc[n]);
-      acc[n] = group_avx2(c, 1, xs[n] + g * 32 + 32, kPow2.half[scale[g + 1]], acc[n]);
+    for (int h = 0; h < 2; ++h) {
+      const Widened w(c, h);
+      for (int n = 0; n < M; ++n) acc[n] = group_avx2(w, xs[n] + (g + h) * 32, kPow2.half[scale[g + h]], acc[n]);
     }
   }
   if (g < groups) {
     decode_one_avx2(packed + g * 16, c);
     codes_stored();
-    for (int n = 0; n < 4; ++n) acc[n] = group_avx2(c, 0, xs[n] + g * 32, kPow2.half[scale[g]], acc[n]);
+    const Widened w(c, 0);
+    for (int n = 0; n < M; ++n) acc[n] = group_avx2(w, xs[n] + g * 32, kPow2.half[scale[g]], acc[n]);
   }
-  for (int n = 0; n < 4; ++n) out[n] = hsum(acc[n]);
+  for (int n = 0; n < M; ++n) out[n] = hsum(acc[n]);
 }
 #endif
 
@@ -167,18 +181,19 @@ struct MxActivations {
   }
 };
 
-// The same sums as dot_mxfp4_avx512 for 4 rows at once (split activations; decoded once per group).
-K3_AVX512 void dot4_mxfp4_avx512(const uint8_t* packed, const uint8_t* scale, const float* const* x, int64_t K,
+// The same sums as dot_mxfp4_avx512 for M rows of x at once (split activations; decoded once per group).
+template <int M>
+K3_AVX512 void dotm_mxfp4_avx512(const uint8_t* packed, const uint8_t* scale, const float* const* x, int64_t K,
                                  float* out) {
   const __m512 lut = _mm512_loadu_ps(kE2M1);
-  __m512 a0[4], a1[4];
-  for (int n = 0; n < 4; ++n) a0[n] = _mm512_setzero_ps(), a1[n] = _mm512_setzero_ps();
+  __m512 a0[M], a1[M];
+  for (int n = 0; n < M; ++n) a0[n] = _mm512_setzero_ps(), a1[n] = _mm512_setzero_ps();
   const int64_t groups = K / 32;
   for (int64_t g = 0; g < groups; ++g) {
     __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + g * 16)));
     const __m512 lo = _mm512_permutexvar_ps(b, lut), hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
     const __m512 sc = _mm512_set1_ps(kPow2.full[scale[g]]);
-    for (int n = 0; n < 4; ++n) {
+    for (int n = 0; n < M; ++n) {
       const float* xs = x[n] + g * 32;
       __m512 part = _mm512_mul_ps(lo, _mm512_loadu_ps(xs));
       part = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xs + 16), part);
@@ -189,7 +204,7 @@ K3_AVX512 void dot4_mxfp4_avx512(const uint8_t* packed, const uint8_t* scale, co
         a1[n] = _mm512_fmadd_ps(part, sc, a1[n]);
     }
   }
-  for (int n = 0; n < 4; ++n) out[n] = _mm512_reduce_add_ps(_mm512_add_ps(a0[n], a1[n]));
+  for (int n = 0; n < M; ++n) out[n] = _mm512_reduce_add_ps(_mm512_add_ps(a0[n], a1[n]));
 }
 
 // The same sums as dot_mxfp4_avx512 for 4 consecutive rows of W and one row of x (split): a lone row's
