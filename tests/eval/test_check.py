@@ -30,8 +30,10 @@ def test_the_measured_figures_are_the_scripted_ones(slow_refuser):
     _, r = slow_refuser
     m = r["measured"]
     assert r["speed"]["completed"] == 4 and r["speed"]["failed"] == 0
-    # at least the scripted waits; a loaded 2-core machine sleeps longer, never shorter
-    assert 0.3 <= m["ttft.p50"] < 0.6 and 0.02 <= m["tpot.p50"] < 0.06 and 0.5 <= m["e2el.p50"] < 1.2
+    # at least the scripted waits; a loaded 2-core machine sleeps longer, never shorter (the full suite on
+    # 2 cores has stretched the 20 ms gap past 60 ms), so the upper bounds only catch gross errors (a unit,
+    # a stall), the lower ones a figure taken from too late an event
+    assert 0.3 <= m["ttft.p50"] < 0.6 and 0.02 <= m["tpot.p50"] < 0.1 and 0.5 <= m["e2el.p50"] < 1.6
     assert m["refusal.over_refusal"] == 1.0 and m["refusal.under_refusal"] == 0.0    # it refuses everything
     assert "peak_rss" not in m                           # a remote endpoint: no process memory to read
     item = r["items"][0]
