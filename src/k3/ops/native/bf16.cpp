@@ -224,9 +224,11 @@ at::Tensor bf16_head_linear(at::Tensor x, at::Tensor w, bool transpose) {
   const float* xp = x.data_ptr<float>();
   auto y = at::zeros({N, H, out}, x.options());
   float* yp = y.data_ptr<float>();
+  // Heads outer, rows inner: a verify window's rows of one head run back to back on one thread while the
+  // head's weights are in cache (rows outer read every head's weights once per row).
 #pragma omp parallel for schedule(static)
-  for (int64_t nh = 0; nh < N * H; ++nh) {
-    const int64_t h = nh % H;
+  for (int64_t hn = 0; hn < N * H; ++hn) {
+    const int64_t h = hn / N, nh = hn % N * H + h;
     const float* xr = xp + nh * in;
     float* yr = yp + nh * out;
     if (transpose)
