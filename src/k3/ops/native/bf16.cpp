@@ -149,12 +149,17 @@ template <int NO>
 void linear_outputs(const uint16_t* w, const float* x, int64_t N, int64_t K, int64_t O, int64_t o0, float* y) {
   const int64_t group = g_simd >= 2 ? 4 : 2;
   int64_t n = 0;
-  for (; N - n >= group && N - n != 5 && N - n != 3; n += group) {
-    if (group == 4) linear_tile<NO, 4>(w, x, K, O, o0, n, y);
-    else if (N - n == 4 && NO % 2 == 0) {
+  while (N - n >= group && N - n != 5 && N - n != 3) {
+    if (group == 4) {
+      linear_tile<NO, 4>(w, x, K, O, o0, n, y);
+      n += 4;
+    } else if (N - n == 4 && NO % 2 == 0) {
       for (int64_t i = 0; i < NO; i += 2) linear_tile<2, 4>(w, x, K, O, o0 + i, n, y);
+      n += 4;
+    } else {
+      linear_tile<NO, 2>(w, x, K, O, o0, n, y);
       n += 2;
-    } else linear_tile<NO, 2>(w, x, K, O, o0, n, y);
+    }
   }
   if (N - n == 5 && NO % 2 == 0) {
     for (int64_t i = 0; i < NO; i += 2) linear_tile<2, 5>(w, x, K, O, o0 + i, n, y);
@@ -228,7 +233,7 @@ at::Tensor bf16_head_linear(at::Tensor x, at::Tensor w, bool transpose) {
   // head's weights are in cache (rows outer read every head's weights once per row).
 #pragma omp parallel for schedule(static)
   for (int64_t hn = 0; hn < N * H; ++hn) {
-    const int64_t h = hn / N, nh = hn % N * H + h;
+    const int64_t h = hn / N, n = hn % N, nh = n * H + h;
     const float* xr = xp + nh * in;
     float* yr = yp + nh * out;
     if (transpose)
