@@ -79,14 +79,16 @@ const float* as_f32_row<uint16_t>(const uint16_t* row, int64_t W, float* scratch
   return scratch;
 }
 
-// Where position p's row lies in the pool (fp32), or nullptr for a pool read through a widened copy
-// (bf16): prefetching is for rows read in place.
+// Position p's row in the pool: row tables[p / bs] * bs + p % bs of the sequence's table.
 template <typename T>
-const float* pool_row(const T*, const int32_t*, int64_t, int64_t, int64_t) { return nullptr; }
-template <>
-const float* pool_row<float>(const float* pool, const int32_t* table, int64_t bs, int64_t W, int64_t p) {
+const T* pool_row(const T* pool, const int32_t* table, int64_t bs, int64_t W, int64_t p) {
   return pool + (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * W;
 }
+
+// The row to prefetch: the row itself where the pool is read in place (fp32); nullptr where it is read
+// through a widened copy (bf16).
+inline const float* in_place(const float* row) { return row; }
+inline const float* in_place(const uint16_t*) { return nullptr; }
 
 struct Scratch {
   std::vector<float> qT, S, rows, mt, f;
@@ -118,13 +120,11 @@ void attend_part(const float* q, const T* pool, const int32_t* table, int64_t bs
   const float* ahead[kTile];
   for (int64_t t0 = part.start; t0 < part.stop; t0 += kTile) {
     const int64_t nt = std::min(kTile, part.stop - t0);
-    for (int64_t j = 0; j < nt; ++j) {
-      const int64_t p = t0 + j;
-      rows[j] = as_f32_row(pool + (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * W, W, sc.rows.data() + j * W);
-    }
+    for (int64_t j = 0; j < nt; ++j)
+      rows[j] = as_f32_row(pool_row(pool, table, bs, W, t0 + j), W, sc.rows.data() + j * W);
     float* S = sc.S.data();
     for (int64_t j = 0; j < kTile; ++j)
-      ahead[j] = t0 + kTile + j < part.stop ? pool_row(pool, table, bs, W, t0 + kTile + j) : nullptr;
+      ahead[j] = t0 + kTile + j < part.stop ? in_place(pool_row(pool, table, bs, W, t0 + kTile + j)) : nullptr;
     score_tile(rows, ahead, nt, sc.qT.data(), W, Hp, S);
     online_softmax_tile(S, nt, Hp, m.data(), l.data(), sc.mt.data(), sc.f.data());
     for (int64_t h = 0; h < H; ++h)
