@@ -182,3 +182,88 @@ def test_stop_strings_aborts_and_sampled_logprobs_with_windows():
     assert engine.abort(rid).finish_reason == "abort"
     st = engine.stats()
     assert st["spec_windows"] > 0 and st["slots_free"] == engine.capacity.max_seqs and not engine.has_unfinished()
+
+
+def _window_paths(monkeypatch) -> dict[str, int]:
+    """How the engine's verify-window steps ran: the whole decode plan in one native call, or op by op; and
+    how many KDA window steps ran as one bound native sublayer step (op by op)."""
+    import k3.model.k3 as k3_model
+    from k3.model import plan_binding
+
+    counts = {"whole": 0, "op by op": 0, "native attention": 0}
+    whole, attention = k3_model.decode_rows, plan_binding.LayerSteps.attention
+
+    def counted_whole(model, ids, batch, *rest):
+        out = whole(model, ids, batch, *rest)
+        if batch.windows:
+            counts["whole" if out is not None else "op by op"] += 1
+        return out
+
+    def counted_attention(self, x, batch, state):
+        out = attention(self, x, batch, state)
+        counts["native attention"] += out is not None and bool(batch.windows)
+        return out
+
+    monkeypatch.setattr(k3_model, "decode_rows", counted_whole)
+    monkeypatch.setattr(plan_binding.LayerSteps, "attention", counted_attention)
+    return counts
+
+
+class _Ragged:
+    """Cuts the i-th draft of each proposal to 1 + i % 3 tokens: windows of several lengths in one step."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def propose(self, items):
+        return [d[:1 + i % 3] for i, d in enumerate(self.inner.propose(items))]
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_verify_windows_run_the_whole_plan_with_the_bits_of_every_other_path(tiny_checkpoint, monkeypatch, tmp_path,
+                                                                            batch):
+    """A step whose sequences are all verify windows of one length is one native call of the decode plan: its
+    logits, and the KDA state left once rejected drafts are undone (replayed from the inputs the native step
+    kept), are those of the plan op by op (each window's attention one native step), of the modules, and of
+    plain decoding."""
+    import k3.model.k3 as k3_model
+
+    model = k3.load(tiny_checkpoint)
+    prompts = PROMPTS[:batch]
+    plain = LLM(model, cache_memory="16MiB", max_num_seqs=3).generate(prompts, _params(), save_state=[
+        tmp_path / f"plain{i}.safetensors" for i in range(batch)])
+
+    def run(tag):
+        llm = _replaying(LLM(model, cache_memory="16MiB", max_num_seqs=3, speculative_config=NGRAM), plain, prompts)
+        saves = [tmp_path / f"{tag}{i}.safetensors" for i in range(batch)]
+        outs = llm.generate(prompts, _params(), save_state=saves)
+        assert 0 < llm.engine.stats()["spec_accepted_tokens"] < llm.engine.stats()["spec_drafted_tokens"]
+        return _key(outs), [load_file(p) for p in saves]
+
+    counts = _window_paths(monkeypatch)
+    whole = run("whole")
+    assert counts["whole"] > 0 and counts["native attention"] == 0
+    if batch == 1:
+        assert counts["op by op"] == 0, "every window of a lone sequence is one native call"
+    monkeypatch.setattr(k3_model, "decode_rows", lambda *args: None)
+    steps = run("steps")
+    assert counts["native attention"] > 0, "op by op, a window's attention is one bound native step"
+    monkeypatch.setattr(k3_model, "layer_steps", lambda *args: None)
+    modules = run("modules")
+    plain_states = [load_file(tmp_path / f"plain{i}.safetensors") for i in range(batch)]
+    assert whole[0] == steps[0] == modules[0] == _key(plain)
+    for states in zip(whole[1], steps[1], modules[1], plain_states):
+        for a in states[1:]:
+            assert a.keys() == states[0].keys() and all(torch.equal(a[k], states[0][k]) for k in a)
+
+
+def test_windows_of_several_lengths_in_one_step_run_op_by_op_with_the_same_bits(tiny_checkpoint, monkeypatch):
+    """Windows of different lengths (and sequences without drafts beside windows) are not one group: the plan
+    runs op by op for them, with plain decoding's output."""
+    model = k3.load(tiny_checkpoint)
+    plain = LLM(model, cache_memory="16MiB", max_num_seqs=3).generate(PROMPTS, _params())
+    llm = _replaying(LLM(model, cache_memory="16MiB", max_num_seqs=3, speculative_config=NGRAM), plain, PROMPTS)
+    llm.engine.drafter.proposer = _Ragged(llm.engine.drafter.proposer)
+    counts = _window_paths(monkeypatch)
+    assert _key(llm.generate(PROMPTS, _params())) == _key(plain)
+    assert counts["op by op"] > 0

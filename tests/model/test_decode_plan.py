@@ -249,3 +249,29 @@ def test_the_whole_plan_for_other_configs(tmp_path, monkeypatch, change):
         model, monkeypatch, IDS[:2, :3], lambda state: [model(torch.tensor([[t], [t + 1]]), state) for t in (5, 8, 11)])
     assert counts["whole"] == 3
     assert all(torch.equal(a, b) for a, b in zip(whole, steps))
+
+
+def test_a_kda_step_whose_rows_do_not_match_its_state_names_the_problem(tiny_checkpoint):
+    """The native KDA step checks its state struct: rows a sequence brings (`positions`) against the rows
+    given, and the replay tensors a verify window writes its inputs to."""
+    from k3.ops.native import native
+
+    kernels = native()
+    if kernels is None:
+        pytest.skip("the native kernels are not built here (K3_NATIVE=0 or no compiler)")
+    model = k3.load(tiny_checkpoint)
+    layer = next(i for i, t in enumerate(model.config.layer_types) if t == "kda")
+    weights = plan_binding.binding(model, kernels).layers[layer].attention_weights
+    attn, c = model.model.layers[layer].self_attn, model.config
+    H, D = attn.num_heads, attn.head_dim
+    pool = torch.zeros(2, H, D, D)
+    tails = [torch.zeros(2, c.short_conv_kernel_size - 1, H * D) for _ in range(3)]
+    index = torch.tensor([1])
+    x = torch.randn(3, c.hidden_size)
+    with pytest.raises(RuntimeError, match="3 rows for 1 sequences of 2 positions"):
+        kernels.attention_step(x, weights, kernels.KdaState(recurrent=pool, tails=tails, index=index, positions=2))
+    short = [torch.empty(1, 3, H * D)] * 3 + [torch.empty(1, 3, H, D), torch.empty(1, 2, H)]
+    with pytest.raises(RuntimeError, match=rf"replay tensor 4 \(beta\) must be contiguous fp32 holding \[3, {H}\]"):
+        kernels.attention_step(x, weights, kernels.KdaState(recurrent=pool, tails=tails, index=index, positions=3,
+                                                            replay=short))
+    assert torch.equal(pool, torch.zeros_like(pool)), "a refused step leaves the state as it was"

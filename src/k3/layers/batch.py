@@ -90,6 +90,16 @@ class ForwardBatch:
             memo["decode"] = self._group(seqs, 1, len(seqs) == self.num_seqs) if seqs else None
         return memo["decode"]
 
+    def one_call_group(self) -> "TokenGroup | None":
+        """The group the decode plan steps in one native call (model/plan_binding.py), when it is the whole
+        batch: every sequence decoding one token, or every sequence a verify window of one length (rows
+        sequence by sequence, position by position); else None."""
+        decode = self.decode_group()
+        if decode is not None:
+            return decode if decode.whole else None
+        windows = self.window_groups()
+        return windows[0] if len(windows) == 1 and windows[0].whole else None
+
     def prefill_groups(self) -> list["TokenGroup"]:
         """Sequences with more than one new token, grouped by (new tokens, cached length)."""
         memo = self._memo()

@@ -2,8 +2,9 @@
 
 Prefill of more than `CHUNK_MIN_TOKENS` tokens runs the chunked core; shorter segments run the
 recurrence. Decode (one new token per sequence) runs the whole batch in one step on the state slots
-in place; a verify window (speculative decoding) runs that same step once per position, and hands the
-step to its state view so the engine can replay a kept prefix after a rejection. All continue from and
+in place; a verify window (speculative decoding) runs that same step once per position (all positions
+in one call), and hands the step to its state view so the engine can replay a kept prefix after a
+rejection. The decode plan's native step does both in one call (`decode_state`, `begin_step`). All continue from and
 update the sequences' state when one is given.
 """
 
@@ -93,8 +94,19 @@ class KimiDeltaAttention(nn.Module):
 
     def _window(self, group, q, k, v, g, beta, state: KDAStateView) -> torch.Tensor:
         """Verify windows [b, T]: position t of every sequence stepped exactly as `_decode` steps a token
-        -> o [b, T, H, D]. `step(t, rows, pools)` runs position t for group rows `rows` (None: all)."""
+        -> o [b, T, H, D]."""
         inputs = [group.take(t) for t in (q, k, v, g, beta)]
+
+        def window(pools) -> torch.Tensor:   # every position at once (the same bits as the steps in turn)
+            rec, tails, index = pools
+            return kda_window(*inputs, self._conv_weights(), rec, tails, index, self.head_dim ** -0.5)
+
+        return state.run_window(group.seqs, group.tokens, self._window_step(inputs), self._zero_state(q), window)
+
+    def _window_step(self, inputs: list[torch.Tensor]):
+        """A window's WindowStep on its inputs (q, k, v [b, T, P], g [b, T, H, D], beta [b, T, H]):
+        `step(t, rows, pools)` runs position t for group rows `rows` (None: all), as `_decode` steps a token;
+        the engine replays kept positions with it after a rejection."""
         weights, scale = self._conv_weights(), self.head_dim ** -0.5
 
         def step(t: int, rows, pools) -> torch.Tensor:
@@ -102,11 +114,7 @@ class KimiDeltaAttention(nn.Module):
             at = (x[:, t:t + 1] if rows is None else x[rows, t:t + 1] for x in inputs)
             return kda_step(*at, weights, rec, tails, index, scale)
 
-        def window(pools) -> torch.Tensor:   # every position at once (the same bits as the steps in turn)
-            rec, tails, index = pools
-            return kda_window(*inputs, weights, rec, tails, index, scale)
-
-        return state.run_window(group.seqs, group.tokens, step, self._zero_state(q), window)
+        return step
 
     def decode_weights(self, kernels):
         """This layer's weights as the native decode step reads them (`kernels.KdaWeights`), or None when
@@ -123,15 +131,30 @@ class KimiDeltaAttention(nn.Module):
                                   o_norm=o_norm, eps=self.eps, scale=self.head_dim ** -0.5)
 
     def decode_state(self, kernels, batch: ForwardBatch, state: KDAStateView | None, like: torch.Tensor):
-        """This step's state slots as the native step takes them (`kernels.KdaState`) when every sequence
-        of `batch` decodes one token on `state`; else None. `like`: a decode row (dtype, device)."""
-        decode = batch.decode_group() if state is not None else None
-        if decode is None or not decode.whole:
+        """This step's state slots as the native step takes them (`kernels.KdaState`) when the batch is one
+        group on `state` that the step runs in one call (batch.one_call_group: one token a sequence, or
+        verify windows of one length); else None. Changes nothing: a window starts in `begin_step`.
+        `like`: a row of the step (dtype, device)."""
+        group = batch.one_call_group() if state is not None else None
+        if group is None:
             return None
-        rec, tails, index = state.slot_tensors(decode.seqs, self._zero_state(like))
+        rec, tails, index = state.slot_tensors(group.seqs, self._zero_state(like))
         if not all(t.is_contiguous() and t.dtype == torch.float32 for t in (rec, *tails)):
             return None
-        return kernels.KdaState(recurrent=rec, tails=list(tails), index=index)
+        replay = []
+        if group.window:   # the step's inputs, written by the native step, for the rollback's replay
+            b, T, H, D = len(group.seqs), group.tokens, self.num_heads, self.head_dim
+            replay = [like.new_empty(shape) for shape in ((b, T, H * D),) * 3 + ((b, T, H, D), (b, T, H))]
+        return kernels.KdaState(recurrent=rec, tails=list(tails), index=index, positions=group.tokens, replay=replay)
+
+    def begin_step(self, batch: ForwardBatch, state: KDAStateView, native_state) -> None:
+        """The native step of `decode_state`'s state is about to run: a verify window starts on the view,
+        which keeps the slots' state and the step that replays kept positions from the inputs the native
+        step writes to `native_state.replay`."""
+        group = batch.one_call_group()
+        if group.window:
+            state.start_window(group.seqs, group.tokens, self._window_step(list(native_state.replay)),
+                               self._zero_state(native_state.recurrent))
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`."""

@@ -3,7 +3,8 @@
 Decode (one new token per sequence) attends in the latent space (absorbed): with a cache, every
 decoding sequence of the step in one call over the paged cache read in place, whatever its length.
 Verify windows (speculative decoding) take the same path with one query row per window position, so
-each position is computed exactly as decoding it alone would. Longer segments (prefill) expand K/V once and run SDPA, one call per group of equal cached length.
+each position is computed exactly as decoding it alone would (the decode plan's native step too).
+Longer segments (prefill) expand K/V once and run SDPA, one call per group of equal cached length.
 """
 
 from __future__ import annotations
@@ -76,17 +77,22 @@ class GatedMLA(nn.Module):
                                   w_uk=w_kv[:, :self.nope], w_uv=w_kv[:, self.nope:], scale=self.scale)
 
     def decode_state(self, kernels, batch: ForwardBatch, cache: MLACacheView | None, like: torch.Tensor):
-        """Where this step's latents go and what it attends over (`kernels.MlaState`) when every sequence of
-        `batch` decodes one token on a cache the paged kernel reads in place; else None, the cache as it was
-        (`decode_rows` writes nothing). `like`: a decode row (dtype, device)."""
-        decode = batch.decode_group() if cache is not None else None
-        if decode is None or not decode.whole:
+        """Where this step's latents go and what it attends over (`kernels.MlaState`: one query row per new
+        position) when the batch is one group on a cache the paged kernel reads in place and the step runs
+        in one call (batch.one_call_group: one token a sequence, or verify windows of one length); else
+        None, the cache as it was (`decode_rows` writes nothing). `like`: a row of the step (dtype, device)."""
+        group = batch.one_call_group() if cache is not None else None
+        if group is None:
             return None
-        p, new_rows = cache.decode_rows(decode.seqs, self.kv_rank, self.extra, like)
+        p, new_rows = cache.decode_rows(group.seqs, self.kv_rank, self.extra, like, group.tokens)
         # The paged kernel's own test, the row standing in for q (both fp32 here).
         if not mla_paged_decode.supports(like, p.pool, p.tables, p.lens, p.block_size, p.rank, self.scale):
             return None
         return kernels.MlaState(pool=p.pool, tables=p.tables, lens=p.lens, block_size=p.block_size, new_rows=new_rows)
+
+    def begin_step(self, batch: ForwardBatch, cache: MLACacheView, native_state) -> None:
+        """Nothing to keep before a native step: a verify window's rows past the positions kept are never
+        read, and the next step overwrites them."""
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; appends this step's latents to `cache`."""

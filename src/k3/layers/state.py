@@ -36,12 +36,17 @@ class KDAStateView(Protocol):
         """-> (recurrent pool [slots, H, K, V], tail pools, index [b] long): sequence seqs[i] lives in slot
         index[i], to be updated in place. `zeros(b)` makes zero state where none exists yet."""
 
+    def start_window(self, seqs: list[int], T: int, step: WindowStep, zeros: ZeroState
+                     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor]:
+        """Verify windows of T positions about to be stepped in place by their caller -> slot_tensors. An
+        engine view first keeps the slots' state and `step`, so it can restore the state before the window
+        and replay its first positions (see WindowLog)."""
+
     def run_window(self, seqs: list[int], T: int, step: WindowStep, zeros: ZeroState,
                    window: WindowRun | None = None) -> torch.Tensor:
-        """Verify windows of T positions: step(t, None, slot_tensors) for t = 0..T-1 on the state in place
-        -> the outputs concatenated along positions ([b, T, ...]); `window(slot_tensors)`, when given,
-        runs all T positions in one call with the same result. An engine view also keeps `step` so it
-        can restore the state before the window and replay its first positions (see WindowLog)."""
+        """Verify windows of T positions (`start_window`), then step(t, None, slot_tensors) for t = 0..T-1
+        on the state in place -> the outputs concatenated along positions ([b, T, ...]); `window(slot_tensors)`,
+        when given, runs all T positions in one call with the same result."""
 
 
 class MLACacheView(Protocol):
@@ -54,11 +59,12 @@ class MLACacheView(Protocol):
         """Append one token per sequence ([b, R], [b, Dr]; cached lengths may differ) -> the paged
         latents decode attends over, in place."""
 
-    def decode_rows(self, seqs: list[int], rank: int, extra: int, like: torch.Tensor
+    def decode_rows(self, seqs: list[int], rank: int, extra: int, like: torch.Tensor, positions: int = 1
                     ) -> tuple[PagedLatents, torch.Tensor]:
-        """Where append_decode would put one token per sequence, for a caller that writes the rows itself:
-        (the paged latents decode attends over once they are written, their pool rows [b] long). Changes
-        nothing a later call sees (a pool may grow), so a caller may still fall back to append_decode.
+        """Where append_decode (positions 1) or append_window (verify windows of `positions`) would put the
+        new rows, for a caller that writes them itself: (the paged latents attended over once they are
+        written, one query row per new position; their pool rows [b * positions] long). Changes nothing a
+        later call sees (a pool may grow), so a caller may still fall back to append_decode/append_window.
         Neither counts tokens: the cache's length has one owner, outside it (the engine's scheduler, or
         the TokenCount of a bare model's K3State). `like`: a compute tensor (dtype, device)."""
 
@@ -103,8 +109,11 @@ class DenseKDAState:
             self._index = seqs, torch.tensor(seqs, dtype=torch.long, device=self.recurrent.device)
         return self.recurrent, self.tails, self._index[1]
 
+    def start_window(self, seqs, T, step, zeros):
+        return self.slot_tensors(seqs, zeros)   # nothing to undo: windows are the engine's
+
     def run_window(self, seqs, T, step, zeros, window=None):
-        pools = self.slot_tensors(seqs, zeros)
+        pools = self.start_window(seqs, T, step, zeros)
         return window(pools) if window is not None else torch.cat([step(t, None, pools) for t in range(T)], dim=1)
 
 
@@ -153,7 +162,9 @@ class DenseMLACache:
         paged.pool.index_copy_(0, rows, torch.cat((c_kv, k_x), dim=-1).to(paged.pool.dtype))
         return paged
 
-    def decode_rows(self, seqs, rank, extra, like):
+    def decode_rows(self, seqs, rank, extra, like, positions=1):
+        if positions != 1:
+            raise ValueError("DenseMLACache holds no verify windows; they are the engine's (k3.engine)")
         b = len(seqs)
         self.rank = rank
         self._reserve(b, 1, like, rank + extra)

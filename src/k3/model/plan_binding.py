@@ -7,7 +7,7 @@ kept on the model and built again only when the weights' generation moves (a loa
 streamed bank, a new Parameter, `.to()`): nothing is checked per step but that one number.
 
 Decode rows then run either the whole plan in one native call (`decode_rows`: a batch of N sequences of
-one new token each), or, where some step has no native form (a streamed expert bank, a layer whose hooks
+one new token each, or of verify windows of one length), or, where some step has no native form (a streamed expert bank, a layer whose hooks
 must fire), the plan op by op in Python with each bound sublayer step one native call
 (`LayerSteps`). Both call the kernels the modules' forwards reach through the registry, in the same
 order, so every path gives the same bits (tests/model/test_decode_plan.py).
@@ -41,11 +41,15 @@ class LayerSteps:
 
     def attention(self, x: torch.Tensor, batch: ForwardBatch, state) -> torch.Tensor | None:
         """The attention's step in one native call when its state takes it (every sequence decoding one
-        token on it), else None."""
+        token on it, or verify windows of one length), else None."""
         if self.attention_weights is None:
             return None
-        s = self.layer.self_attn.decode_state(self.kernels, batch, state, x)
-        return None if s is None else self.kernels.attention_step(x, self.attention_weights, s)
+        attention = self.layer.self_attn
+        s = attention.decode_state(self.kernels, batch, state, x)
+        if s is None:
+            return None
+        attention.begin_step(batch, state, s)
+        return self.kernels.attention_step(x, self.attention_weights, s)
 
     def ffn(self, x: torch.Tensor) -> torch.Tensor | None:
         return None if self.ffn_weights is None else self.kernels.ffn_step(x, self.ffn_weights)
@@ -143,17 +147,17 @@ def layer_steps(model, x: torch.Tensor) -> list[LayerSteps | None] | None:
 
 def decode_rows(model, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
                 logits_index: torch.Tensor | None) -> torch.Tensor | None:
-    """Logits [len(logits_index) or N, vocab] of a batch whose N sequences each bring one new token, the
-    whole plan in one native call; None where the plan runs op by op (prefill, verify windows, no state,
-    another dtype, autograd, `reference_only()`, a step without a native form)."""
+    """Logits [len(logits_index) or N, vocab] of a batch that is one group the plan steps in one native
+    call (batch.one_call_group: N sequences of one new token each, or verify windows of one length, N rows
+    in all), the whole plan in one call; None where the plan runs op by op (prefill, ragged windows, no
+    state, another dtype, autograd, `reference_only()`, a step without a native form)."""
     N = input_ids.shape[0]
-    if (layer_states is None or model.compute_dtype != torch.float32 or N != batch.num_seqs
+    if (layer_states is None or model.compute_dtype != torch.float32 or N != batch.num_tokens
             or input_ids.dtype != torch.long or not input_ids.is_cpu
             or (logits_index is not None and logits_index.numel() == 0)):   # decode_plan: empty means all rows
         return None
-    decode = batch.decode_group()
     row = torch.empty((N, model.config.hidden_size))
-    kernels = decode_kernels(row) if decode is not None and decode.whole else None
+    kernels = decode_kernels(row) if batch.one_call_group() is not None else None
     bound = binding(model, kernels) if kernels is not None else None
     if bound is None or bound.plan is None:
         return None
@@ -163,5 +167,7 @@ def decode_rows(model, input_ids: torch.Tensor, batch: ForwardBatch, layer_state
         if s is None:
             return None
         states.append(s)
+    for layer, state, s in zip(model.model.layers, layer_states, states):   # every layer runs: begin them
+        layer.self_attn.begin_step(batch, state, s)
     rows = _ALL_ROWS if logits_index is None else logits_index
     return kernels.decode_plan(plan=bound.plan, ids=input_ids.contiguous(), states=states, rows=rows)

@@ -40,9 +40,10 @@ class PagedMLAView:
         """One token per sequence ([b, R], [b, Dr]): a window of one position."""
         return self.append_window(seqs, c_kv.unsqueeze(1), k_x.unsqueeze(1))
 
-    def decode_rows(self, seqs, rank, extra, like):
-        """Where one token per sequence goes: the step index's one-position window (no state changes)."""
-        tables, lens, new_rows = self.step.window(seqs, 1)
+    def decode_rows(self, seqs, rank, extra, like, positions=1):
+        """Where one token per sequence (or a window of `positions`) goes: the step index's window (no
+        state changes)."""
+        tables, lens, new_rows = self.step.window(seqs, positions)
         return PagedLatents(self.pool, tables, lens, self.step.block_size, self.rank), new_rows
 
     def append_window(self, seqs, c_kv, k_x):

@@ -52,9 +52,14 @@ class SlotView:
     def slot_tensors(self, seqs, zeros):
         return self.recurrent, self.tails, self.step.slot_index(seqs)
 
-    def run_window(self, seqs, T, step, zeros, window=None):
-        """Verify windows stepped in place; the step index's WindowLog (if any) keeps them for `keep`."""
+    def start_window(self, seqs, T, step, zeros):
+        """Verify windows about to be stepped in place: the step index's WindowLog (if any) keeps their
+        slots' state and `step` for `keep`."""
         pools = self.slot_tensors(seqs, zeros)
         if self.step.window_log is not None:
             self.step.window_log.record(pools[0], pools[1], seqs, pools[2], T, step)
+        return pools
+
+    def run_window(self, seqs, T, step, zeros, window=None):
+        pools = self.start_window(seqs, T, step, zeros)
         return window(pools) if window is not None else torch.cat([step(t, None, pools) for t in range(T)], dim=1)

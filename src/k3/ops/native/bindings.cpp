@@ -31,8 +31,11 @@ void bind_structs(py::module_& m) {
                     double>(),
            arg("inputs"), arg("sizes"), arg("f_b"), arg("o_proj"), arg("a_log"), arg("dt_bias"), arg("bounded"),
            arg("lower_bound"), arg("conv"), arg("o_norm"), arg("eps"), arg("scale"));
-  py::class_<KdaState>(m, "KdaState", "A KDA step's recurrent pool, conv tail pools and slot index")
-      .def(py::init<at::Tensor, Tensors, at::Tensor>(), arg("recurrent"), arg("tails"), arg("index"));
+  py::class_<KdaState>(m, "KdaState", "A KDA step's recurrent pool, conv tail pools and slot index; the rows "
+                                     "a sequence brings (positions) and where a verify window's inputs go (replay)")
+      .def(py::init<at::Tensor, Tensors, at::Tensor, int64_t, Tensors>(), arg("recurrent"), arg("tails"), arg("index"),
+           arg("positions") = 1, arg("replay") = Tensors{})
+      .def_readonly("recurrent", &KdaState::recurrent).def_readonly("replay", &KdaState::replay);
   py::class_<MlaWeights>(m, "MlaWeights", "Gated MLA's decode weights (decode.h)")
       .def(py::init<Matrix, Ints, Matrix, Matrix, NormWeights, NormWeights, at::Tensor, at::Tensor, double>(),
            arg("inputs"), arg("sizes"), arg("q_b"), arg("o_proj"), arg("q_a_norm"), arg("kv_a_norm"), arg("w_uk"),

@@ -42,12 +42,16 @@ struct KdaWeights {
   double eps, scale;
 };
 
-// A KDA decode step's state: the recurrent pool [slots, H, K, V], the q/k/v conv tail pools, and each
-// sequence's slot [N] (int64).
+// A KDA step's state: the recurrent pool [slots, H, K, V], the q/k/v conv tail pools, and each sequence's
+// slot [n] (int64); each sequence brings `positions` rows (1: decode; more: a verify window, its rows
+// position by position). `replay`: empty, or where a window's step inputs go (q, k, v [n, T, P], g
+// [n, T, H, K], beta [n, T, H]), from which the engine replays kept positions after a rejection.
 struct KdaState {
   at::Tensor recurrent;
   Tensors tails;
   at::Tensor index;
+  int64_t positions;
+  Tensors replay;
 };
 
 // Gated MLA: the input group (q_a, kv_a, gate), q_b_proj, o_proj; the two low-rank norms; kv_b_proj's

@@ -26,19 +26,42 @@ Tensors split_outputs(const at::Tensor& y, const Ints& sizes) {
   return parts;
 }
 
+// A window's step inputs into s.replay (each its own shape, the same values in order), for the replay.
+void keep_replay(const KdaState& s, const Tensors& inputs) {
+  static const char* names[] = {"q", "k", "v", "g", "beta"};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(s.replay[i].numel() == inputs[i].numel() && s.replay[i].is_contiguous() &&
+                    s.replay[i].scalar_type() == at::kFloat,
+                "KDA step: replay tensor ", i, " (", names[i], ") must be contiguous fp32 holding ", inputs[i].sizes(),
+                " (", inputs[i].numel(), " values), got ", s.replay[i].sizes());
+    s.replay[i].view(inputs[i].sizes()).copy_(inputs[i]);
+  }
+}
+
+// x [n * T, hidden]: T = s.positions rows a sequence (decode: 1; a verify window: its positions in turn,
+// stepped in one call with the bits of T one-token calls).
 at::Tensor kda_step(const at::Tensor& x, const KdaWeights& w, const KdaState& s) {
   TORCH_CHECK(w.sizes.size() == 6 && w.conv.size() == 3 && s.tails.size() == 3,
               "KDA step: 6 input widths, 3 convs, 3 tails");
   TORCH_CHECK(s.recurrent.dim() == 4, "KDA step: the state pool must be [slots, H, K, V]");
-  const int64_t N = x.size(0), H = s.recurrent.size(1), D = s.recurrent.size(3);
+  const int64_t N = x.size(0), H = s.recurrent.size(1), K = s.recurrent.size(2), D = s.recurrent.size(3), T = s.positions;
+  TORCH_CHECK(T >= 1 && N == s.index.size(0) * T, "KDA step: ", N, " rows for ", s.index.size(0),
+              " sequences of ", T, " positions");
+  TORCH_CHECK(s.replay.empty() || s.replay.size() == 5, "KDA step: replay holds q, k, v, g and beta, or nothing");
   auto in = split_outputs(gemv(x, w.inputs), w.sizes);
   const auto f = gemv(in[4], w.f_b);
   auto gates = timed(kRowOps, [&] { return kda_gates_rows(f, in[5], w.a_log, w.dt_bias, w.bounded, w.lower_bound); });
+  if (!s.replay.empty()) keep_replay(s, {in[0], in[1], in[2], gates[0], gates[1]});
   auto o = timed(kKdaRecurrence, [&] {
-    return kda_decode_slots(in[0], in[1], in[2], w.conv[0], w.conv[1], w.conv[2], s.tails[0], s.tails[1], s.tails[2],
-                            s.recurrent, s.index, gates[0], gates[1], w.scale);
+    if (T == 1)
+      return kda_decode_slots(in[0], in[1], in[2], w.conv[0], w.conv[1], w.conv[2], s.tails[0], s.tails[1], s.tails[2],
+                              s.recurrent, s.index, gates[0], gates[1], w.scale);
+    const int64_t n = N / T;
+    return kda_window_slots(in[0].view({n, T, -1}), in[1].view({n, T, -1}), in[2].view({n, T, -1}), w.conv[0], w.conv[1],
+                            w.conv[2], s.tails[0], s.tails[1], s.tails[2], s.recurrent, s.index,
+                            gates[0].view({n, T, H, K}), gates[1].view({n, T, H}), w.scale);
   });
-  o = timed(kRowOps, [&] { return gated_rms_norm_rows(o.view({N * H, D}), in[3].view({N * H, D}), w.o_norm, w.eps); });
+  o = timed(kRowOps, [&] { return gated_rms_norm_rows(o.reshape({N * H, D}), in[3].view({N * H, D}), w.o_norm, w.eps); });
   return gemv(o.view({N, H * D}), w.o_proj);
 }
 
