@@ -120,6 +120,71 @@ int64_t linear_tile_avx2(const uint16_t* w, const float* x, int64_t K, int64_t o
 }
 #endif
 
+// Five or more rows on AVX-512 (a verify window): a tile of 4 outputs reads its W rows from memory once, in
+// spans of kSpanColumns columns. Over each span the first group of rows streams the W rows (with the tile
+// form's prefetches) and the other groups read the span again from L1; each group's accumulators wait in
+// `acc` between spans, so every output is still one accumulator over k in step order, then the reduction
+// and the tail: the tile form's bits. Groups are as even as they go, at most 4 rows (5 rows as 3 + 2).
+// Before, 5 rows ran two passes of 2 outputs x 5 rows, each streaming two W rows at a time. (On AVX2 the
+// same spans measured no faster than its tiles: there the multiply, not the stream, is the limit.)
+constexpr int64_t kSpanColumns = 512, kBandRows = 16;
+
+K3_AVX512 inline float reduce16(const __m512* v) { return _mm512_reduce_add_ps(*v); }
+
+// Outputs [o0, o0 + NO) of rows [n0, n0 + NN) over columns [k0, k1) (whole steps of 32), continuing the
+// accumulators at acc + NN-row group offset n (acc: [NO][kBandRows]).
+template <int NO, int NN>
+K3_AVX512 void span_avx512(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0, int64_t k0,
+                           int64_t k1, int64_t rows_after, bool stream, __m512* acc, int64_t n) {
+  __m512 a[NO][NN];
+  for (int i = 0; i < NO; ++i)
+    for (int j = 0; j < NN; ++j) a[i][j] = acc[i * kBandRows + n + j];
+  const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int64_t k = k0; k + 32 <= k1; k += 32) {
+    __m512 xe[NN], xo[NN];
+    for (int j = 0; j < NN; ++j) {
+      xe[j] = _mm512_loadu_ps(x + (n0 + j) * K + k);
+      xo[j] = _mm512_loadu_ps(x + (n0 + j) * K + k + 16);
+    }
+    for (int i = 0; i < NO; ++i) {
+      if (stream) {
+        prefetch_ahead<kPrefetchBf16>(w + (o0 + i) * K + k);
+        if (i < rows_after) _mm_prefetch(reinterpret_cast<const char*>(w + (o0 + NO + i) * K + k), _MM_HINT_T1);
+      }
+      const __m512i raw = _mm512_loadu_si512(w + (o0 + i) * K + k);
+      const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+      const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, odd));
+      for (int j = 0; j < NN; ++j) a[i][j] = _mm512_fmadd_ps(wo, xo[j], _mm512_fmadd_ps(we, xe[j], a[i][j]));
+    }
+  }
+  for (int i = 0; i < NO; ++i)
+    for (int j = 0; j < NN; ++j) acc[i * kBandRows + n + j] = a[i][j];
+}
+
+// Outputs [o0, o0 + NO) of every row, in bands of kBandRows rows (one pass over the W rows a band).
+template <int NO>
+void linear_spans_avx512(const uint16_t* w, const float* x, int64_t N, int64_t K, int64_t O, int64_t o0, float* y) {
+  const int64_t whole = K / 32 * 32, rows_after = O - o0 - NO;
+  for (int64_t b0 = 0; b0 < N; b0 += kBandRows) {
+    const int64_t nb = std::min(kBandRows, N - b0), groups = (nb + 3) / 4;
+    alignas(64) __m512 acc[NO * kBandRows];
+    std::memset(acc, 0, sizeof(acc));
+    for (int64_t k0 = 0; k0 < whole; k0 += kSpanColumns) {
+      const int64_t k1 = std::min(k0 + kSpanColumns, whole);
+      for (int64_t n = 0, g = 0; g < groups; ++g) {
+        const int64_t rows = (nb - n + groups - g - 1) / (groups - g);
+        const auto run = rows == 4 ? span_avx512<NO, 4> : rows == 3 ? span_avx512<NO, 3>
+                         : rows == 2 ? span_avx512<NO, 2> : span_avx512<NO, 1>;
+        run(w, x, K, o0, b0 + n, k0, k1, rows_after, n == 0, acc, n);
+        n += rows;
+      }
+    }
+    for (int i = 0; i < NO; ++i)
+      for (int64_t j = 0; j < nb; ++j)
+        y[(b0 + j) * O + o0 + i] = finish_dot(reduce16(acc + i * kBandRows + j), w + (o0 + i) * K, x + (b0 + j) * K, whole, K);
+  }
+}
+
 // Outputs [o0, o0 + NO) of rows [n0, n0 + NN), each row of W prefetched Ahead bytes ahead and, with
 // NextTile, the next tile's rows into L2 (the sequential form reads the next row next, and takes none).
 template <int NO, int NN, int64_t Ahead = kPrefetchBf16, bool NextTile = true>
@@ -140,13 +205,16 @@ void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_
       y[(n0 + j) * O + o0 + i] = finish_dot(sums[i][j], w + (o0 + i) * K, x + (n0 + j) * K, k, K);
 }
 
-// Outputs [o0, o0 + NO) for every row: rows in fours on AVX-512 (16 accumulators of its 32 registers),
+// Outputs [o0, o0 + NO) for every row: rows in fours on AVX-512 (16 accumulators of its 32 registers; five
+// or more rows in spans, linear_spans_avx512),
 // in pairs on AVX2 (its 16 would spill) but the last four as pairs of outputs x 4 rows, and what is left
 // in one tile: 5 rows (a verify window) as pairs of outputs x 5 rows, 3 rows or 1 row across all NO
 // outputs. Each pass widens the weights again, and a lone row after the others was a pass of its own,
 // bound by the latency of its two FMAs a block rather than by their throughput.
 template <int NO>
 void linear_outputs(const uint16_t* w, const float* x, int64_t N, int64_t K, int64_t O, int64_t o0, float* y) {
+  if constexpr (NO == 4)
+    if (g_simd >= 2 && N >= 5) return linear_spans_avx512<4>(w, x, N, K, O, o0, y);
   const int64_t group = g_simd >= 2 ? 4 : 2;
   int64_t n = 0;
   while (N - n >= group && N - n != 5 && N - n != 3) {
