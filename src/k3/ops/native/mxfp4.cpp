@@ -54,20 +54,18 @@ void mxfp4_rows_int8(const float* x, int64_t N, int64_t K, int64_t O, const uint
     }
 }
 
-// Rows of x left over after the fours (fewer than four; decode's one), for W rows o..o+3 at once (SIMD:
-// four accumulator chains and four decodes in flight; see dot_mxfp4_avx512_outs4, dot_mxfp4_avx2_rows).
-void mxfp4_rest_outs4(const MxActivations& acts, int64_t n, int64_t N, int64_t K, int64_t O, int64_t o,
-                      const uint8_t* pp, const uint8_t* sp, float* y) {
-  for (; n < N; ++n) {
-    float out[4];
-    if (g_simd >= 2)
-      dot_mxfp4_avx512_outs4(pp + o * (K / 2), sp + o * (K / 32), acts.base + n * K, K, O - o, out);
+// Decode's lone row of x times W rows o..o+3 at once (SIMD: four accumulator chains and four decodes in
+// flight; see dot_mxfp4_avx512_outs4, dot_mxfp4_avx2_rows).
+void mxfp4_outs4(const MxActivations& acts, int64_t K, int64_t O, int64_t o, const uint8_t* pp, const uint8_t* sp,
+                 float* y) {
+  float out[4];
+  if (g_simd >= 2)
+    dot_mxfp4_avx512_outs4(pp + o * (K / 2), sp + o * (K / 32), acts.base, K, O - o, out);
 #ifdef __AVX2__
-    else
-      dot_mxfp4_avx2_rows<4>(pp + o * (K / 2), sp + o * (K / 32), acts.base + n * K, K, O - o, out);
+  else
+    dot_mxfp4_avx2_rows<4>(pp + o * (K / 2), sp + o * (K / 32), acts.base, K, O - o, out);
 #endif
-    for (int r = 0; r < 4; ++r) y[n * O + o + r] = out[r];
-  }
+  for (int r = 0; r < 4; ++r) y[o + r] = out[r];
 }
 
 // One row of W times the M rows of x from n (M = 2, 3 or 4): the codes decoded once for all M.
@@ -87,34 +85,41 @@ void dotm_mxfp4(const MxActivations& acts, int64_t n, int64_t K, int64_t O, int6
 }
 
 // y [N, O] = x [N, K] W^T, rows of W split over threads (inside a parallel region, as the experts run,
-// all on the calling thread: no nested team); rows of x in fours (codes decoded once per four rows), then
-// the rows left: three together (an expert that three tokens of a verify window share decodes its weights
-// once), two together on AVX2 (where widening the codes is the cost to share; on AVX-512 two rows read
-// faster as below, ops and window benchmarks), else each with W rows in fours (decode's lone row). Each
-// output is summed exactly as the one-row dot sums it.
+// all on the calling thread: no nested team). Decode's lone row takes W rows in fours (four accumulator
+// chains and decodes in flight). More rows go in groups of at most four, as even as they go (5 = 3 + 2),
+// each W row's codes decoded once a group, in one pass over W (an expert that several tokens of a verify
+// window share is read once); its codes are prefetched a few rows ahead, which the hardware prefetcher
+// alone did not do in time (several rows had cost up to five times one row on AVX-512; ops benchmarks).
+// Each output is summed exactly as the one-row dot sums it.
 void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* pp, const uint8_t* sp, float* y) {
   if (g_int8 && g_simd >= 1) return mxfp4_rows_int8(x, N, K, O, pp, sp, y);
   MxActivations acts(x, N, K);
-  const int64_t N4 = g_simd >= 1 ? N / 4 * 4 : 0, rest = g_simd >= 1 ? N - N4 : 0;
-  const bool shared = rest == 3 || (rest == 2 && g_simd == 1);
-  const bool outs4 = rest > 0 && !shared;   // W rows in fours for each row of x left
-  const int64_t O4 = outs4 ? O / 4 * 4 : 0;
   const bool team = !omp_in_parallel();
-  if (outs4) {
+  if (N == 1 && g_simd >= 1) {
+    const int64_t O4 = O / 4 * 4;
 #pragma omp parallel for schedule(static) if (team)
-    for (int64_t o = 0; o < O4; o += 4) mxfp4_rest_outs4(acts, N4, N, K, O, o, pp, sp, y);
+    for (int64_t o = 0; o < O4; o += 4) mxfp4_outs4(acts, K, O, o, pp, sp, y);
+    for (int64_t o = O4; o < O; ++o) y[o] = dot_mxfp4(pp + o * (K / 2), sp + o * (K / 32), acts.base, K);
+    return;
   }
-  if (N4 == 0 && O4 == O) return;  // decode's lone row: every output is done
+  const int64_t groups = (N + 3) / 4;
 #pragma omp parallel for schedule(static) if (team)
   for (int64_t o = 0; o < O; ++o) {
     const uint8_t* p = pp + o * (K / 2);
     const uint8_t* s = sp + o * (K / 32);
     prefetch_ahead<kPrefetchMxfp4>(s);
-    for (int64_t n = 0; n < N4; n += 4) dotm_mxfp4<4>(acts, n, K, O, o, p, s, y);
-    if (shared && rest == 3) dotm_mxfp4<3>(acts, N4, K, O, o, p, s, y);
-    if (shared && rest == 2) dotm_mxfp4<2>(acts, N4, K, O, o, p, s, y);
-    if (shared || o < O4) continue;
-    for (int64_t n = N4; n < N; ++n) y[n * O + o] = dot_mxfp4(p, s, acts.base + n * K, K);
+    for (int64_t line = 0; line < K / 2; line += 64) prefetch_ahead<kPrefetchMxfp4>(p + line);
+    if (g_simd < 1) {
+      for (int64_t n = 0; n < N; ++n) y[n * O + o] = dot_mxfp4(p, s, acts.base + n * K, K);
+      continue;
+    }
+    for (int64_t n = 0, g = 0; g < groups; ++g) {
+      const int64_t rows = (N - n + groups - g - 1) / (groups - g);   // 2 to 4 rows: N > 1 here
+      if (rows == 4) dotm_mxfp4<4>(acts, n, K, O, o, p, s, y);
+      else if (rows == 3) dotm_mxfp4<3>(acts, n, K, O, o, p, s, y);
+      else dotm_mxfp4<2>(acts, n, K, O, o, p, s, y);
+      n += rows;
+    }
   }
 }
 
