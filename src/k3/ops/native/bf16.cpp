@@ -45,29 +45,36 @@ struct SplitRows {
 // of the next tile (the rows_after rows past this one, at most NO) is prefetched into L2 at the same
 // column: a tile's rows start on fresh pages, where the hardware prefetcher starts over (cold weights
 // read faster; wide rows unchanged).
+// acc[i][j] + one step of 32 columns (stream: with the prefetches, for a pass that reads W from memory).
+template <int NO, int NN, int64_t Ahead = kPrefetchBf16>
+K3_AVX512 inline void step_avx512(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0, int64_t k,
+                                  int64_t rows_after, bool stream, __m512 (&acc)[NO][NN]) {
+  const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m512 xe[NN], xo[NN];
+  for (int j = 0; j < NN; ++j) {
+    xe[j] = _mm512_loadu_ps(x + (n0 + j) * K + k);
+    xo[j] = _mm512_loadu_ps(x + (n0 + j) * K + k + 16);
+  }
+  for (int i = 0; i < NO; ++i) {
+    if (stream) {
+      prefetch_ahead<Ahead>(w + (o0 + i) * K + k);  // once per 64-byte line
+      if (i < rows_after) _mm_prefetch(reinterpret_cast<const char*>(w + (o0 + NO + i) * K + k), _MM_HINT_T1);
+    }
+    const __m512i raw = _mm512_loadu_si512(w + (o0 + i) * K + k);
+    const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+    const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, odd));
+    for (int j = 0; j < NN; ++j) acc[i][j] = _mm512_fmadd_ps(wo, xo[j], _mm512_fmadd_ps(we, xe[j], acc[i][j]));
+  }
+}
+
 template <int NO, int NN, int64_t Ahead = kPrefetchBf16>
 K3_AVX512 int64_t linear_tile_avx512(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0,
                                      int64_t rows_after, float (&sums)[NO][NN]) {
   __m512 acc[NO][NN];
   for (int i = 0; i < NO; ++i)
     for (int j = 0; j < NN; ++j) acc[i][j] = _mm512_setzero_ps();
-  const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   int64_t k = 0;
-  for (; k + 32 <= K; k += 32) {
-    __m512 xe[NN], xo[NN];
-    for (int j = 0; j < NN; ++j) {
-      xe[j] = _mm512_loadu_ps(x + (n0 + j) * K + k);
-      xo[j] = _mm512_loadu_ps(x + (n0 + j) * K + k + 16);
-    }
-    for (int i = 0; i < NO; ++i) {
-      prefetch_ahead<Ahead>(w + (o0 + i) * K + k);  // once per 64-byte line
-      if (i < rows_after) _mm_prefetch(reinterpret_cast<const char*>(w + (o0 + NO + i) * K + k), _MM_HINT_T1);
-      const __m512i raw = _mm512_loadu_si512(w + (o0 + i) * K + k);
-      const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-      const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, odd));
-      for (int j = 0; j < NN; ++j) acc[i][j] = _mm512_fmadd_ps(wo, xo[j], _mm512_fmadd_ps(we, xe[j], acc[i][j]));
-    }
-  }
+  for (; k + 32 <= K; k += 32) step_avx512<NO, NN, Ahead>(w, x, K, o0, n0, k, rows_after, true, acc);
   for (int i = 0; i < NO; ++i)
     for (int j = 0; j < NN; ++j) sums[i][j] = _mm512_reduce_add_ps(acc[i][j]);
   return k;
@@ -139,24 +146,7 @@ K3_AVX512 void span_avx512(const uint16_t* w, const float* x, int64_t K, int64_t
   __m512 a[NO][NN];
   for (int i = 0; i < NO; ++i)
     for (int j = 0; j < NN; ++j) a[i][j] = acc[i * kBandRows + n + j];
-  const __m512i odd = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  for (int64_t k = k0; k + 32 <= k1; k += 32) {
-    __m512 xe[NN], xo[NN];
-    for (int j = 0; j < NN; ++j) {
-      xe[j] = _mm512_loadu_ps(x + (n0 + j) * K + k);
-      xo[j] = _mm512_loadu_ps(x + (n0 + j) * K + k + 16);
-    }
-    for (int i = 0; i < NO; ++i) {
-      if (stream) {
-        prefetch_ahead<kPrefetchBf16>(w + (o0 + i) * K + k);
-        if (i < rows_after) _mm_prefetch(reinterpret_cast<const char*>(w + (o0 + NO + i) * K + k), _MM_HINT_T1);
-      }
-      const __m512i raw = _mm512_loadu_si512(w + (o0 + i) * K + k);
-      const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-      const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, odd));
-      for (int j = 0; j < NN; ++j) a[i][j] = _mm512_fmadd_ps(wo, xo[j], _mm512_fmadd_ps(we, xe[j], a[i][j]));
-    }
-  }
+  for (int64_t k = k0; k + 32 <= k1; k += 32) step_avx512<NO, NN>(w, x, K, o0, n0, k, rows_after, stream, a);
   for (int i = 0; i < NO; ++i)
     for (int j = 0; j < NN; ++j) acc[i * kBandRows + n + j] = a[i][j];
 }
