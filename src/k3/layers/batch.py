@@ -94,11 +94,14 @@ class ForwardBatch:
         """The group the decode plan steps in one native call (model/plan_binding.py), when it is the whole
         batch: every sequence decoding one token, or every sequence a verify window of one length (rows
         sequence by sequence, position by position); else None."""
-        decode = self.decode_group()
-        if decode is not None:
-            return decode if decode.whole else None
-        windows = self.window_groups()
-        return windows[0] if len(windows) == 1 and windows[0].whole else None
+        memo = self._memo()
+        if "one call" not in memo:   # every layer of a step asks, twice
+            group = self.decode_group()
+            if group is None:
+                windows = self.window_groups()
+                group = windows[0] if len(windows) == 1 else None
+            memo["one call"] = group if group is not None and group.whole else None
+        return memo["one call"]
 
     def prefill_groups(self) -> list["TokenGroup"]:
         """Sequences with more than one new token, grouped by (new tokens, cached length)."""

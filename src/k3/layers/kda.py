@@ -4,8 +4,8 @@ Prefill of more than `CHUNK_MIN_TOKENS` tokens runs the chunked core; shorter se
 recurrence. Decode (one new token per sequence) runs the whole batch in one step on the state slots
 in place; a verify window (speculative decoding) runs that same step once per position (all positions
 in one call), and hands the step to its state view so the engine can replay a kept prefix after a
-rejection. The decode plan's native step does both in one call (`decode_state`, `begin_step`). All continue from and
-update the sequences' state when one is given.
+rejection. The decode plan's native step does both in one call (`decode_state`, `begin_step`). All
+continue from and update the sequences' state when one is given.
 """
 
 from __future__ import annotations

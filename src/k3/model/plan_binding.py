@@ -7,9 +7,9 @@ kept on the model and built again only when the weights' generation moves (a loa
 streamed bank, a new Parameter, `.to()`): nothing is checked per step but that one number.
 
 Decode rows then run either the whole plan in one native call (`decode_rows`: a batch of N sequences of
-one new token each, or of verify windows of one length), or, where some step has no native form (a streamed expert bank, a layer whose hooks
-must fire), the plan op by op in Python with each bound sublayer step one native call
-(`LayerSteps`). Both call the kernels the modules' forwards reach through the registry, in the same
+one new token each, or of verify windows of one length), or, where some step has no native form (a
+streamed expert bank, a layer whose hooks must fire), the plan op by op in Python with each bound
+sublayer step one native call (`LayerSteps`). Both call the kernels the modules' forwards reach through the registry, in the same
 order, so every path gives the same bits (tests/model/test_decode_plan.py).
 """
 

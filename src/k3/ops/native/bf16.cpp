@@ -40,12 +40,10 @@ struct SplitRows {
   }
 };
 
-// The AVX-512 form: 16-lane accumulators over k in steps of 32 (used for every tile at that level, so
-// the one-fixed-order rule holds there too). Returns how far k got. Besides the near prefetch, each row
-// of the next tile (the rows_after rows past this one, at most NO) is prefetched into L2 at the same
-// column: a tile's rows start on fresh pages, where the hardware prefetcher starts over (cold weights
-// read faster; wide rows unchanged).
-// acc[i][j] + one step of 32 columns (stream: with the prefetches, for a pass that reads W from memory).
+// acc[i][j] + one AVX-512 step of 32 columns (16-lane accumulators), the one order every AVX-512 form uses.
+// stream: a pass that reads W from memory, with the near prefetch and, for each row of the next tile (the
+// rows_after rows past this one, at most NO), a prefetch into L2 at the same column: a tile's rows start on
+// fresh pages, where the hardware prefetcher starts over (cold weights read faster; wide rows unchanged).
 template <int NO, int NN, int64_t Ahead = kPrefetchBf16>
 K3_AVX512 inline void step_avx512(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0, int64_t k,
                                   int64_t rows_after, bool stream, __m512 (&acc)[NO][NN]) {
@@ -67,6 +65,8 @@ K3_AVX512 inline void step_avx512(const uint16_t* w, const float* x, int64_t K, 
   }
 }
 
+// The AVX-512 tile: steps of 32 over k (used for every tile at that level, so the one-fixed-order rule
+// holds there too). Returns how far k got.
 template <int NO, int NN, int64_t Ahead = kPrefetchBf16>
 K3_AVX512 int64_t linear_tile_avx512(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0,
                                      int64_t rows_after, float (&sums)[NO][NN]) {
@@ -131,9 +131,9 @@ int64_t linear_tile_avx2(const uint16_t* w, const float* x, int64_t K, int64_t o
 // spans of kSpanColumns columns. Over each span the first group of rows streams the W rows (with the tile
 // form's prefetches) and the other groups read the span again from L1; each group's accumulators wait in
 // `acc` between spans, so every output is still one accumulator over k in step order, then the reduction
-// and the tail: the tile form's bits. Groups are as even as they go, at most 4 rows (5 rows as 3 + 2).
-// Before, 5 rows ran two passes of 2 outputs x 5 rows, each streaming two W rows at a time. (On AVX2 the
-// same spans measured no faster than its tiles: there the multiply, not the stream, is the limit.)
+// and the tail: the tile form's bits. Groups are as even as they go, at most 4 rows (5 rows as 3 + 2): a
+// tile of 2 outputs x 5 rows streams only two W rows at a time. (On AVX2 the same spans measured no faster
+// than its tiles: there the multiply, not the stream, is the limit.)
 constexpr int64_t kSpanColumns = 512, kBandRows = 16;
 
 K3_AVX512 inline float reduce16(const __m512* v) { return _mm512_reduce_add_ps(*v); }

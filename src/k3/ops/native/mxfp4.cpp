@@ -88,8 +88,8 @@ void dotm_mxfp4(const MxActivations& acts, int64_t n, int64_t K, int64_t O, int6
 // all on the calling thread: no nested team). Decode's lone row takes W rows in fours (four accumulator
 // chains and decodes in flight). More rows go in groups of at most four, as even as they go (5 = 3 + 2),
 // each W row's codes decoded once a group, in one pass over W (an expert that several tokens of a verify
-// window share is read once); its codes are prefetched a few rows ahead, which the hardware prefetcher
-// alone did not do in time (several rows had cost up to five times one row on AVX-512; ops benchmarks).
+// window share is read once); its codes are prefetched two rows ahead: this pass reads one W row at a
+// time, and the hardware prefetcher alone did not bring the next ones in time.
 // Each output is summed exactly as the one-row dot sums it.
 void mxfp4_rows(const float* x, int64_t N, int64_t K, int64_t O, const uint8_t* pp, const uint8_t* sp, float* y) {
   if (g_int8 && g_simd >= 1) return mxfp4_rows_int8(x, N, K, O, pp, sp, y);
