@@ -127,52 +127,53 @@ int64_t linear_tile_avx2(const uint16_t* w, const float* x, int64_t K, int64_t o
 }
 #endif
 
-// Five or more rows on AVX-512 (a verify window): a tile of 4 outputs reads its W rows from memory once, in
-// spans of kSpanColumns columns. Over each span the first group of rows streams the W rows (with the tile
-// form's prefetches) and the other groups read the span again from L1; each group's accumulators wait in
-// `acc` between spans, so every output is still one accumulator over k in step order, then the reduction
-// and the tail: the tile form's bits. Groups are as even as they go, at most 4 rows (5 rows as 3 + 2): a
-// tile of 2 outputs x 5 rows streams only two W rows at a time. (On AVX2 the same spans measured no faster
-// than its tiles: there the multiply, not the stream, is the limit.)
-constexpr int64_t kSpanColumns = 512, kBandRows = 16;
+// Five to eight rows on AVX-512 (a verify window): a tile of 4 outputs reads its W rows from memory once,
+// in spans of kSpanColumns columns. Over each span the first of two groups of rows (5 rows as 3 + 2, up to
+// 4 + 4) streams the W rows (with the tile form's prefetches) and the second reads the span again from L1;
+// each group's accumulators wait in `acc` between spans, so every output is still one accumulator over k
+// in step order, then the reduction and the tail: the tile form's bits. A tile of 2 outputs x 5 rows
+// streams only two W rows at a time. (Past eight rows, fours of rows in tiles were as fast or faster, and
+// on AVX2 the same spans measured no faster than its tiles: there the multiply, not the stream, is the
+// limit.)
+constexpr int64_t kSpanColumns = 512, kSpanRows = 8;
 
 K3_AVX512 inline float reduce16(const __m512* v) { return _mm512_reduce_add_ps(*v); }
 
 // Outputs [o0, o0 + NO) of rows [n0, n0 + NN) over columns [k0, k1) (whole steps of 32), continuing the
-// accumulators at acc + NN-row group offset n (acc: [NO][kBandRows]).
+// accumulators of rows n0.. in acc ([NO][kSpanRows]).
 template <int NO, int NN>
 K3_AVX512 void span_avx512(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0, int64_t k0,
-                           int64_t k1, int64_t rows_after, bool stream, __m512* acc, int64_t n) {
+                           int64_t k1, int64_t rows_after, bool stream, __m512* acc) {
   __m512 a[NO][NN];
   for (int i = 0; i < NO; ++i)
-    for (int j = 0; j < NN; ++j) a[i][j] = acc[i * kBandRows + n + j];
+    for (int j = 0; j < NN; ++j) a[i][j] = acc[i * kSpanRows + n0 + j];
   for (int64_t k = k0; k + 32 <= k1; k += 32) step_avx512<NO, NN>(w, x, K, o0, n0, k, rows_after, stream, a);
   for (int i = 0; i < NO; ++i)
-    for (int j = 0; j < NN; ++j) acc[i * kBandRows + n + j] = a[i][j];
+    for (int j = 0; j < NN; ++j) acc[i * kSpanRows + n0 + j] = a[i][j];
 }
 
-// Outputs [o0, o0 + NO) of every row, in bands of kBandRows rows (one pass over the W rows a band).
+// One group of `rows` (2 to 4) rows from n0 over a span.
+template <int NO>
+K3_AVX512 void span_rows_avx512(const uint16_t* w, const float* x, int64_t K, int64_t o0, int64_t n0, int64_t k0,
+                                int64_t k1, int64_t rows_after, bool stream, __m512* acc, int64_t rows) {
+  const auto run = rows == 4 ? span_avx512<NO, 4> : rows == 3 ? span_avx512<NO, 3> : span_avx512<NO, 2>;
+  run(w, x, K, o0, n0, k0, k1, rows_after, stream, acc);
+}
+
+// Outputs [o0, o0 + NO) of N rows, 5 <= N <= kSpanRows.
 template <int NO>
 void linear_spans_avx512(const uint16_t* w, const float* x, int64_t N, int64_t K, int64_t O, int64_t o0, float* y) {
-  const int64_t whole = K / 32 * 32, rows_after = O - o0 - NO;
-  for (int64_t b0 = 0; b0 < N; b0 += kBandRows) {
-    const int64_t nb = std::min(kBandRows, N - b0), groups = (nb + 3) / 4;
-    alignas(64) __m512 acc[NO * kBandRows];
-    std::memset(acc, 0, sizeof(acc));
-    for (int64_t k0 = 0; k0 < whole; k0 += kSpanColumns) {
-      const int64_t k1 = std::min(k0 + kSpanColumns, whole);
-      for (int64_t n = 0, g = 0; g < groups; ++g) {
-        const int64_t rows = (nb - n + groups - g - 1) / (groups - g);
-        const auto run = rows == 4 ? span_avx512<NO, 4> : rows == 3 ? span_avx512<NO, 3>
-                         : rows == 2 ? span_avx512<NO, 2> : span_avx512<NO, 1>;
-        run(w, x, K, o0, b0 + n, k0, k1, rows_after, n == 0, acc, n);
-        n += rows;
-      }
-    }
-    for (int i = 0; i < NO; ++i)
-      for (int64_t j = 0; j < nb; ++j)
-        y[(b0 + j) * O + o0 + i] = finish_dot(reduce16(acc + i * kBandRows + j), w + (o0 + i) * K, x + (b0 + j) * K, whole, K);
+  const int64_t whole = K / 32 * 32, rows_after = O - o0 - NO, first = (N + 1) / 2;
+  alignas(64) __m512 acc[NO * kSpanRows];
+  std::memset(acc, 0, sizeof(acc));
+  for (int64_t k0 = 0; k0 < whole; k0 += kSpanColumns) {
+    const int64_t k1 = std::min(k0 + kSpanColumns, whole);
+    span_rows_avx512<NO>(w, x, K, o0, 0, k0, k1, rows_after, true, acc, first);
+    span_rows_avx512<NO>(w, x, K, o0, first, k0, k1, rows_after, false, acc, N - first);
   }
+  for (int i = 0; i < NO; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      y[j * O + o0 + i] = finish_dot(reduce16(acc + i * kSpanRows + j), w + (o0 + i) * K, x + j * K, whole, K);
 }
 
 // Outputs [o0, o0 + NO) of rows [n0, n0 + NN), each row of W prefetched Ahead bytes ahead and, with
@@ -196,7 +197,7 @@ void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_
 }
 
 // Outputs [o0, o0 + NO) for every row: rows in fours on AVX-512 (16 accumulators of its 32 registers; five
-// or more rows in spans, linear_spans_avx512),
+// to eight rows in spans, linear_spans_avx512),
 // in pairs on AVX2 (its 16 would spill) but the last four as pairs of outputs x 4 rows, and what is left
 // in one tile: 5 rows (a verify window) as pairs of outputs x 5 rows, 3 rows or 1 row across all NO
 // outputs. Each pass widens the weights again, and a lone row after the others was a pass of its own,
@@ -204,7 +205,7 @@ void linear_tile(const uint16_t* w, const float* x, int64_t K, int64_t O, int64_
 template <int NO>
 void linear_outputs(const uint16_t* w, const float* x, int64_t N, int64_t K, int64_t O, int64_t o0, float* y) {
   if constexpr (NO == 4)
-    if (g_simd >= 2 && N >= 5) return linear_spans_avx512<4>(w, x, N, K, O, o0, y);
+    if (g_simd >= 2 && N >= 5 && N <= kSpanRows) return linear_spans_avx512<4>(w, x, N, K, O, o0, y);
   const int64_t group = g_simd >= 2 ? 4 : 2;
   int64_t n = 0;
   while (N - n >= group && N - n != 5 && N - n != 3) {
