@@ -141,11 +141,11 @@ def test_moe_tokens_equals_the_loops_bit_for_bit(kernels, level):
 def test_linear_rows_never_depend_on_their_batchmates(kernels, level):
     from k3.ops.linear import linear
 
-    for K in (24, 100, 1100, 2048):   # 1100: spans of 512 columns, a last partial span, a lone block and a tail
+    for K in (24, 100, 1100, 2048):   # 1100: spans of 512 columns, a partial span, a lone block (AVX2) and a tail
         w = torch.randn(40, K).bfloat16()
         x = torch.randn(21, K)
         full = linear(x, w)
-        for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17, 21):   # past 16 rows: a second band
+        for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17, 21):   # 5 to 8: AVX-512 spans, beside the tiles of 21
             assert torch.equal(linear(x[:n], w), full[:n]), (K, n)
 
 
