@@ -24,3 +24,15 @@ def test_one_count_for_the_whole_state(tiny_checkpoint):
         assert state.num_tokens == t + 1
     assert_close("prefill of 3 against the full forward", first, full[:, :3], 1e-5)
     assert_close("the last decode step against the full forward", step[:, -1], full[:, -1], 1e-5)
+
+
+def test_a_bare_models_cache_refuses_verify_windows_by_name():
+    """Verify windows are the engine's: a bare model's dense MLA cache says so rather than placing rows wrong."""
+    import pytest
+
+    from k3.layers.state import TokenCount
+
+    cache = DenseMLACache(TokenCount())
+    cache.decode_rows([0], 4, 2, torch.zeros(1, 6))   # one position: fine
+    with pytest.raises(ValueError, match="holds no verify windows"):
+        cache.decode_rows([0], 4, 2, torch.zeros(1, 6), positions=3)
