@@ -200,10 +200,17 @@ def _table(name: str, result: dict) -> list[str]:
     return ["| result | value |", "|---|---|"] + [f"| {k} | {_fmt(v)} |" for k, v in _flat(result) if k not in meta]
 
 
+def _machine(rec: dict) -> str:
+    """A record's CPU as a heading: its kind, and its family and model where the record has them (older
+    records do not), so two CPUs of one kind keep a table each."""
+    cpu = rec["cpu"]
+    return f"{cpu['kind']} ({cpu['id']})" if cpu.get("id") else cpu["kind"]
+
+
 def _latest_by_kind(records: list[dict]) -> dict[str, dict]:
     latest: dict[str, dict] = {}
     for rec in records:
-        latest[rec["cpu"]["kind"]] = rec           # files are appended in time order
+        latest[_machine(rec)] = rec                # files are appended in time order
     return latest
 
 
@@ -220,8 +227,9 @@ def results_page(records: dict[str, list[dict]]) -> str:
         out += [f"## {name}", "", about[0].upper() + about[1:] + ".", ""]
         for kind, rec in sorted(_latest_by_kind(recs).items()):
             dirty = " (uncommitted changes)" if rec.get("dirty") else ""
+            cache = f", {rec['cpu']['cache']} last-level cache" if rec["cpu"].get("cache") else ""
             out += [f"### {kind}", "", f"{rec['date']}, commit `{rec['commit']}`{dirty}, {rec['cpu']['model']} "
-                    f"({rec['cpu']['cores']} cores): `{rec['command']}`", "", *_table(name, rec["result"]), ""]
+                    f"({rec['cpu']['cores']} cores{cache}): `{rec['command']}`", "", *_table(name, rec["result"]), ""]
         if len(recs) > 1:
             out += [f"{len(recs)} runs recorded in `benchmarks/results/{name}.jsonl`.", ""]
     return "\n".join(out)
