@@ -1,14 +1,15 @@
 """Are the per-CPU defaults of the decode settings right on this machine? k3's batch-1 decode with its
-defaults against each setting flipped to its other choice, in turns (interleaved.py: each form loaded once
-in its own process, the forms decoding 16 tokens each in turn, alternating order), on compare.py's
-checkpoint. The settings are the ones whose default depends on the CPU (k3/ops/native/__init__.py):
+defaults against each alternative, in turns (interleaved.py: each form loaded once in its own process, the
+forms decoding 16 tokens each in turn, alternating order), on compare.py's checkpoint. The settings are
+the ones whose default depends on the CPU (k3/ops/native/__init__.py):
 
-  K3_DECODE_GEMV       how the decode GEMVs read a weight: in tiles of rows, or each thread's rows in order
+  K3_DECODE_GEMV       how the decode GEMVs read a weight: by default the row-length split measured on
+                       this CPU (k3/ops/native/tuning.py), against tiles and sequential for every weight
   K3_WEIGHT_PREFETCH   the cache hint of the weight streams' software prefetches: t0 or non-temporal
 
     .venv/bin/python benchmarks/decode_settings.py [--rounds 24] [--tokens 16] [--threads 2]
 
-A ratio above 1 (the default's rate over the flipped form's) says the default is the faster choice here.
+A ratio above 1 (the default's rate over the alternative's) says the default is the faster choice here.
 Every form computes the same bits (tests/ops). Prints a table, then one JSON line.
 """
 
@@ -22,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from k3.config import env
-from k3.ops.native import decode_gemv, native, weight_prefetch
+from k3.ops.native import decode_gemv, native, tuning, weight_prefetch
 from k3.streaming.plan import expert_sizes, weight_bytes
 from k3.testing import make_checkpoint
 
@@ -30,21 +31,26 @@ sys.path.insert(0, str(Path(__file__).parent))
 from compare import Bandwidth, config as compare_config  # noqa: E402
 from interleaved import decode_in_turns, summarize_interleaved  # noqa: E402
 
-OTHER = {"K3_DECODE_GEMV": {"tiles": "sequential", "sequential": "tiles"},
-         "K3_WEIGHT_PREFETCH": {"t0": "nta", "nta": "t0"}}
+SETTINGS = ("K3_DECODE_GEMV", "K3_WEIGHT_PREFETCH")
 
 
 def defaults() -> dict[str, str]:
-    """Each setting's default on this CPU."""
-    return {"K3_DECODE_GEMV": decode_gemv(), "K3_WEIGHT_PREFETCH": weight_prefetch()}
+    """Each setting's default on this CPU, in words."""
+    return {"K3_DECODE_GEMV": tuning.describe(decode_gemv()), "K3_WEIGHT_PREFETCH": weight_prefetch()}
+
+
+def alternatives(var: str, default: str) -> list[str]:
+    """The values the environment table accepts for `var` other than its default (the measured GEMV split
+    is none of them: it runs against both)."""
+    return [v for v in env.BY_NAME[var].choices if v != default]
 
 
 def forms() -> dict[str, dict[str, str]]:
-    """{"default": {}, "VAR=other": {VAR: other}} for each setting, its default read here."""
+    """{"default": {}, "VAR=value": {VAR: value}} for each setting's every alternative, defaults read here."""
     out = {"default": {}}
     for var, value in defaults().items():
-        other = OTHER[var][value]
-        out[f"{var}={other}"] = {var: other}
+        for other in alternatives(var, value):
+            out[f"{var}={other}"] = {var: other}
     return out
 
 
@@ -68,20 +74,20 @@ def main() -> None:
     args = ap.parse_args()
     if native() is None:
         sys.exit("decode_settings.py measures the native kernels' settings: the native kernels did not load")
-    if any(env.read(var) for var in OTHER):
-        sys.exit(f"decode_settings.py compares the defaults with their alternatives: unset {' and '.join(OTHER)}")
+    if any(env.read(var) for var in SETTINGS):
+        sys.exit(f"decode_settings.py compares the defaults with their alternatives: unset {' and '.join(SETTINGS)}")
     with tempfile.TemporaryDirectory(prefix="k3-decode-settings-") as work:
         r = measure(args, Path(work))
-    rows = [{"setting": var, "default": value, "other": OTHER[var][value],
-             "default_over_other": r[f"decode_ratio_default_over_{var}={OTHER[var][value]}"],
-             "per_round": r[f"decode_ratio_default_over_{var}={OTHER[var][value]}_per_round"]}
-            for var, value in defaults().items()]
+    rows = [{"setting": var, "default": value, "other": other,
+             "default_over_other": r[f"decode_ratio_default_over_{var}={other}"],
+             "per_round": r[f"decode_ratio_default_over_{var}={other}_per_round"]}
+            for var, value in defaults().items() for other in alternatives(var, value)]
     result = {"bench": "decode_settings", "threads": args.threads, "rounds": args.rounds, "tokens": args.tokens,
               "decode_tok_s": r["decode_tok_s"], "settings": rows}
-    print(f"{'setting':<20}{'default':>12}{'other':>12}{'default / other':>17}{'rounds faster':>15}")
+    print(f"{'setting':<20}{'default':>26}{'other':>12}{'default / other':>17}{'rounds faster':>15}")
     for x in rows:
         won = sum(p > 1 for p in x["per_round"])
-        print(f"{x['setting']:<20}{x['default']:>12}{x['other']:>12}{x['default_over_other']:>16.2f}x"
+        print(f"{x['setting']:<20}{x['default']:>26}{x['other']:>12}{x['default_over_other']:>16.2f}x"
               f"{won:>9} of {len(x['per_round'])}")
     print(json.dumps(result))
 

@@ -21,7 +21,7 @@ ABOUT = {
     "prefill_gemm": "who multiplies prefill-sized products: k3's blocked GEMM against MKL's sgemm on a widened copy of the "
                     "weight, in a whole prefill and product by product",
     "decode_settings": "the decode settings whose default depends on the CPU: batch-1 decode with the defaults against "
-                       "each setting flipped, in turns",
+                       "each other value of a setting, in turns",
     "native_build": "building the native kernels: a first build, a rebuild after an edit to one unit and to the shared "
                     "header, a later process importing the published library (seconds)",
 }
@@ -177,7 +177,7 @@ def _prefill_gemm(r: dict) -> list[str]:
 
 
 def _decode_settings(r: dict) -> list[str]:
-    rows = ["| setting | default here | flipped to | default / flipped (decode, in turns) | rounds the default won |",
+    rows = ["| setting | default here | against | default / against (decode, in turns) | rounds the default won |",
             "|---|---|---|---|---|"]
     for x in r["settings"]:
         won = sum(p > 1 for p in x["per_round"])

@@ -25,13 +25,15 @@ def level(kernels, request):
     kernels.set_simd(simd_level())
 
 
-@pytest.fixture(params=[False, True], ids=["tiles", "sequential"])
+@pytest.fixture(params=["tiles", "sequential"])
 def gemv_form(kernels, request):
-    """Runs the test with the AVX-512 decode GEMVs reading W in tiles of eight rows, then row after row
+    """Runs the test with the decode GEMVs reading every W in tiles of rows, then row after row
     (k3.ops.native.decode_gemv); restores the setting after."""
-    before = kernels.set_gemv_sequential(request.param)
+    from k3.ops.native import tuning
+
+    before = kernels.set_gemv_sequential_bytes(tuning.FORMS[request.param])
     yield request.param
-    kernels.set_gemv_sequential(before)
+    kernels.set_gemv_sequential_bytes(before)
 
 
 @pytest.fixture

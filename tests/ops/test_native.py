@@ -263,22 +263,6 @@ def _default_choice(monkeypatch, choice, variable):
         choice.cache_clear()
 
 
-def test_the_decode_gemv_form_follows_the_cpu_and_the_environment(monkeypatch):
-    """Sequential on AMD with AVX-512 (measured faster on Zen 5), tiles elsewhere; K3_DECODE_GEMV
-    overrides, and a bad value is refused with the allowed ones."""
-    from k3.ops.native import decode_gemv
-
-    with _default_choice(monkeypatch, decode_gemv, "K3_DECODE_GEMV") as form:
-        assert form("AuthenticAMD", None) == "sequential"
-        assert form("GenuineIntel", None) == "tiles"
-        assert form("AuthenticAMD", None, level=1) == "tiles"
-        assert form("AuthenticAMD", "sequential", level=1) == "sequential"
-        assert form("GenuineIntel", "sequential") == "sequential"
-        assert form("AuthenticAMD", "tiles") == "tiles"
-        with pytest.raises(ValueError, match="K3_DECODE_GEMV='rows': expected one of sequential, tiles"):
-            form("AuthenticAMD", "rows")
-
-
 def test_the_weight_prefetch_hint_follows_the_cpu_and_the_environment(monkeypatch):
     """Non-temporal on AMD with AVX-512 (measured faster on Zen 5), t0 elsewhere; K3_WEIGHT_PREFETCH overrides, and a
     bad value is refused with the allowed ones."""

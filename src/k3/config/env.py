@@ -26,7 +26,8 @@ VARIABLES = (
              SWITCH),
     Variable("K3_CACHE_DIR", "k3's cache folder: measured bandwidths (`bandwidth.json`) and the like "
              "(default `~/.cache/k3`)"),
-    Variable("K3_DECODE_GEMV", "batch-1 bf16 GEMV order: `sequential` or `tiles` (default per CPU family)",
+    Variable("K3_DECODE_GEMV", "batch-1 bf16/int8 GEMV order for every weight: `sequential` or `tiles` "
+             "(default: by row length, measured on this CPU once)",
              ("sequential", "tiles")),
     Variable("K3_FETCH", "`0`: evaluation sets never fetch their pinned packages; a missing one is an error",
              SWITCH),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from k3.config import env
 from k3.config.once import once
-from k3.ops.native import build
+from k3.ops.native import build, tuning
 
 # Hidden visibility: the units' shared settings (k3.h's inline variables) are read directly, not through
 # the dynamic linker's table; only the module's init function is exported. -Wno-psabi: the AVX-512 forms
@@ -87,17 +87,34 @@ def _amd_avx512() -> bool:
     return cpu_vendor() == "AuthenticAMD" and simd_level() == 2
 
 
+def _gemv_rule() -> int:
+    """decode_gemv where no measurement decides (the forms tie, or the scalar level): every row sequential on
+    AMD CPUs with AVX-512, where it read the weights faster, tiles elsewhere."""
+    return tuning.ALWAYS if _amd_avx512() else 0
+
+
+def _gemv_bytes(kernels) -> int:
+    """K3_DECODE_GEMV, else the row length measured on this CPU (tuning.py), else the rule."""
+    chosen = env.read("K3_DECODE_GEMV")
+    if chosen or kernels is None:
+        return tuning.FORMS[chosen] if chosen else _gemv_rule()
+    return tuning.sequential_row_bytes(kernels, _gemv_rule(), cache_root() / "tuning.json", simd_level(),
+                                       weight_prefetch())
+
+
 @once
-def decode_gemv() -> str:
-    """How the decode GEMVs (bf16, and int8 trunks) read the weight for a lone row of activations (batch-1
-    decode): "sequential" (each thread reads its share of the rows in order as two streams, from the
-    start and the middle of its share, each prefetched 2 KB ahead) or "tiles" (eight rows at a time with
-    AVX-512, four with AVX2, each prefetched, the next tile into L2). Every output's sum is the same
-    either way. K3_DECODE_GEMV chooses. The default is sequential on AMD CPUs with AVX-512, where it read
-    the weights faster, and tiles elsewhere: on Intel's AVX-512 a decode token was faster in tiles (eight
-    rows faster than four), and on AVX2 four rows are faster than eight. Figures: docs/benchmarks/results.md
-    (decode_settings.py measures the default against the other choice on the CPU at hand)."""
-    return _choice("K3_DECODE_GEMV", "sequential" if _amd_avx512() else "tiles")
+def decode_gemv() -> int:
+    """How the decode GEMVs (bf16, and int8 trunks) read a weight for a lone row of activations (batch-1
+    decode), as the longest row in bytes they read "sequentially" (each thread reads its share of the rows
+    in order as two streams, from the start and the middle of its share, each prefetched 2 KB ahead);
+    longer rows go in "tiles" (eight rows at a time with AVX-512, four with AVX2, each prefetched, the next
+    tile into L2). 0: tiles for every weight; tuning.ALWAYS: sequential for every weight. Every output's sum
+    is the same either way. K3_DECODE_GEMV=tiles|sequential sets one form for every weight; by default the
+    forms are measured against each other on this CPU once, at several row lengths (tuning.py), since which
+    is faster followed neither vendor nor instruction set: on an Intel Ice Lake sequential read rows of up
+    to 4 KB faster and tiles longer ones. Figures: docs/benchmarks/results.md (decode_settings.py measures
+    the default against each form)."""
+    return _gemv_bytes(native())
 
 
 @once
@@ -137,8 +154,8 @@ def native():
         flags = CFLAGS + (["-mavx2", "-mfma"] if level >= 1 else [])
         kernels = _kernels(build.load_or_build(flags, cache_root()))
         kernels.set_simd(level)
-        kernels.set_gemv_sequential(decode_gemv() == "sequential")
-        kernels.set_prefetch_nta(weight_prefetch() == "nta")
+        kernels.set_prefetch_nta(weight_prefetch() == "nta")   # before the GEMV forms are measured under it
+        kernels.set_gemv_sequential_bytes(_gemv_bytes(kernels))
         kernels.set_int8_activations(env.switch("K3_MXFP4_INT8", False))
         return kernels
     except Exception as e:  # no compiler, no ninja, ...: fall back, loudly

@@ -246,9 +246,11 @@ at::Tensor bf16_linear(at::Tensor x, at::Tensor w) {
   // Tiles of 4 outputs x 4 or 2 rows: 16 or 8 independent accumulators. A lone row (decode) takes 8
   // outputs at a time on AVX-512: 8 weight rows streaming at once keep more memory reads in flight
   // there; on AVX2, 4 read faster. Each output's sum is the same either way.
-  // The sequential decode form (k3.ops.native.decode_gemv): W's rows one at a time in two streams per
-  // thread, each row prefetched kPrefetchSequential bytes ahead; the same per-output sums as the tiles.
-  if (N == 1 && g_simd >= 1 && g_gemv_sequential) {
+  // The sequential decode form, for W's rows of at most g_gemv_sequential_bytes (k3.ops.native.decode_gemv,
+  // measured per CPU: short rows streamed faster one after another, long ones in tiles): W's rows one at a
+  // time in two streams per thread, each row prefetched kPrefetchSequential bytes ahead; the same per-output
+  // sums as the tiles.
+  if (N == 1 && g_simd >= 1 && 2 * K <= g_gemv_sequential_bytes) {
     rows_in_two_streams(O, [&](int64_t o) { linear_tile<1, 1, kPrefetchSequential, false>(wp, xp, K, O, o, 0, yp); });
     return y;
   }

@@ -69,7 +69,7 @@ void bind_plan(py::module_& m) {
 void bind_settings(py::module_& m) {
   using py::arg;
   m.def("set_simd", &set_simd, arg("level"));
-  m.def("set_gemv_sequential", &set_gemv_sequential, arg("on"));
+  m.def("set_gemv_sequential_bytes", &set_gemv_sequential_bytes, arg("bytes"));
   m.def("set_prefetch_nta", &set_prefetch_nta, arg("on"));
   m.def("set_int8_activations", &set_int8_activations, arg("on"));
   m.def("set_flush_denormal", &set_flush_denormal, arg("on"));

@@ -160,7 +160,7 @@ at::Tensor int8_linear(at::Tensor x, at::Tensor q, at::Tensor s) {
   const int8_t* qp = q.data_ptr<int8_t>();
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(s.data_ptr<at::BFloat16>());
   float* yp = y.data_ptr<float>();
-  if (N == 1 && g_simd >= 1 && g_gemv_sequential) {
+  if (N == 1 && g_simd >= 1 && K <= g_gemv_sequential_bytes) {
     // the sequential decode form, as bf16_linear's: one row at a time, prefetched further ahead
     rows_in_two_streams(O, [&](int64_t o) { int8_tile<1, 1, kPrefetchSequential>(qp, sp, xp, xs.data(), K, G, O, o, 0, yp); });
     return y;

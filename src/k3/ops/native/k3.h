@@ -29,7 +29,9 @@
 namespace k3 {
 
 inline int g_simd = 0;  // 0 scalar, 1 AVX2+FMA, 2 AVX-512 (set from Python after checking the CPU's flags)
-inline bool g_gemv_sequential = false;  // decode GEMVs (bf16, int8): W's rows one after another, else in tiles
+// Decode GEMVs (bf16, int8) read W's rows one after another where a row holds at most this many bytes,
+// else in tiles of rows (0: tiles for every weight).
+inline int64_t g_gemv_sequential_bytes = 0;
 
 // Kernels compiled for AVX-512 whatever the build flags; called only when g_simd >= 2.
 #define K3_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
@@ -327,7 +329,7 @@ using Ints = std::vector<int64_t>;
 
 // settings.cpp, part_timing.cpp
 int64_t set_simd(int64_t level);
-bool set_gemv_sequential(bool on);
+int64_t set_gemv_sequential_bytes(int64_t bytes);
 bool set_prefetch_nta(bool on);
 bool set_flush_denormal(bool on);
 bool set_part_timing(bool on);

@@ -15,10 +15,11 @@ int64_t set_simd(int64_t level) {
 }
 
 // How the SIMD GEMVs (bf16_linear, int8_linear) read W for a lone row of x (decode): sequentially, row
-// after row (true), or in tiles of rows (false; eight with AVX-512, four with AVX2). Each output's sum is the same either way. Returns the previous setting.
-bool set_gemv_sequential(bool on) {
-  const bool before = g_gemv_sequential;
-  g_gemv_sequential = on;
+// after row, where one row of W holds at most `bytes`, else in tiles of rows (eight with AVX-512, four with
+// AVX2); 0 reads every W in tiles. Each output's sum is the same either way. Returns the previous setting.
+int64_t set_gemv_sequential_bytes(int64_t bytes) {
+  const int64_t before = g_gemv_sequential_bytes;
+  g_gemv_sequential_bytes = std::max<int64_t>(0, bytes);
   return before;
 }
 
