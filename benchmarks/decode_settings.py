@@ -7,7 +7,10 @@ the ones whose default depends on the CPU (k3/ops/native/__init__.py):
                        this CPU (k3/ops/native/tuning.py), against tiles and sequential for every weight
   K3_WEIGHT_PREFETCH   the cache hint of the weight streams' software prefetches: t0 or non-temporal
 
-    .venv/bin/python benchmarks/decode_settings.py [--rounds 24] [--tokens 16] [--threads 2]
+    .venv/bin/python benchmarks/decode_settings.py [--checkpoint compare|wide] [--rounds 24] [--tokens 16] [--threads 2]
+
+--checkpoint wide decodes a checkpoint with K3's own row lengths instead (hidden 7168: 7-14 KB rows where
+compare.py's are 2-11 KB, mostly 4 KB; 4 layers, 2.6 GB of trunk), where the GEMV forms rank otherwise.
 
 A ratio above 1 (the default's rate over the alternative's) says the default is the faster choice here.
 Every form computes the same bits (tests/ops). Prints a table, then one JSON line.
@@ -23,6 +26,8 @@ import tempfile
 from pathlib import Path
 
 from k3.config import env
+from k3.config.model import LAYER_KDA, LAYER_MLA, MLP_DENSE, MLP_MOE
+from k3.config.presets import mid
 from k3.ops.native import decode_gemv, native, tuning, weight_prefetch
 from k3.streaming.plan import expert_sizes, weight_bytes
 from k3.testing import make_checkpoint
@@ -54,8 +59,23 @@ def forms() -> dict[str, dict[str, str]]:
     return out
 
 
+def wide_config():
+    """K3's row lengths at a few GB: hidden 7168, KDA heads of 128 (48 of K3's 96), MLA and experts in
+    K3's widths, 4 layers (3 KDA, 1 MLA; the first dense)."""
+    v = 32000
+    return mid(hidden_size=7168, vocab_size=v, num_hidden_layers=4, layer_types=(LAYER_KDA,) * 3 + (LAYER_MLA,),
+               mlp_types=(MLP_DENSE,) + (MLP_MOE,) * 3, attn_res_block_size=2, intermediate_size=5632,
+               kda_num_heads=48, kda_head_dim=128, num_attention_heads=16, q_lora_rank=1536, kv_lora_rank=512,
+               qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, num_experts=16, num_experts_per_token=4,
+               moe_intermediate_size=1024, routed_expert_hidden_size=3584, bos_token_id=v - 256,
+               eos_token_id=v - 254, pad_token_id=v - 1)
+
+
+CHECKPOINTS = {"compare": compare_config, "wide": wide_config}
+
+
 def measure(args, work: Path) -> dict:
-    c = compare_config()
+    c = CHECKPOINTS[args.checkpoint]()
     path = make_checkpoint(work, c, num_shards=4, with_vision=False, tokenizer=True)
     trunk, _, experts = weight_bytes(c, None)
     active = trunk + expert_sizes(c, experts)[2]
@@ -68,6 +88,7 @@ def measure(args, work: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--checkpoint", choices=sorted(CHECKPOINTS), default="compare")
     ap.add_argument("--rounds", type=int, default=24)
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
@@ -82,7 +103,7 @@ def main() -> None:
              "default_over_other": r[f"decode_ratio_default_over_{var}={other}"],
              "per_round": r[f"decode_ratio_default_over_{var}={other}_per_round"]}
             for var, value in defaults().items() for other in alternatives(var, value)]
-    result = {"bench": "decode_settings", "threads": args.threads, "rounds": args.rounds, "tokens": args.tokens,
+    result = {"bench": "decode_settings", "checkpoint": args.checkpoint, "threads": args.threads, "rounds": args.rounds, "tokens": args.tokens,
               "decode_tok_s": r["decode_tok_s"], "settings": rows}
     print(f"{'setting':<20}{'default':>26}{'other':>12}{'default / other':>17}{'rounds faster':>15}")
     for x in rows:

@@ -202,9 +202,11 @@ def _table(name: str, result: dict) -> list[str]:
 
 def _machine(rec: dict) -> str:
     """A record's CPU as a heading: its kind, and its family and model where the record has them (older
-    records do not), so two CPUs of one kind keep a table each."""
-    cpu = rec["cpu"]
-    return f"{cpu['kind']} ({cpu['id']})" if cpu.get("id") else cpu["kind"]
+    records do not), so two CPUs of one kind keep a table each; and the checkpoint, where a benchmark
+    runs on a choice of them (decode_settings.py)."""
+    cpu, checkpoint = rec["cpu"], rec["result"].get("checkpoint")
+    name = f"{cpu['kind']} ({cpu['id']})" if cpu.get("id") else cpu["kind"]
+    return f"{name}, {checkpoint} checkpoint" if checkpoint else name
 
 
 def _latest_by_kind(records: list[dict]) -> dict[str, dict]:

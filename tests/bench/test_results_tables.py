@@ -39,3 +39,11 @@ def test_a_record_names_this_cpus_family_and_model():
     family, model = record._cpuinfo(info, "cpu family"), record._cpuinfo(info, "model")
     assert cpu["id"] == (f"family {family}, model {model}" if family and model else "")
     assert cpu["model"] == (record._cpuinfo(info, "model name") or cpu["model"])
+
+
+def test_a_benchmark_run_on_a_choice_of_checkpoints_keeps_a_table_for_each():
+    cpu = {"model": "AMD EPYC", "kind": "AMD AVX-512", "id": "family 26, model 2", "cores": 2}
+    recs = [_record("a1", cpu, 1.0), _record("b2", cpu, 2.0), _record("c3", cpu, 3.0)]
+    recs[0]["result"]["checkpoint"] = recs[2]["result"]["checkpoint"] = "wide"
+    headings = [line for line in results_tables.results_page({"x": recs}).splitlines() if line.startswith("### ")]
+    assert headings == ["### AMD AVX-512 (family 26, model 2)", "### AMD AVX-512 (family 26, model 2), wide checkpoint"]
