@@ -88,6 +88,16 @@ def test_an_unwritable_cache_measures_once_a_process(fresh_choice, tmp_path):
     assert len(fresh_choice) == 1
 
 
+def test_a_failed_measurement_keeps_the_rule_says_so_and_is_not_remembered(fresh_choice, monkeypatch, tmp_path):
+    def fails(kernels, rule):
+        raise MemoryError("no room for the weights")
+
+    monkeypatch.setattr(tuning, "measure", fails)
+    with pytest.warns(UserWarning, match="could not measure the decode GEMV forms .*no room"):
+        assert tuning.sequential_row_bytes(object(), 0, tmp_path / "tuning.json", 2, "t0") == 0
+    assert not (tmp_path / "tuning.json").exists()
+
+
 def test_the_scalar_level_and_the_rule_need_no_measurement(fresh_choice, monkeypatch, tmp_path):
     assert tuning.sequential_row_bytes(None, 0, tmp_path / "tuning.json", 0, "t0") == 0
     monkeypatch.setattr(native_module, "cpu_vendor", lambda: "AuthenticAMD")

@@ -23,6 +23,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -171,7 +172,13 @@ def sequential_row_bytes(kernels, rule: int, path: Path, level: int, prefetch: s
         return entry["sequential_row_bytes"]
     if (path, key) not in _measured:
         print("k3: measuring this CPU's decode GEMV forms, once (a second or two)", file=sys.stderr)
-        entry = measure(kernels, rule)
+        try:
+            entry = measure(kernels, rule)
+        except (MemoryError, OSError, RuntimeError) as e:   # a speed choice: never worth failing the kernels for
+            warnings.warn(f"k3: could not measure the decode GEMV forms ({type(e).__name__}: {e}); using "
+                          f"{describe(rule)}", stacklevel=2)
+            entry = {"sequential_row_bytes": rule}
+        else:
+            _remember(path, key, entry)
         _measured[path, key] = entry["sequential_row_bytes"]
-        _remember(path, key, entry)
     return _measured[path, key]
