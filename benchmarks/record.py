@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -20,34 +21,28 @@ import time
 from pathlib import Path
 
 from k3.config import env
+from k3.ops.native import cpuinfo
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 CAPS = {"scalar": "scalar", "avx2": "AVX2", "avx512": "AVX-512"}   # K3_NATIVE_SIMD's values as kinds name them
 
 
-def _cpuinfo(info: str, field: str) -> str:
-    """The first `field : value` line's value in /proc/cpuinfo's text ("" when there is none)."""
-    return next((line.split(":", 1)[1].strip() for line in info.splitlines()
-                 if line.split(":", 1)[0].strip() == field), "")
-
-
 def cpu() -> dict:
     """The CPU's model name, kind (the instruction set level k3's kernels use on it) and id (family and
     model numbers: a VM names every Xeon "Intel(R) Xeon(R) Processor", while an Ice Lake and a Sapphire
     Rapids of one kind differ in caches and ports, so the results page keeps a table for each)."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    name = _cpuinfo(info, "model name") or platform.processor() or "unknown"
-    flags = _cpuinfo(info, "flags").split()
+    info = cpuinfo.fields()
+    name = info.get("model name") or platform.processor() or "unknown"
+    flags = info.get("flags", "").split()
     kind = "AVX-512" if {"avx512f", "avx512bw", "avx512vl"} <= set(flags) else "AVX2" if "avx2" in flags else "other"
     vendor = "AMD" if "AMD" in name else "Intel" if "Intel" in name else ""
     cap = env.read("K3_NATIVE_SIMD")   # the run's kernels (and llama.cpp's build) capped: its own kind
     capped = f", capped at {CAPS[cap]}" if cap and CAPS[cap] != kind else ""
-    family, model = _cpuinfo(info, "cpu family"), _cpuinfo(info, "model")
+    family, model = info.get("cpu family"), info.get("model")
     return {"model": name, "kind": f"{vendor} {kind}".strip() + capped,
             "id": f"family {family}, model {model}" if family and model else "",
-            "cache": _cpuinfo(info, "cache size"),
-            "cores": len([line for line in info.splitlines() if line.startswith("processor")])}
+            "cache": info.get("cache size", ""), "cores": os.cpu_count() or 0}
 
 
 def capped_as() -> list[str]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -35,10 +36,16 @@ def test_two_cpus_of_one_kind_keep_a_table_each_and_older_records_keep_theirs():
 
 def test_a_record_names_this_cpus_family_and_model():
     info = Path("/proc/cpuinfo").read_text()
+
+    def first(name):
+        found = re.search(rf"^{name}\s*: (.*)$", info, re.MULTILINE)
+        return found.group(1).strip() if found else ""
+
     cpu = record.cpu()
-    family, model = record._cpuinfo(info, "cpu family"), record._cpuinfo(info, "model")
+    family, model = first("cpu family"), first("model")
     assert cpu["id"] == (f"family {family}, model {model}" if family and model else "")
-    assert cpu["model"] == (record._cpuinfo(info, "model name") or cpu["model"])
+    assert cpu["model"] == (first("model name") or cpu["model"])
+    assert cpu["cache"] == first("cache size") and cpu["cores"] == info.count("\nprocessor") + info.startswith("processor")
 
 
 def test_a_benchmark_run_on_a_choice_of_checkpoints_keeps_a_table_for_each():

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from k3.config import env
 from k3.config.once import once
-from k3.ops.native import build, tuning
+from k3.ops.native import build, cpuinfo, tuning
 
 # Hidden visibility: the units' shared settings (k3.h's inline variables) are read directly, not through
 # the dynamic linker's table; only the module's init function is exported. -Wno-psabi: the AVX-512 forms
@@ -31,24 +31,13 @@ MAX_ROWS = 32  # above this, dequantise-then-GEMM (compute bound) wins: the weig
 SIMD_LEVELS = {"scalar": 0, "avx2": 1, "avx512": 2}
 
 
-def _cpuinfo_field(name: str) -> str:
-    """The first `name : value` line's value in /proc/cpuinfo ("" when there is none or no file)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.split(":", 1)[0].strip() == name:
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
-
-
 def cpu_flags() -> set[str]:
-    return set(_cpuinfo_field("flags").split())
+    return set(cpuinfo.field("flags").split())
 
 
 def cpu_vendor() -> str:
     """"AuthenticAMD", "GenuineIntel", ... ("" when unknown)."""
-    return _cpuinfo_field("vendor_id")
+    return cpuinfo.field("vendor_id")
 
 
 def cpu_simd_level(flags: set[str]) -> int:

@@ -2,18 +2,17 @@
 
 The bf16 and int8 decode GEMVs read a weight in one of two forms (k3.ops.native.decode_gemv): tiles of
 rows, or each thread's rows in order ("sequential"). Both give the same bits; which streams faster is a
-property of the CPU's memory system and of the row's length, not of the CPU's vendor or instruction set.
-On an Intel Ice Lake Xeon sequential read rows of up to 4 KB 3-8% faster and tiles rows of 6 KB and more
-(AVX-512 and capped at AVX2 alike), where another AVX-512 Xeon decoded faster in tiles and AMD's Zen 5
-sequentially (benchmarks/decode_settings.py; docs/benchmarks/results.md).
+property of the CPU's memory system and of the row's length, not of the CPU's vendor or instruction set:
+on an Intel Ice Lake Xeon sequential read short rows faster and tiles long ones, where another AVX-512 Xeon
+decoded faster in tiles and AMD's Zen 5 sequentially (decode_settings in docs/benchmarks/results.md).
 
 So where K3_DECODE_GEMV does not choose, the forms take turns over bf16 weights at each row length of
 LADDER, in a buffer larger than the last-level cache so that every pass streams from memory as decode
 does. The row length up to which rows are read sequentially is the one that would have made the ladder's
-passes fastest in all; the caller's rule stands unless that saves more than TIE of the ladder's time. The
-answer is kept per CPU, kernel settings and thread count in K3_NATIVE_CACHE/tuning.json beside the
-build it measured (`python -m k3.ops.native` measures ahead of time, as make and CI run it), written to a
-temporary file and renamed.
+passes fastest in all (`decide`); the caller's rule stands where the rows that split would move gain
+less than TIE each. The answer is kept per CPU, kernel settings and thread count in
+K3_NATIVE_CACHE/tuning.json beside the build it measured (`python -m k3.ops.native` measures ahead of
+time, as make and CI run it), written to a temporary file and renamed.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from pathlib import Path
 import torch
 
 from k3.ops import huge_pages
+from k3.ops.native import cpuinfo
 
 ALWAYS = 1 << 40                         # a row length no weight reaches: every row sequential
 FORMS = {"tiles": 0, "sequential": ALWAYS}   # K3_DECODE_GEMV's values, as row lengths
@@ -55,11 +55,9 @@ def last_level_cache_bytes() -> int:
         unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
         if text.rstrip("KMG").isdigit():
             sizes.append(int(text.rstrip("KMG")) * unit)
-    if not sizes and Path("/proc/cpuinfo").exists():
-        line = next((x for x in Path("/proc/cpuinfo").read_text().splitlines() if x.startswith("cache size")), "")
-        words = line.partition(":")[2].split()
-        if words and words[0].isdigit():
-            sizes.append(int(words[0]) << 10)
+    words = [] if sizes else cpuinfo.field("cache size").split()   # "49152 KB"
+    if words and words[0].isdigit():
+        sizes.append(int(words[0]) << 10)
     return max(sizes, default=32 << 20)
 
 
@@ -119,13 +117,9 @@ def decide(ratios: dict[int, float], rule: int) -> int:
 
 def cpu_key(settings: str, threads: int) -> str:
     """What a measurement holds for: the CPU (vendor, family, model, stepping, name), the kernels' settings
-    that change how a weight streams (instruction set, prefetch hint: sequential rows with non-temporal
-    prefetches read at half the speed of the tiles on an Ice Lake) and the thread count."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    fields: dict[str, str] = {}
-    for line in info.splitlines():
-        name, _, value = line.partition(":")
-        fields.setdefault(name.strip(), value.strip())
+    that change how a weight streams (instruction set, prefetch hint: on an Ice Lake sequential rows under
+    non-temporal prefetches were far slower than the tiles, under t0 faster) and the thread count."""
+    fields = cpuinfo.fields()
     cpu = "/".join(fields.get(k, "?") for k in ("vendor_id", "cpu family", "model", "stepping", "model name"))
     return f"{cpu}; {settings}; threads {threads}"
 
