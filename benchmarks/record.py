@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from k3.config import env
-from k3.ops.native import cpuinfo
+from k3.config import cpuinfo
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 import k3
+from k3.config import cpuinfo
 
 
 def provenance(model_fingerprint: str | None) -> dict:
@@ -36,12 +37,7 @@ def _commit() -> str | None:
 
 
 def hardware() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpuinfo.field("model name") or platform.processor() or platform.machine()
     out = {"cpu": cpu, "cores": os.cpu_count(), "system": platform.platform()}
     try:
         import torch

@@ -19,9 +19,9 @@ import types
 import warnings
 from pathlib import Path
 
-from k3.config import env
+from k3.config import cpuinfo, env
 from k3.config.once import once
-from k3.ops.native import build, cpuinfo, tuning
+from k3.ops.native import build, tuning
 
 # Hidden visibility: the units' shared settings (k3.h's inline variables) are read directly, not through
 # the dynamic linker's table; only the module's init function is exported. -Wno-psabi: the AVX-512 forms

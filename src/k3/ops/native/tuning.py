@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from k3.ops import huge_pages
-from k3.ops.native import cpuinfo
+from k3.config import cpuinfo
 
 ALWAYS = 1 << 40                         # a row length no weight reaches: every row sequential
 FORMS = {"tiles": 0, "sequential": ALWAYS}   # K3_DECODE_GEMV's values, as row lengths

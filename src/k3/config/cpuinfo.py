@@ -1,4 +1,5 @@
-"""/proc/cpuinfo's fields, read where a choice depends on the CPU (kernels, tuning, benchmark records)."""
+"""/proc/cpuinfo's fields, read where a choice or a record depends on the CPU (the native kernels and their
+tuning, evaluation provenance, benchmark records)."""
 
 from __future__ import annotations
 
