@@ -7,10 +7,11 @@ the ones whose default depends on the CPU (k3/ops/native/__init__.py):
                        this CPU (k3/ops/native/tuning.py), against tiles and sequential for every weight
   K3_WEIGHT_PREFETCH   the cache hint of the weight streams' software prefetches: t0 or non-temporal
 
-    .venv/bin/python benchmarks/decode_settings.py [--checkpoint compare|wide] [--rounds 24] [--tokens 16] [--threads 2]
+    .venv/bin/python benchmarks/decode_settings.py [--checkpoint compare|wide|small] [--rounds 24] [--tokens 16] [--threads 2]
 
 --checkpoint wide decodes a checkpoint with K3's own row lengths instead (hidden 7168: 7-14 KB rows where
 compare.py's are 2-11 KB, mostly 4 KB; 4 layers, 2.6 GB of trunk), where the GEMV forms rank otherwise.
+--checkpoint small decodes engine.py's small checkpoint (hidden 1024: 2 KB rows, weights of a few MB).
 
 A ratio above 1 (the default's rate over the alternative's) says the default is the faster choice here.
 Every form computes the same bits (tests/ops). Prints a table, then one JSON line.
@@ -71,7 +72,13 @@ def wide_config():
                eos_token_id=v - 254, pad_token_id=v - 1)
 
 
-CHECKPOINTS = {"compare": compare_config, "wide": wide_config}
+def small_config():
+    """engine.py's small checkpoint (hidden 1024: 2 KB rows, matrices of 1-6 MB), with a test tokenizer's specials."""
+    v = 32000
+    return mid(bos_token_id=v - 256, eos_token_id=v - 254, pad_token_id=v - 1)
+
+
+CHECKPOINTS = {"compare": compare_config, "wide": wide_config, "small": small_config}
 
 
 def measure(args, work: Path) -> dict:

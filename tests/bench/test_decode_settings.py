@@ -33,3 +33,10 @@ def test_the_wide_checkpoint_has_k3s_row_lengths():
             if len(t.shape) == 2 and "experts." not in t.name]
     long_rows = sum(o * k for o, k in mats if 2 * k >= 7 * 1024)
     assert c.hidden_size == 7168 and long_rows > 0.8 * sum(o * k for o, k in mats)
+
+
+def test_every_checkpoint_is_a_valid_config():
+    from decode_settings import CHECKPOINTS
+
+    assert {name: make().hidden_size for name, make in CHECKPOINTS.items()} == {"compare": 2048, "wide": 7168,
+                                                                                 "small": 1024}
