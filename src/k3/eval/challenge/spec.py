@@ -3,13 +3,17 @@
     {"name", "canary", "prompt": FILE (a template with {task} and {rules}),
      "source": {"sdist": "NAME==VERSION", "sha256", "root"} | {"directory": DIR},
      "requires": [module names the tests import, from the interpreter's environment],
+     "tests": [globs of the repository's test files (default: TESTS)],
+     "modules": [the repository's top-level module names (default: found in the repository)],
      "rules": [{"text", "protect": [glob, ...]} | {"text", "keep_api": {module: [name, ...]}}],
      "tasks": [{"id", "kind": "bug" | "feature", "prompt", "seed": [EDIT], "solution": [EDIT],
                 "hidden_tests": {path in the repository: FILE}, "fail_to_pass": [test id prefix],
                 "pass_to_pass": [test id prefix, or "*" for every other test]}]}
 
 An EDIT is {"file", "find", "replace"}: `find` must occur exactly once. A bug's solution defaults to its
-seed reversed. Files named by the challenge are relative to its directory."""
+seed reversed. Files named by the challenge are relative to its directory. A glob without a "/" matches
+a file's name anywhere, one with a "/" its path: test files are what the judge runs, always as the
+challenge shipped them."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 KINDS = ("bug", "feature")
+TESTS = ("test_*.py", "*_test.py", "conftest.py", "tests/*", "test/*")
 BUNDLED = Path(__file__).resolve().parents[1] / "data" / "challenges" / "inflection"
 
 
@@ -69,6 +74,13 @@ class Challenge:
     requires: tuple[str, ...]
     rules: tuple[Rule, ...]
     tasks: tuple[Task, ...]
+    tests: tuple[str, ...] = TESTS
+    modules: tuple[str, ...] = ()
+
+    def is_test(self, path: str) -> bool:
+        """A test file (or test data) of the repository: the judge's, never taken from the agent."""
+        name = path.rsplit("/", 1)[-1]
+        return any(fnmatch.fnmatch(path if "/" in g else name, g) for g in self.tests)
 
     def task(self, task_id: str) -> Task:
         for t in self.tasks:
@@ -111,8 +123,13 @@ def load(directory: str | Path) -> Challenge:
     source = need("source", dict)
     if not ({"sdist", "sha256", "root"} <= source.keys() or "directory" in source):
         raise ChallengeError(f'{path}: source needs {{"sdist", "sha256", "root"}} or {{"directory"}}')
+    tests, modules = raw.get("tests", TESTS), raw.get("modules", ())
+    for key, value in (("tests", tests), ("modules", modules)):
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+            raise ChallengeError(f"{path}: field {key!r} must be a list of non-empty strings")
     return Challenge(directory, need("name", str), need("canary", str), _read(directory, need("prompt", str), path),
-                     source, tuple(raw.get("requires", ())), tuple(_rule(r, path) for r in raw.get("rules", ())), tasks)
+                     source, tuple(raw.get("requires", ())), tuple(_rule(r, path) for r in raw.get("rules", ())), tasks,
+                     tuple(tests), tuple(modules))
 
 
 def _needs(raw, where):

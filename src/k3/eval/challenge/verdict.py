@@ -1,46 +1,29 @@
-"""A task's verdict, taken after the agent has finished and apart from its sandbox: a fresh sandbox holds the
-task's starting repository plus the agent's changes, less every change to a protected path (the tests, by
-the rules) or a file that steers pytest (conftest.py, pytest.ini, ...), which are put back as they were;
-the hidden tests are added; pytest runs there, and each test's outcome comes from a plugin the judge
-writes, by exact test id (never from the run's exit code or output, which the agent's code could write).
+"""A task's verdict, taken after the agent has finished and apart from its sandbox, by a judge the code under
+test cannot reach.
 
-What it does not stop: code of the agent's that pytest imports runs in pytest's process and could reach
-the plugin. The diff is kept with every verdict, for the person who reads a surprising pass."""
+A fresh sandbox holds the task's starting repository plus the agent's changes (less its changes to
+protected paths, which are put back and recorded as broken rules). The suite is the challenge's own:
+the starting repository's test files, the hidden tests and the public-API test, never a file the agent
+wrote. It runs under pytest in the sandbox's judge process (sandbox/pytest_judge.py), where only the
+judge may read it; every module of the repository is a proxy to a worker process that holds the
+agent's code, and only plain data comes back from it. So the agent's code never runs where the
+outcomes are taken: a conftest, a `.pth`, a patched pytest, a rewrapped plugin, a report file or an
+exit code are all in the worker's process or workspace, where the verdict is not. Each test's outcome
+is read by exact test id; the tests that must pass are known before the agent starts. The diff is kept
+with every verdict, for the person who reads a surprising pass."""
 
 from __future__ import annotations
 
 import difflib
-import fnmatch
 import hashlib
-import json
-import secrets
-import sys
 
 from k3.eval.challenge.spec import Challenge, ChallengeError, Task
 from k3.eval.sandbox import Limits, Sandbox
 from k3.eval.sandbox.paths import printable
 
-# Files that change how pytest or the interpreter runs, whoever wrote them: the judge keeps the starting ones.
-STEERING = ("conftest.py", "*/conftest.py", "pytest.ini", "*/pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml",
-            "*.pth", "sitecustomize.py", "*/sitecustomize.py", "usercustomize.py", "*/usercustomize.py")
 LIMITS = Limits(wall_s=300.0, cpu_s=300, memory_bytes=2 << 30, processes=64, output_bytes=1 << 20)
+REQUEST_S = 60.0     # seconds the code under test has for one call before it is stopped (its later tests fail)
 MAX_DIFF = 200_000   # characters of diff kept in a verdict
-
-PLUGIN = '''import json
-_out = open({results!r}, "a", encoding="utf-8")
-
-def _put(nodeid, outcome):
-    _out.write(json.dumps({{"id": nodeid, "outcome": outcome}}) + "\\n")
-    _out.flush()
-
-def pytest_collectreport(report):
-    if not report.passed:
-        _put(report.nodeid, "error" if report.failed else "skipped")
-
-def pytest_runtest_logreport(report):
-    if report.when == "call" or report.outcome != "passed":
-        _put(report.nodeid, "passed" if report.passed else "skipped" if report.skipped else "failed")
-'''
 
 KEEP_API = '''import importlib
 import pytest
@@ -50,13 +33,6 @@ def test_kept(module, name):
     assert callable(getattr(importlib.import_module(module), name, None)), f"{{module}}.{{name}} is gone"
 '''
 KEEP_API_FILE = "test_k3_keep_api.py"
-# pytest started by the judge: its plugin and ini first on the path, the repository's own config ignored.
-# The environment's pytest plugins stay out (they cost seconds a run, and none of them is the challenge's).
-QUIET = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-SHADOWED = {"pytest", "_pytest", "pluggy", "py", "iniconfig", "packaging", "k3_judge_plugin"}
-BOOT = ("import sys; sys.path.insert(0, '{home}'); import pytest; sys.path.insert(1, '/workspace'); "
-        "sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'k3_judge_plugin', '-c', '{home}/pytest.ini', "
-        "'--rootdir', '/workspace', '/workspace']))")
 
 
 def changed(start: dict[str, bytes], final: dict[str, bytes]) -> list[str]:
@@ -73,44 +49,61 @@ def diff(start: dict[str, bytes], final: dict[str, bytes]) -> str:
     return text if len(text) <= MAX_DIFF else text[:MAX_DIFF] + f"\n[diff cut at {MAX_DIFF} characters]\n"
 
 
-def judged_tree(challenge: Challenge, task: Task, start: dict[str, bytes], final: dict[str, bytes]):
-    """-> (the tree to test, rules broken [{rule, path}], steering changes left out [path])."""
-    tree, broken, steering = dict(start), [], []
+def library(challenge: Challenge, start: dict[str, bytes], final: dict[str, bytes]):
+    """-> (the repository the worker holds: the agent's, with protected paths as they started, and the rules
+    broken [{rule, path}])."""
+    tree, broken = dict(final), []
     for path in changed(start, final):
         rules = [r.text for r in challenge.rules if r.protects(path)]
-        broken += [{"rule": text, "path": printable(path)} for text in rules]
-        if rules or _steers(path):
-            steering += [] if rules else [printable(path)]
+        if not rules:
             continue
-        if path in final:
-            tree[path] = final[path]
+        broken += [{"rule": text, "path": printable(path)} for text in rules]
+        if path in start:
+            tree[path] = start[path]
         else:
             tree.pop(path, None)
-    tree.update({rel: src.encode() for rel, src in task.hidden_tests.items()})
+    return tree, broken
+
+
+def suite(challenge: Challenge, task: Task, start: dict[str, bytes]) -> dict[str, bytes]:
+    """The tests the judge runs: the starting repository's test files (as the challenge shipped them, never
+    the agent's), the task's hidden tests, and the public-API test."""
+    tests = {p: data for p, data in start.items() if challenge.is_test(p)}
+    tests.update({rel: src.encode() for rel, src in task.hidden_tests.items()})
     pairs = [[m, n] for r in challenge.rules for m, names in r.keep_api.items() for n in names]
     if pairs:
-        tree[KEEP_API_FILE] = KEEP_API.format(pairs=pairs).encode()
-    return tree, broken, steering
+        tests[KEEP_API_FILE] = KEEP_API.format(pairs=pairs).encode()
+    return tests
 
 
-def _steers(path: str) -> bool:
-    """A pytest or interpreter setting, or a new top-level module that would shadow one pytest imports."""
-    top = path.removesuffix(".py") if path.endswith(".py") and "/" not in path else None
-    return any(fnmatch.fnmatch(path, g) for g in STEERING) or top in SHADOWED or top in sys.stdlib_module_names
+def modules(challenge: Challenge, task: Task, start: dict[str, bytes]) -> list[str]:
+    """The repository's top-level module names, which the judge takes from the worker: the challenge's list,
+    else every top-level module or package of the starting repository or the reference solution."""
+    if challenge.modules:
+        return list(challenge.modules)
+    found = set()
+    for path in {*start, *(e.file for e in task.solution)}:
+        top, _, rest = path.partition("/")
+        if challenge.is_test(path) or path in ("setup.py", "conftest.py"):
+            continue
+        if not rest and top.endswith(".py"):
+            found.add(top[:-3])
+        elif rest == "__init__.py":
+            found.add(top)
+    return sorted(n for n in found if n.isidentifier())
 
 
 def judge(challenge: Challenge, task: Task, start: dict[str, bytes], final: dict[str, bytes],
           limits: Limits = LIMITS) -> dict:
-    """{"resolved", "rules_kept", "broken", "steering", "failing", "outcomes", "error", "diff"}: `failing`
-    lists the required tests (required() on the starting repository) that did not pass, or never ran."""
+    """{"resolved", "rules_kept", "broken", "failing", "outcomes", "error", "diff"}: `failing` lists the
+    required tests (required() on the starting repository) that did not pass, or never ran."""
     need = required(challenge, task, start, limits)
-    tree, broken, steering = judged_tree(challenge, task, start, final)
-    outcomes, error = run_tests(tree, limits)
+    tree, broken = library(challenge, start, final)
+    outcomes, error = run_tests(tree, suite(challenge, task, start), modules(challenge, task, start), limits)
     failing = sorted(t for t in need if outcomes.get(t) != "passed")
     broken += [{"rule": "keep the public API", "path": t} for t in failing if t.startswith(KEEP_API_FILE)]
     return {"resolved": not failing and error is None, "rules_kept": not broken, "broken": broken,
-            "steering": steering, "failing": failing, "outcomes": outcomes, "error": error,
-            "diff": diff(start, final)}
+            "failing": failing, "outcomes": outcomes, "error": error, "diff": diff(start, final)}
 
 
 _required: dict[tuple, list[str]] = {}
@@ -124,7 +117,7 @@ def required(challenge: Challenge, task: Task, start: dict[str, bytes], limits: 
     challenge's fault."""
     key = (str(challenge.directory), task.id, hashlib.sha256(repr(sorted(start.items())).encode()).hexdigest())
     if key not in _required:
-        base, error = run_tests(judged_tree(challenge, task, start, start)[0], limits)
+        base, error = run_tests(start, suite(challenge, task, start), modules(challenge, task, start), limits)
         if error is not None:
             raise ChallengeError(f"{challenge.name}/{task.id}: the starting repository's tests did not run: {error}")
         for prefix in task.fail_to_pass:
@@ -137,28 +130,23 @@ def required(challenge: Challenge, task: Task, start: dict[str, bytes], limits: 
     return _required[key]
 
 
-def run_tests(tree: dict[str, bytes], limits: Limits) -> tuple[dict[str, str], str | None]:
-    """pytest over `tree` in a fresh sandbox -> ({test id: outcome}, an error that stopped the run or None).
-    A test's outcome is its worst report (a passing call with a failing teardown failed)."""
-    home = f".k3-judge-{secrets.token_hex(8)}"
+def run_tests(tree: dict[str, bytes], tests: dict[str, bytes], names: list[str],
+              limits: Limits) -> tuple[dict[str, str], str | None]:
+    """The suite `tests` in the judge of a fresh sandbox whose workspace holds `tree` -> ({test id: outcome},
+    an error that stopped the run or None). A test's outcome is its worst report."""
     with Sandbox(limits) as box:
         for rel, data in tree.items():
             box.write_file(rel, data)
-        box.write_file(f"{home}/k3_judge_plugin.py", PLUGIN.format(results=f"/workspace/{home}/results.jsonl"))
-        box.write_file(f"{home}/pytest.ini", "[pytest]\naddopts =\n")
-        r = box.exec(["python", "-I", "-c", BOOT.format(home=f"/workspace/{home}")], env=QUIET)
-        try:
-            lines = box.read_bytes(f"{home}/results.jsonl", limits.file_bytes).decode("utf-8", "replace").splitlines()
-        except FileNotFoundError:
-            lines = []
-    outcomes: dict[str, str] = {}
-    for row in (json.loads(line) for line in lines):
-        if outcomes.get(row["id"], "passed") == "passed":
-            outcomes[row["id"]] = row["outcome"]
-    if r.timed_out:
-        return outcomes, f"the tests ran past {limits.wall_s:g} s"
+        r = box.judge_tests(tests, names, REQUEST_S)
+    v = r.verdict
+    if v is None:
+        why = f"ran past {limits.wall_s:g} s" if r.timed_out else f"ended without a verdict (exit {r.exit_code})"
+        return {}, f"the judged run {why}: {(r.stderr or r.stdout)[-300:]}"
+    outcomes = {str(k): str(o) for k, o in (v.get("outcomes") or {}).items()}
+    if v.get("error"):
+        return outcomes, f"the judge's pytest failed: {v['error']}"
     if not outcomes:
-        return outcomes, f"pytest reported no test (exit {r.exit_code}): {(r.stderr or r.stdout)[-300:]}"
+        return outcomes, f"pytest reported no test (exit {v.get('exit')}): {(r.stdout or r.stderr)[-300:]}"
     return outcomes, None
 
 

@@ -26,7 +26,10 @@ from k3.eval.inspect.sandbox_env import K3SandboxEnvironment
 from k3.eval.inspect.task_args import listed
 from k3.eval.sandbox.paths import SandboxViolation, printable
 
-SCORER_FILES = tuple(Path(m.__file__) for m in (verdict, source, spec)) + (Path(__file__),)
+# Everything that decides a verdict: a change to any of them makes a new fingerprint.
+SANDBOX = Path(verdict.__file__).parents[1] / "sandbox"
+SCORER_FILES = tuple(Path(m.__file__) for m in (verdict, source, spec)) + (Path(__file__),) + tuple(
+    SANDBOX / f for f in ("judge.py", "pytest_judge.py", "wire.py", "launcher.py"))
 TOOL_TIMEOUT = 180
 
 
@@ -80,7 +83,7 @@ def tests_after(directory: str, starts: dict[str, dict[str, bytes]]):
         value = {"passed": float(found["resolved"] and found["rules_kept"]),
                  "resolved": float(found["resolved"]), "rules_kept": float(found["rules_kept"])}
         return Score(value=value, answer=found["diff"], explanation=_explain(found),
-                     metadata={"group": str(state.sample_id), **{k: found[k] for k in ("broken", "steering", "error")},
+                     metadata={"group": str(state.sample_id), **{k: found[k] for k in ("broken", "error")},
                                "failing": found["failing"][:50], "n_failing": len(found["failing"]),
                                "changed": [printable(p) for p in verdict.changed(start, final)]})
 
@@ -92,5 +95,4 @@ def _explain(found: dict) -> str:
         return found["error"]
     parts = [f"{len(found['failing'])} required tests failing" if found["failing"] else "all required tests pass"]
     parts += [f"rule broken: {b['rule']} ({b['path']})" for b in found["broken"]]
-    parts += [f"ignored: {p} (steers pytest)" for p in found["steering"]]
     return "; ".join(parts)

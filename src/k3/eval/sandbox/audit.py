@@ -50,7 +50,9 @@ def install(root: str) -> None:
         if event in BLOCKED or event.startswith("ctypes."):
             _refuse(event)
         if event == "import" and args and str(args[0]).split(".")[0] in FORBIDDEN_MODULES:
-            _refuse(f"importing {args[0]}")
+            # an ImportError, as for a module that is not there: libraries that can do without ctypes (numpy)
+            # catch it and carry on, where a PermissionError would stop their import
+            raise ImportError(f"sandbox: importing {args[0]} is not allowed", name=str(args[0]))
         if event == "object.__setattr__" and len(args) >= 2 and args[1] in ("__code__", "__globals__"):
             _refuse(f"replacing {args[1]}")
         if event == "open" and len(args) >= 3:

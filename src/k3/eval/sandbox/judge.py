@@ -2,17 +2,19 @@
 
 Inside one sandboxed run the launcher forks before it locks the run down. The worker (the child) takes
 every layer (seccomp, the audit hook) and serves requests over two pipes: import a workspace module,
-load the answer file, get an attribute, call, len, iter, item, contains, bool, str. The judge (the
-parent) is made non-dumpable, so the worker can neither read its memory nor open its fds through
-/proc, and seccomp stops signals and ptrace between them. The judge runs the check — which the worker
-never sees: it reaches the judge on a pipe the worker closed — with the workspace's modules as proxies
-whose every use is a request, and writes its verdict on the report fd the worker closed too.
+load the answer file, get an attribute, call, len, iter, item, contains, isinstance, bool, str, value.
+The judge (the parent) is made non-dumpable, so the worker can neither read its memory nor open its fds
+through /proc, and seccomp stops signals and ptrace between them. The judge runs the check (a snippet,
+or a pytest suite: pytest_judge.py), which the worker never sees: it reaches the judge on a pipe the
+worker closed, and test files lie where only the judge may read. The workspace's modules are proxies
+whose every use is a request; the verdict goes out on the report fd the worker closed too.
 
-Only plain data crosses from the worker (None, bool, int, float, str, bytes, and lists, tuples, dicts,
-sets of them, checked by exact type): any other object stays in the worker and the judge holds a
-handle to it. A handle equals only itself, so an object whose `__eq__` always answers True cannot pass
-an `assert f(x) == y`, and `os._exit(0)` at import ends the worker, not the verdict. A worker that
-hangs is cut by the run's wall limit, which leaves no verdict: a failure.
+Only plain data crosses from the worker (None, bool, int, float, str, bytes, lists, tuples, dicts, sets
+of them, and numpy arrays of numbers; wire.py), rebuilt by the judge as its own objects: any other
+object stays in the worker and the judge holds a handle to it. A handle compared with a value is
+compared here, on its plain value, so an object whose `__eq__` always answers True cannot pass an
+`assert f(x) == y`; and `os._exit(0)` at import ends the worker, not the verdict. A request the worker
+does not answer in time stops the worker: every later request fails, the verdict still comes.
 
 Standard library only: the launcher loads this file by path inside the sandbox."""
 
@@ -49,8 +51,9 @@ def _answer_findings(src, checker_path):
     return checker.findings(src)
 
 
-def serve(req_fd, resp_fd, root):
-    """Answer the judge's requests until it closes the pipe. Runs with every sandbox layer on."""
+def serve(req_fd, resp_fd, root, modules=None):
+    """Answer the judge's requests until it closes the pipe. Runs with every sandbox layer on. `modules`: the
+    top-level names the judge may import from the workspace (None: any)."""
     handles, lines = [], Lines(req_fd)
     sys.path[0] = root
     while True:
@@ -59,21 +62,41 @@ def serve(req_fd, resp_fd, root):
         except RemoteError:
             os._exit(0)
         try:
-            reply = {"ok": _serve_one(msg, handles, resp_fd)}
+            reply = {"ok": _serve_one(msg, handles, resp_fd, root, modules)}
         except BaseException as e:  # the tested code may raise anything, SystemExit included
-            reply = {"error": [type(e).__name__, str(e)[:2000]]}
+            reply = {"error": [type(e).__name__, str(e)[:2000], _bases(type(e))]}
         try:
             send(resp_fd, reply)
         except (TypeError, ValueError) as e:
-            send(resp_fd, {"error": ["TypeError", f"unsendable result: {e}"]})
+            send(resp_fd, {"error": ["TypeError", f"unsendable result: {e}", []]})
 
 
-def _serve_one(msg, handles, resp_fd):
+def _bases(cls):
+    try:
+        return [c.__name__ for c in cls.__mro__ if c.__module__ == "builtins"][:20]
+    except Exception:
+        return []
+
+
+def _import(name, root, modules):
+    """A workspace module; a declared name that resolves anywhere else (an installed copy) is refused, so a
+    deleted module cannot be stood in for by the pristine one from site-packages."""
+    if modules is not None and name.split(".")[0] not in modules:
+        raise ImportError(f"{name} is not a module of the repository under test")
+    module = __import__(name, fromlist=["*"])
+    where = getattr(module, "__file__", None)
+    if modules is not None and not (isinstance(where, str) and os.path.realpath(where).startswith(root + os.sep)):
+        raise ImportError(f"{name} is not in the workspace")
+    return module
+
+
+def _serve_one(msg, handles, resp_fd, root, modules):
     """One request -> its encoded result. "answer" sends the static findings on `resp_fd` first, before the
     answer runs (so they are taken before any of its code could change them), then runs it."""
     op = msg["op"]
     if op == "import":
-        return encode(__import__(msg["name"], fromlist=["*"]), handles)
+        module = _import(msg["name"], root, modules)
+        return {"d": [["module", encode(module, handles)], ["package", hasattr(module, "__path__")]]}
     if op == "answer":
         with open(msg["path"], encoding="utf-8", errors="replace") as f:
             src = f.read()
@@ -85,11 +108,12 @@ def _serve_one(msg, handles, resp_fd):
         exec(compile(src, "<answer>", "exec"), module.__dict__)
         return encode(module, handles)
     target = handles[msg["h"]]
-    args = [decode(a, handles.__getitem__) for a in msg.get("args", [])]
+    ref = lambda ident, *_: handles[ident]      # noqa: E731  (the judge's handles are the worker's objects)
+    args = [decode(a, ref) for a in msg.get("args", [])]
     if op == "getattr":
-        return encode(getattr(target, msg["name"]), handles)
+        return encode(getattr(target, msg["name"]), handles, live=True)
     if op == "call":
-        kwargs = {k: decode(v, handles.__getitem__) for k, v in msg.get("kwargs", {}).items()}
+        kwargs = {k: decode(v, ref) for k, v in msg.get("kwargs", {}).items()}
         return encode(target(*args, **kwargs), handles)
     if op == "names":
         return encode([n for n in dir(target) if type(n) is str and not n.startswith("_")], handles)
@@ -100,6 +124,8 @@ def _serve_one(msg, handles, resp_fd):
             if len(out) > MAX_ITEMS:
                 raise ValueError(f"an iterable over {MAX_ITEMS} items")
         return encode(out, handles)
+    if op == "value":       # the object as plain data, or an error: never a handle
+        return encode(target)
     unary = {"len": len, "bool": bool, "str": str, "repr": repr}
     if op in unary:
         return encode(unary[op](target), handles)
@@ -107,49 +133,87 @@ def _serve_one(msg, handles, resp_fd):
         return encode(target[args[0]], handles)
     if op == "contains":
         return encode(args[0] in target, handles)
+    if op == "isinstance":
+        return encode(isinstance(args[0], target), handles)
     raise ValueError(f"unknown request {op!r}")
 
 
 # -- the judge: trusted side ----------------------------------------------------------------------------
 class Link:
-    def __init__(self, req_fd, resp_fd):
-        self.req_fd, self.lines = req_fd, Lines(resp_fd)
+    """The judge's end of the pipes. `timeout`: seconds the worker has for one request (None: the run's wall
+    limit decides); a worker past it is killed (`pid`) and every later request fails at once, so one hung
+    call fails the checks that need the worker instead of the whole verdict."""
+
+    def __init__(self, req_fd, resp_fd, pid=None, timeout=None):
+        self.req_fd, self.lines, self.pid, self.timeout = req_fd, Lines(resp_fd), pid, timeout
+        self.gone = None
 
     def ask(self, op, **fields):
-        send(self.req_fd, {"op": op, **fields})
+        if self.gone:
+            raise RemoteError(self.gone)
+        try:
+            send(self.req_fd, {"op": op, **fields})
+        except OSError:
+            self.gone = "the code under test ended the process"
+            raise RemoteError(self.gone) from None
         return self.reply()
 
     def reply(self):
-        msg = self.lines.read()
+        try:
+            msg = self.lines.read(self.timeout)
+        except TimeoutError as e:
+            self._end(str(e))
+            raise
+        except RemoteError as e:
+            self.gone = str(e)
+            raise
         if type(msg) is not dict:
             raise RemoteError("malformed reply from the code under test")
         if "error" in msg:
             raise _exception(msg["error"])
         return decode(msg.get("ok"), self.handle)
 
-    def handle(self, ident, type_name):
+    def _end(self, why):
+        self.gone = f"{why}; the code under test was stopped"
+        if self.pid:
+            try:
+                os.kill(self.pid, 9)
+            except OSError:
+                pass
+
+    def handle(self, ident, type_name, is_callable=False):
         if type(ident) is not int:
             raise RemoteError("malformed handle from the code under test")
-        return Handle(self, ident, str(type_name))
+        return (CallableHandle if is_callable else Handle)(self, ident, str(type_name))
+
+
+# Built-in exceptions a remote error is never raised as in the judge: they steer control flow, not report a fault.
+NOT_MAPPED = ("StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt", "SystemExit",
+              "BaseException", "BaseExceptionGroup", "ExceptionGroup")
 
 
 def _exception(error):
-    """A built-in exception of the worker's exception's name (so `except IndexError` works), else RemoteError."""
+    """An exception for the worker's: of the first built-in class in its MRO (so `except ValueError` catches a
+    library's `class SceneError(ValueError)`), named in the text; else RemoteError."""
     try:
         name, text = str(error[0]), str(error[1])
+        bases = [str(b) for b in error[2]] if len(error) > 2 and isinstance(error[2], list) else [name]
     except (TypeError, IndexError, KeyError):
         return RemoteError("malformed error from the code under test")
-    cls = getattr(builtins, name, None)
-    if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "builtins":
+    for base in bases:
+        cls = getattr(builtins, base, None)
+        if base in NOT_MAPPED or not (isinstance(cls, type) and issubclass(cls, Exception)) or cls.__module__ != "builtins":
+            continue
         try:
-            return cls(text)
+            return cls(text if base == name else f"{name}: {text}")
         except Exception:
-            pass
+            break
     return RemoteError(f"{name}: {text}")
 
 
 class Handle(wire.Handle):
-    """An object that lives in the worker. Equal only to itself; everything else is a request."""
+    """An object that lives in the worker. Compared with anything but itself, its value is fetched as plain
+    data and compared here (an object of no plain value equals only itself); everything else is a request."""
 
     def __init__(self, link, ident, type_name):
         object.__setattr__(self, "_k3_link", link)
@@ -160,13 +224,13 @@ class Handle(wire.Handle):
         return self._k3_link.ask(op, h=self._k3_id, args=[encode(a) for a in args],
                                  kwargs={k: encode(v) for k, v in kwargs.items()})
 
+    def _value(self):
+        return self._ask("value")
+
     def __getattr__(self, name):
-        if name.startswith("_k3_"):
+        if name.startswith("_k3_") or name in ("__array_interface__", "__array_struct__"):
             raise AttributeError(name)
         return self._k3_link.ask("getattr", h=self._k3_id, name=name)
-
-    def __call__(self, *args, **kwargs):
-        return self._ask("call", *args, **kwargs)
 
     def __len__(self):
         n = self._ask("len")
@@ -189,6 +253,9 @@ class Handle(wire.Handle):
     def __contains__(self, item):
         return self._ask("contains", item) is True
 
+    def __instancecheck__(self, obj):
+        return self._ask("isinstance", obj) is True
+
     def __str__(self):
         return str(self._ask("str"))
 
@@ -196,10 +263,42 @@ class Handle(wire.Handle):
         return f"<{self._k3_type} in the sandbox's worker>"
 
     def __eq__(self, other):
-        return self is other
+        if other is self:
+            return True
+        if isinstance(other, wire.Handle):
+            return False
+        try:
+            value = self._value()
+        except (RemoteError, TypeError):
+            return False
+        return value == other
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
 
     def __hash__(self):
         return hash((id(self._k3_link), self._k3_id))
+
+    def __float__(self):
+        return float(self._value())
+
+    def __int__(self):
+        return int(self._value())
+
+    def __index__(self):
+        return int(self._value())
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+
+        return np.asarray(self._value(), dtype=dtype)
+
+
+class CallableHandle(Handle):
+    """A worker object that is callable (a function, a class, a bound method): calling it is a request."""
+
+    def __call__(self, *args, **kwargs):
+        return self._ask("call", *args, **kwargs)
 
 
 class RemoteModule(types.ModuleType):
@@ -212,26 +311,45 @@ class RemoteModule(types.ModuleType):
 
 
 class WorkspaceFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Last on the judge's meta path: a module found nowhere else but in the workspace becomes a proxy."""
+    """Proxies for workspace modules in the judge. With `modules` (the repository's top-level names), it goes
+    first on the meta path and answers exactly those names, wherever else they could be found: a name the
+    repository declares is always the workspace's code, and a name it does not (an agent's `numpy.py`) is
+    never proxied. Without it, it goes last and proxies any module found nowhere else but in the workspace."""
 
-    def __init__(self, link, root):
-        self.link, self.root = link, root
+    def __init__(self, link, root, modules=None):
+        self.link, self.root, self.modules = link, root, None if modules is None else frozenset(modules)
 
     def find_spec(self, name, path=None, target=None):
+        if self.modules is not None:
+            if name.split(".")[0] not in self.modules:
+                return None
+            return importlib.machinery.ModuleSpec(name, self)
         top = os.path.join(self.root, *name.split("."))
         if os.path.isfile(top + ".py") or os.path.isfile(os.path.join(top, "__init__.py")):
             return importlib.machinery.ModuleSpec(name, self, is_package=os.path.isdir(top))
         return None
 
     def create_module(self, spec):
+        try:
+            found = self.link.ask("import", name=spec.name)
+        except (RemoteError, TimeoutError) as e:
+            raise ImportError(f"{spec.name}: {e}") from None
+        if type(found) is not dict or not isinstance(found.get("module"), Handle):
+            raise ImportError(f"{spec.name}: malformed reply from the code under test")
         module = RemoteModule(spec.name)
-        module.__dict__["_k3_handle"] = self.link.ask("import", name=spec.name)
-        if os.path.isdir(os.path.join(self.root, *spec.name.split("."))):
+        module.__dict__["_k3_handle"] = found["module"]
+        if found.get("package") is True:
             module.__path__ = []
         return module
 
     def exec_module(self, module):
         pass
+
+    def install(self):
+        if self.modules is None:
+            sys.meta_path.append(self)
+        else:
+            sys.meta_path.insert(0, self)
 
 
 def run_check(payload, link, root):

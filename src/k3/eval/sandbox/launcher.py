@@ -89,13 +89,14 @@ def _shared_layers(cfg, root):
     return layers
 
 
-def _confine(cfg, root, signal_to=None, processes=False):
+def _confine(cfg, root, signal_to=None, processes=False, readable=()):
     """This process's own layers: Landlock, then seccomp (`signal_to`: one more PID it may signal; `processes`:
-    fork, exec and signals allowed, for a program inside its own PID namespace)."""
+    fork, exec and signals allowed, for a program inside its own PID namespace; `readable`: more paths it
+    may read, beyond the run's: the judge's suite)."""
     layers = []
     landlock, seccomp = _sibling("landlock"), _sibling("seccomp")
     try:
-        abi = landlock.restrict(root, cfg.get("readable", []), cfg.get("listable", []))
+        abi = landlock.restrict(root, [*cfg.get("readable", []), *readable], cfg.get("listable", []))
         if abi:
             layers.append(f"landlock-v{abi}")
     except OSError:
@@ -119,9 +120,11 @@ def _prctl(option, value):
 
 def _judged(cfg, root, layers, report_fd):
     """Fork the worker before anything secret is read; the judge (this process) reads the check, runs it
-    against the worker, and reports the verdict where the worker cannot write (see judge.py)."""
+    against the worker, and reports the verdict where the worker cannot write (see judge.py). The judge
+    alone may read `spec["readable"]` (a test suite's directory)."""
     judge = _sibling("judge")
     spec = cfg["judge"]
+    modules = spec.get("modules")
     req_r, req_w = os.pipe()
     resp_r, resp_w = os.pipe()
     pid = os.fork()
@@ -134,18 +137,18 @@ def _judged(cfg, root, layers, report_fd):
             _audit(cfg, root, own)
             judge.send(resp_w, {"layers": own})   # what the tested code runs under, for the report
             os.chdir(root)
-            judge.serve(req_r, resp_w, root)
+            judge.serve(req_r, resp_w, root, modules)
         finally:
             os._exit(0)
     os.close(req_r)
     os.close(resp_w)
     apart = _prctl(PR_SET_DUMPABLE, 0)
-    _confine(cfg, root, signal_to=pid)
+    _confine(cfg, root, signal_to=pid, readable=spec.get("readable", []))
     with os.fdopen(spec["fd"], "rb") as f:
         payload = json.loads(f.read())
-    link = judge.Link(req_w, resp_r)
+    link = judge.Link(req_w, resp_r, pid, spec.get("timeout_s"))
     try:
-        first = link.lines.read()
+        first = link.lines.read(30)
         layers += [str(x) for x in first["layers"]] if isinstance(first, dict) and isinstance(first.get("layers"), list) else []
     except Exception:
         pass   # a worker that died at start: the check below fails on its own
@@ -153,12 +156,19 @@ def _judged(cfg, root, layers, report_fd):
     report.write(json.dumps(layers + (["judge-apart"] if apart else [])) + "\n")
     report.flush()
     os.chdir(root)
-    sys.meta_path.append(judge.WorkspaceFinder(link, root))
-    verdict = judge.run_check(payload, link, root)
+    finder = judge.WorkspaceFinder(link, root, modules)
+    if payload.get("pytest"):
+        verdict = _sibling("pytest_judge").run(payload["pytest"], link, root, finder)
+    else:
+        finder.install()
+        verdict = judge.run_check(payload, link, root)
     report.write(json.dumps(verdict) + "\n")
     report.close()
     os.close(req_w)
-    os.kill(pid, 9)
+    try:
+        os.kill(pid, 9)
+    except OSError:
+        pass
     os.waitpid(pid, 0)
 
 

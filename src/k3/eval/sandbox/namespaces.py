@@ -24,6 +24,7 @@ from k3.eval.sandbox import hidden
 MOUNT_POINT = "/workspace"         # where the child sees its workspace
 CONTROL_POINT = "/k3/run"          # this run's script, config and check files, read-only
 LAUNCHER_POINT = "/k3/sandbox"     # the launcher and its sibling modules, read-only
+SUITE_POINT = "/k3/judge"          # a judged run's test suite, read-only, readable by the judge process alone
 NAMESPACES = ("user", "pid", "mnt", "ipc", "uts", "net")   # launcher.py keeps its own copy (it imports no k3)
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) and allow unprivileged user "

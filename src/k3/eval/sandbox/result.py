@@ -32,7 +32,7 @@ class RunResult:
 def read_report(fd: int) -> tuple[list[str], dict | None]:
     """The launcher's report: the layers that took hold, then (judged runs) the verdict, a JSON line each."""
     with os.fdopen(fd, "rb") as f:
-        lines = f.read(1 << 20).splitlines()
+        lines = f.read(64 << 20).splitlines()
     parsed = []
     for line in lines[:2]:
         try:

@@ -166,7 +166,11 @@ class Sandbox:
         return self._run(str(LAUNCHER), (), stdin, program=program, wall_s=timeout)
 
     def _run(self, script: str, args: tuple[str, ...], stdin: bytes, payload: dict | None = None,
-             program: dict | None = None, wall_s: float | None = None) -> RunResult:
+             program: dict | None = None, wall_s: float | None = None, judge: dict | None = None) -> RunResult:
+        """`judge`: more of the judge's settings (its suite's host directory, what it alone reads, the modules
+        it proxies, the worker's time a request)."""
+        judge = dict(judge or {})
+        suite = judge.pop("suite", None)
         cfg = self.control / f"run_{self._runs}.json"
         shown = {script: None, **{a: None for a in args if self._is_harness_file(a)}}
         if self.isolation == "namespaces":
@@ -186,8 +190,31 @@ class Sandbox:
             "script": shown[script], "args": [shown.get(a, a) for a in args], "audit_hook": self.audit_hook,
             "outside_ns": namespaces.harness_links(), "readable": readable, "listable": listable,
             "workspace_cap": self.limits.workspace_bytes if self._mount else 0,
-            "judge": {"fd": judge_pipe[0]} if judge_pipe else None, "program": program}))
-        return self._spawn(shown, shown[str(cfg)], stdin, judge_pipe, payload, wall_s)
+            "judge": {"fd": judge_pipe[0], **judge} if judge_pipe else None, "program": program}))
+        return self._spawn(shown, shown[str(cfg)], stdin, judge_pipe, payload, wall_s, suite)
+
+    def judge_tests(self, suite: dict[str, bytes], modules: list[str], timeout_s: float = 60.0) -> RunResult:
+        """Run the pytest `suite` ({path: bytes}, the test files and their data) in a judge process against the
+        workspace's code in the worker (pytest_judge.py): the suite lies in a directory only the judge may
+        read, every module named in `modules` (the repository's top-level names) is a proxy to the worker,
+        and no code of the workspace's runs in the judge. `RunResult.verdict` holds {"outcomes": {test id:
+        passed | failed | skipped | error}, "exit", "error", "worker"} (None when the run ended before the
+        judge could say). `timeout_s`: seconds the worker has for one request before it is stopped."""
+        self._runs += 1
+        host = self.control / f"suite_{self._runs}"
+        try:
+            for rel, data in suite.items():
+                path = host / "tests" / rel
+                if ".." in Path(rel).parts or Path(rel).is_absolute():
+                    raise ValueError(f"Sandbox.judge_tests: {rel!r} is not a relative path inside the suite")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            (host / "pytest.ini").write_text("[pytest]\naddopts =\n")
+            inside = namespaces.SUITE_POINT if self.isolation == "namespaces" else str(host)
+            judge = {"readable": [inside], "modules": sorted(modules), "timeout_s": timeout_s, "suite": str(host)}
+            return self._run(str(LAUNCHER), (), b"", {"pytest": {"dir": inside}}, judge=judge)
+        finally:
+            shutil.rmtree(host, ignore_errors=True)
 
     def _is_harness_file(self, arg: str) -> bool:
         return os.path.isabs(arg) and os.path.isfile(arg) and not self._under_workspace(arg)
@@ -201,23 +228,24 @@ class Sandbox:
         mine = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == uid)
         return mine + self.limits.processes
 
-    def _argv(self, shown: dict[str, str], cfg: str, info_w: int) -> list[str]:
+    def _argv(self, shown: dict[str, str], cfg: str, info_w: int, suite: str | None = None) -> list[str]:
         """The child's command line; `cfg` is the run's config as the child sees it, `info_w` the fd on which
-        bubblewrap reports its namespace's init."""
+        bubblewrap reports its namespace's init, `suite` a judge's test suite directory (mounted apart)."""
         if self.isolation == "namespaces":
+            shown = {**shown, suite: namespaces.SUITE_POINT} if suite else shown
             prefix = namespaces.command(self._mount, self._host_workspace, shown, LAUNCHER.parent, info_w)
             return [*prefix, sys.executable, "-I", f"{namespaces.LAUNCHER_POINT}/{LAUNCHER.name}", cfg]
         return [sys.executable, "-I", str(LAUNCHER), cfg]
 
     def _spawn(self, shown: dict[str, str], cfg: str, stdin: bytes, judge_pipe: tuple[int, int] | None = None,
-               payload: dict | None = None, wall_s: float | None = None) -> RunResult:
+               payload: dict | None = None, wall_s: float | None = None, suite: str | None = None) -> RunResult:
         report_r, report_w = os.pipe()
         info_r, info_w = os.pipe()
         extra = (judge_pipe[0],) if judge_pipe else ()
         home = self.view
         env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
         try:
-            argv = [*self._argv(shown, cfg, info_w), str(report_w)]
+            argv = [*self._argv(shown, cfg, info_w, suite), str(report_w)]
             proc = subprocess.Popen(self._cgroup.wrap(argv) if self._cgroup else argv,
                                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(report_w, info_w, *extra),

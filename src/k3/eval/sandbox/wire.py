@@ -1,11 +1,21 @@
 """The wire between the sandbox's judge and its worker (judge.py): one JSON line a message, plain data tagged
-by exact type, anything else a handle. Standard library only (loaded by path inside the sandbox)."""
+by exact type, anything else a handle. Standard library only (loaded by path inside the sandbox); numpy is
+used only where it is already imported (the worker's arrays) or asked for (the judge decoding one).
+
+Everything the judge receives is rebuilt from JSON as the judge's own objects of built-in types (or
+numpy arrays of numbers built from raw bytes), so no object of the worker's ever runs code in the judge:
+the worker can send wrong values, never a value that behaves."""
 
 import json
 import os
+import select
+import sys
+import time
 
 MAX_MESSAGE = 16 << 20     # bytes of one message between judge and worker
 PLAIN = (type(None), bool, int, float, str)
+LIVE = (list, dict, set, bytearray)   # attributes of these types stay in the worker (their state is shared)
+NUMERIC = "?biufc"         # numpy dtype kinds that may cross: bool, integers, floats, complex
 
 
 class RemoteError(Exception):
@@ -18,11 +28,15 @@ class Handle:
     _k3_id = -1
 
 
-def encode(value, handles=None, depth=0):
-    """A value as JSON-ready data; anything not plain becomes a handle (worker) or is refused (judge)."""
+def encode(value, handles=None, depth=0, live=False):
+    """A value as JSON-ready data; anything not plain becomes a handle (worker) or is refused (judge).
+    `live` (the worker answering getattr): a mutable container stays in the worker as a handle, so that
+    `module.REGISTRY.add(x)` changes the worker's registry, not a copy."""
     if depth > 100:
         raise ValueError("data nested over 100 deep")
     kind = type(value)
+    if live and handles is not None and kind in LIVE:
+        return _handle(value, handles)
     if kind in PLAIN:
         return {"f": repr(value)} if kind is float else value
     if kind is bytes:
@@ -34,19 +48,39 @@ def encode(value, handles=None, depth=0):
         return {"d": [[encode(k, handles, depth + 1), encode(v, handles, depth + 1)] for k, v in value.items()]}
     if issubclass(kind, Handle):
         return {"h": value._k3_id}
+    array = _array(value)
+    if array is not None:
+        return array
     if handles is None:
         raise TypeError(f"the checker cannot pass a {kind.__name__} to the code under test")
+    return _handle(value, handles)
+
+
+def _handle(value, handles):
     handles.append(value)
-    return {"h": len(handles) - 1, "type": kind.__name__}
+    return {"h": len(handles) - 1, "type": type(value).__name__, "call": callable(value)}
+
+
+def _array(value):
+    """A numpy array or scalar of numbers as {"a": [dtype, shape, hex]} / {"n": [dtype, hex]}; else None."""
+    np = sys.modules.get("numpy")
+    if np is None:
+        return None
+    kind = type(value)
+    if kind is np.ndarray and value.dtype.kind in NUMERIC and not value.dtype.hasobject:
+        return {"a": [value.dtype.str, list(value.shape), np.ascontiguousarray(value).tobytes().hex()]}
+    if isinstance(value, np.generic) and kind.__module__ == "numpy" and value.dtype.kind in NUMERIC:
+        return {"n": [value.dtype.str, value.tobytes().hex()]}
+    return None
 
 
 def decode(data, make_handle=None, depth=0):
-    """The inverse of `encode`; handles become `make_handle(id, type)` (judge) or the worker's objects."""
+    """The inverse of `encode`; handles become `make_handle(id, type, callable)` (judge) or the worker's objects."""
     if depth > 100:
         raise RemoteError("data nested over 100 deep")
     if data is None or type(data) in (bool, int, str):
         return data
-    if type(data) is not dict or len(data) not in (1, 2):
+    if type(data) is not dict or not 1 <= len(data) <= 3:
         raise RemoteError("malformed data from the code under test")
     tag, body = next(iter(data.items()))
     if tag == "f":
@@ -54,7 +88,9 @@ def decode(data, make_handle=None, depth=0):
     if tag == "b":
         return bytes.fromhex(body)
     if tag == "h":
-        return make_handle(body, data.get("type", "object"))
+        return make_handle(body, data.get("type", "object"), data.get("call") is True)
+    if tag in ("a", "n"):
+        return _numpy(tag, body)
     items = [decode(v, make_handle, depth + 1) for v in body] if tag != "d" else None
     if tag == "l":
         return items
@@ -67,6 +103,34 @@ def decode(data, make_handle=None, depth=0):
     raise RemoteError(f"unknown tag {tag!r} from the code under test")
 
 
+def _numpy(tag, body):
+    """An array (or scalar) rebuilt by the judge's numpy from raw bytes, its dtype checked to be numeric."""
+    import numpy as np
+
+    try:
+        dtype = np.dtype(str(body[0]))
+        raw = bytes.fromhex(body[-1])
+        if dtype.kind not in NUMERIC or dtype.hasobject or dtype.fields is not None:
+            raise ValueError(f"dtype {dtype}")
+        if tag == "n":
+            if len(raw) != dtype.itemsize:
+                raise ValueError("size")
+            return np.frombuffer(raw, dtype=dtype)[0]
+        shape = tuple(int(n) for n in body[1])
+        if any(n < 0 for n in shape) or len(raw) != dtype.itemsize * _product(shape):
+            raise ValueError("shape")
+        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    except (TypeError, ValueError, IndexError) as e:
+        raise RemoteError(f"malformed array from the code under test ({e})") from None
+
+
+def _product(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def send(fd, message):
     data = (json.dumps(message, allow_nan=True) + "\n").encode()
     view = memoryview(data)
@@ -75,15 +139,21 @@ def send(fd, message):
 
 
 class Lines:
-    """Reads one JSON message a line from `fd`, at most MAX_MESSAGE bytes each."""
+    """Reads one JSON message a line from `fd`, at most MAX_MESSAGE bytes each; `timeout` seconds a message
+    at most when given (None: wait as long as it takes)."""
 
     def __init__(self, fd):
         self.fd, self.buf = fd, b""
 
-    def read(self):
+    def read(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
         while b"\n" not in self.buf:
             if len(self.buf) > MAX_MESSAGE:
                 raise RemoteError("a message from the code under test is over the size limit")
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                    raise TimeoutError(f"the code under test gave no answer within {timeout:g} s")
             chunk = os.read(self.fd, 1 << 16)
             if not chunk:
                 raise RemoteError("the code under test ended the process")
