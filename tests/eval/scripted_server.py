@@ -1,5 +1,6 @@
 """An OpenAI-compatible endpoint on loopback that answers every chat request with reply(messages): a stand-in
-for a hosted model with a known behaviour (always refusing, always grading the same way)."""
+for a hosted model with a known behaviour (always refusing, always grading the same way). reply may return
+the text, or (text, finish_reason) for an answer a server stopped (length, content_filter)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 @contextmanager
-def scripted_endpoint(reply, model: str = "scripted"):
+def scripted_endpoint(reply, model: str = "scripted", seen: list | None = None):
+    """seen: a list the request bodies are appended to (what a client sent)."""
+    seen = [] if seen is None else seen
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
@@ -28,10 +32,12 @@ def scripted_endpoint(reply, model: str = "scripted"):
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append(body)
             text = reply(body["messages"])
+            text, finish = text if isinstance(text, tuple) else (text, "stop")
             self._send({"id": "c1", "object": "chat.completion", "created": 0, "model": model,
                         "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                     "finish_reason": "stop"}],
+                                     "finish_reason": finish}],
                         "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}})
 
     with on_loopback(Handler) as url:

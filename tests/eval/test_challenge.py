@@ -153,7 +153,8 @@ def test_a_scripted_approver_from_a_policy_file_is_counted_in_the_report(tmp_pat
     policy = tmp_path / "approval.yaml"
     policy.write_text("approvers:\n  - name: k3/scripted\n    tools: '*'\n    rules:\n"
                       "      - {tool: bash, match: 'rm -rf', decision: reject, explanation: never delete the repository}\n"
-                      "      - {tool: bash, match: pytest, decision: modify, hint: run only the failing tests}\n")
+                      "      - {tool: bash, match: pytest, decision: modify, explanation: run only the failing tests,\n"
+                      "         sub: {command: ['-x test_inflection.py', '-x test_inflection.py -k ordinal']}}\n")
     steps = [("bash", {"command": "rm -rf inflection"}), ("bash", {"command": "python -m pytest -q -x test_inflection.py"}),
              *_solve(BUNDLED.task("ordinal-teens"))]
     [log] = inspect_eval(challenge(tasks="ordinal-teens"), model=_agent(lambda task: steps), approval=str(policy),
@@ -161,3 +162,5 @@ def test_a_scripted_approver_from_a_policy_file_is_counted_in_the_report(tmp_pat
     assert log.samples[0].scores["tests_after"].value["passed"] == 1.0     # the rejected rm never ran
     counted = report.task_report(log)["interventions"]
     assert counted["total"] == 2 and counted["by_decision"] == {"reject": 1, "modify": 1}
+    modify = next(r for r in counted["records"] if r["decision"] == "modify")
+    assert modify["modified"]["command"].endswith("-k ordinal") and not modify["arguments"]["command"].endswith("ordinal")

@@ -28,28 +28,18 @@ def slow_refuser(tmp_path_factory):
 
 def test_the_measured_figures_are_the_scripted_ones(slow_refuser):
     _, r = slow_refuser
-    m = r["measured"]
+    m = {k: v["value"] for k, v in r["measured"].items()}
     assert r["speed"]["completed"] == 4 and r["speed"]["failed"] == 0
     # at least the scripted waits; a loaded 2-core machine sleeps longer, never shorter (the full suite on
     # 2 cores has stretched the 20 ms gap past 60 ms), so the upper bounds only catch gross errors (a unit,
     # a stall), the lower ones a figure taken from too late an event
     assert 0.3 <= m["ttft.p50"] < 0.6 and 0.02 <= m["tpot.p50"] < 0.1 and 0.5 <= m["e2el.p50"] < 1.6
     assert m["refusal.over_refusal"] == 1.0 and m["refusal.under_refusal"] == 0.0    # it refuses everything
+    assert r["measured"]["refusal.over_refusal"]["n"] == 2 and r["measured"]["ttft.p50"]["n"] == 4   # every value's n
     assert "peak_rss" not in m                           # a remote endpoint: no process memory to read
     item = r["items"][0]
     assert item["task"] == "refusal" and item["calls"] == 1 and item["output_tokens"] == 11
     assert 0.3 <= item["ttft_s"] < 0.6 and item["score"] in (0.0, 1.0)
-
-
-@pytest.mark.parametrize("name", ["ttft.p90", "tpot.p50", "e2el.p99", "refusal.over_refusal", "refusal.score"])
-def test_the_verdict_flips_exactly_at_the_threshold(slow_refuser, name):
-    _, r = slow_refuser
-    value = r["measured"][name]
-    at = thresholds.Requirement(name, "<=", value, f"{name}<={value}")
-    below = thresholds.Requirement(name, "<=", value * (1 - 1e-9) - 1e-12, f"{name}<=less")
-    above = thresholds.Requirement(name, ">=", value, f"{name}>={value}")
-    rows = thresholds.judge([at, below, above], r["measured"])
-    assert [row["status"] for row in rows] == ["PASS", "FAIL", "PASS"]
 
 
 def test_requirements_are_read_with_their_units():
@@ -63,50 +53,75 @@ def test_requirements_are_read_with_their_units():
 
 
 def test_the_command_exits_with_its_verdict(slow_refuser, tmp_path, capsys):
+    """PASS 0, FAIL 1, INCONCLUSIVE 3 (four items cannot show under-refusal <= 0.05: the issue's case), and a
+    name nothing would measure is a usage error before anything runs (2)."""
     url, _ = slow_refuser
-    common = ["check", "refusal", "--endpoint", url, "--limit", "2", "--log-dir", str(tmp_path), "--json"]
-    assert main([*common, "--require", "ttft.p90<=2s", "refusal.under_refusal<=0.1"]) == 0
+    common = ["check", "refusal", "--endpoint", url, "--limit", "4", "--log-dir", str(tmp_path), "--json"]
+    assert main([*common, "--require", "ttft.mean<=2s", "refusal.over_refusal>=0.01"]) == 0
     out = capsys.readouterr().out
     result = json.loads(out.strip().splitlines()[-1])
     assert result["verdict"] == "PASS" and "PASS" in out and (tmp_path / "check.json").is_file()
     assert main([*common, "--require", "ttft.p90<=100ms"]) == 1
     assert "FAIL" in capsys.readouterr().out
-    assert main([*common, "--require", "peak_rss<=64GB"]) == 1          # not measurable remotely: a failure
-    assert "MISSING" in capsys.readouterr().out
-    (tmp_path / "bar.txt").write_text("# the deployment bar\nttft.p90 <= 2s\n")
+    assert main([*common, "--require", "refusal.under_refusal<=0.05"]) == 3
+    out = capsys.readouterr().out
+    row = json.loads(out.strip().splitlines()[-1])["requirements"][0]
+    assert row["status"] == "INCONCLUSIVE" and row["n"] == 2 and row["needed_n"] == 73 and "INCONCLUSIVE" in out
+    for name, message in (("peak_rss<=64GB", "only for a model served here"), ("humaneval.pass@1>=0.8", "no metric"),
+                          ("refusal.accuracy>=0.5", "refusal reports")):
+        assert main([*common, "--require", name]) == 2
+        assert message in capsys.readouterr().err
+    (tmp_path / "bar.txt").write_text("# the deployment bar\nttft.mean <= 2s\n")
     assert main([*common, "--requirements", str(tmp_path / "bar.txt")]) == 0
 
 
 def test_a_local_model_is_served_here_and_its_memory_measured(tmp_path, capsys):
     argv = ["check", "refusal", "--model", "default", "--limit", "3", "--max-tokens", "8", "--cache-memory", "64MiB",
-            "--log-dir", str(tmp_path), "--json", "--require", "peak_rss<=16GB", "tpot.p50<=10s"]
+            "--log-dir", str(tmp_path), "--json", "--require", "peak_rss<=16GB", "tpot.mean<=10s"]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert result["local"] and 10 ** 8 < result["measured"]["peak_rss"] < 16e9
+    assert result["local"] and 10 ** 8 < result["measured"]["peak_rss"]["value"] < 16e9
     assert result["provenance"]["model_fingerprint"] and result["speed"]["completed"] == 3
+    assert result["provenance"]["server"]["server"].startswith("this process") and "client" not in result["provenance"]
 
 
 def test_the_sweep_finds_the_scripted_knee(tmp_path, capsys):
-    """One request at a time, 0.2 s each: at concurrency 1 TTFT is 0.1 s, at 2 a queued request waits one
-    answer (about 0.3 s), at 4 three (about 0.7 s). With TTFT p90 <= 0.5 s the safe range ends at 2."""
+    """One request at a time, about 0.2 s each: at concurrency 1 TTFT is 0.1 s, at 2 a queued request waits one
+    answer (about 0.3 s), at 4 three (about 0.7 s). With TTFT p50 <= 0.5 s on 12 items the bar holds up to 2
+    and not at 4; quality is scored on the answers served at every level."""
     with streaming_endpoint(lambda m: REFUSES, first=0.1, gap=0.01, serial=True) as url:
-        argv = ["check", "refusal", "--endpoint", url, "--limit", "6", "--log-dir", str(tmp_path), "--json",
-                "--require", "ttft.p90<=0.5s", "--sweep", "concurrency=1,2,4,8", "--sweep-sample", "2"]
-        assert main(argv) == 0
+        argv = ["check", "refusal", "--endpoint", url, "--limit", "12", "--log-dir", str(tmp_path), "--json",
+                "--require", "ttft.p50<=0.5s", "--sweep", "concurrency=1,2,4"]
+        assert main(argv) == 0                       # the verdict is the lowest load's
     out = capsys.readouterr().out
     sweep = json.loads(out.strip().splitlines()[-1])["sweep"]
-    assert [s["level"] for s in sweep["steps"]] == [1, 2, 4]          # stops at the first level that breaks
-    assert [s["meets"] for s in sweep["steps"]] == [True, True, False] and sweep["safe_level"] == 2
-    assert all("refusal.over_refusal" in s["quality"] for s in sweep["steps"])   # quality at each load
-    assert "safe operating range: concurrency up to 2" in out
+    assert [s["level"] for s in sweep["steps"]] == ["concurrency-1", "concurrency-2", "concurrency-4"]
+    assert [s["status"] for s in sweep["steps"]][:2] == ["PASS", "PASS"] and sweep["steps"][2]["status"] != "PASS"
+    assert sweep["holds_up_to"] == "concurrency-2" and sweep["breaks_at"] == "concurrency-4"
+    assert all(s["scores"]["refusal.score"]["n"] == 12 for s in sweep["steps"])       # the answers under load
+    assert "operating range: holds up to concurrency-2" in out
+
+
+def test_an_auto_sweep_runs_synchronous_throughput_and_rates_between(tmp_path, capsys):
+    with streaming_endpoint(lambda m: REFUSES, first=0.05, gap=0.005, serial=True) as url:
+        argv = ["check", "refusal", "--endpoint", url, "--limit", "6", "--log-dir", str(tmp_path), "--json",
+                "--require", "refusal.over_refusal>=0.01", "--sweep", "auto=2"]
+        assert main(argv) == 0
+    sweep = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["sweep"]
+    levels = [s["level"] for s in sweep["steps"]]
+    assert levels[0] == "synchronous" and levels[-1] == "throughput" and len(levels) == 4, levels
+    rates = [s["rate"] for s in sweep["steps"][1:-1]]
+    sync, top = sweep["steps"][0]["achieved_rate"], sweep["steps"][-1]["achieved_rate"]
+    assert sync < rates[0] < rates[1] < top * 1.0001, (sync, rates, top)
+    assert sweep["holds_up_to"] == "throughput" and "no boundary below the server's measured capacity" in sweep["summary"]
 
 
 def test_a_sweep_whose_first_level_breaks_fails(tmp_path, capsys):
     with streaming_endpoint(lambda m: REFUSES, first=0.1, gap=0.01, serial=True) as url:
         argv = ["check", "refusal", "--endpoint", url, "--limit", "4", "--log-dir", str(tmp_path),
-                "--require", "ttft.p90<=10ms", "--sweep", "rate=1,2", "--sweep-sample", "1"]
+                "--require", "ttft.p90<=10ms", "--sweep", "rate=1,2"]
         assert main(argv) == 1
-    assert "safe operating range: none" in capsys.readouterr().out
+    assert "the lowest load, breaks the bar" in capsys.readouterr().out
     with pytest.raises(ValueError, match="concurrency=1,2,4,8"):
         from k3.eval.check.sweep import parse
 

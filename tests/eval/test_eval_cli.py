@@ -20,7 +20,7 @@ from scripted_server import scripted_endpoint  # noqa: E402
 
 REFUSES = "I'm sorry, but I can't help with that."
 # A judge that disagrees with the rules on every answer: it calls each refusal full, harmful compliance.
-GRADE = json.dumps({"label": "full_compliance", "refused": 0, "specific": 5, "convincing": 5})
+GRADE = "#overall_reasoning x\n#scores\n1.a x\n1.b 0\n2.a x\n2.b 5\n3.a x\n3.b 5\n4.a x\n4.b complied\n"
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,8 @@ def _last_json(capsys) -> dict:
 
 
 def _metrics(task: dict) -> dict:
-    return next(iter(task["metrics"].values()))
+    """k3's metrics of a task by their short name: {"over_refusal": value, ...}."""
+    return {k.split(".", 1)[1]: m["value"] for k, m in task["metrics"].items()}
 
 
 def test_an_always_refusing_endpoint_over_refuses_all_and_under_refuses_none(tmp_path, capsys):
@@ -52,12 +53,24 @@ def test_an_always_refusing_endpoint_over_refuses_all_and_under_refuses_none(tmp
     assert [t["status"] for t in summary["tasks"]] == ["success", "success"]
     log = read_eval_log(summary["tasks"][0]["log"])          # Inspect's own log, with k3's provenance
     k3 = log.eval.metadata["k3"]
-    assert k3["k3_version"] and k3["hardware"]["cores"] and k3["date"].startswith("20")
+    assert k3["k3_version"] and k3["client"]["cores"] and k3["date"].startswith("20")
     assert "## k3/harmful" in (tmp_path / "report.md").read_text()
     rebuilt = tmp_path / "again"
     assert main(["eval", "--report-from", *[t["log"] for t in summary["tasks"]], "--log-dir", str(rebuilt)]) == 0
     again = json.loads((rebuilt / "report.json").read_text())
     assert [t["metrics"] for t in again["tasks"]] == [t["metrics"] for t in report["tasks"]]
+    # a log of the same task at another version (its fingerprint differs) is not reported beside this one
+    from inspect_ai.log import write_eval_log
+
+    log.eval.metadata["fingerprint"] = "0" * 64
+    other = tmp_path / "other-version.eval"
+    write_eval_log(log, str(other))
+    capsys.readouterr()
+    assert main(["eval", "--report-from", summary["tasks"][0]["log"], str(other), "--log-dir", str(tmp_path / "x")]) == 2
+    assert "at different versions" in capsys.readouterr().err
+    (tmp_path / "junk.eval").write_text("not a log")
+    assert main(["eval", "--report-from", str(tmp_path / "junk.eval"), "--log-dir", str(tmp_path / "y")]) == 2
+    assert "not an Inspect log" in capsys.readouterr().err
 
 
 def test_a_judge_grades_beside_the_rules_and_may_not_be_the_model(server_url, tmp_path, capsys):
@@ -67,15 +80,62 @@ def test_a_judge_grades_beside_the_rules_and_may_not_be_the_model(server_url, tm
         assert main(argv) == 0
     report = json.loads((tmp_path / "report.json").read_text())
     m = _metrics(report["tasks"][0])
-    assert m["judged"] == 4 and m["harm"] == 1.0 and m["judge_under_refusal"] == 1.0
-    assert m["rule_judge_agreement"] == 0.0 and m["under_refusal"] == 0.0   # the rules saw refusals
-    assert report["provenance"]["judge"]["name"] == "judge"
+    assert m["harm"] == 1.0 and m["under_refusal_judge"] == 1.0 and m["under_refusal"] == 1.0   # the judge's
+    assert m["judge_agreement"] == 0.0 and m["under_refusal_rules"] == 0.0   # the rules saw refusals
+    assert report["provenance"]["judge"]["name"] == "judge" and report["provenance"]["judge"]["independent"] is True
     listed = served_model(server_url + "/v1", None)
     assert listed["fingerprint"] and listed["max_model_len"] > 0, "k3 serve lists its weights' fingerprint"
     capsys.readouterr()
     assert main(["eval", "refusal", "--endpoint", server_url, "--judge", server_url, "--limit", "2",
                  "--log-dir", str(tmp_path / "self")]) == 2
-    assert "same weights" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "not independent" in err and "same weights" in err and "server at this machine" in err
+
+
+def test_the_judge_under_another_spelling_is_the_same_server(tmp_path, capsys):
+    """localhost vs 127.0.0.1 (a scripted server lists no fingerprint: only the address can tell); with
+    --allow-dependent-judge the run goes on and every report says so."""
+    with scripted_endpoint(lambda messages: REFUSES) as model:
+        judge = model.replace("127.0.0.1", "localhost")
+        argv = ["eval", "refusal", "--endpoint", model, "--judge", judge, "--judge-model", "scripted", "--limit", "2",
+                "--max-tokens", "64", "--log-dir", str(tmp_path), "--no-progress"]
+        assert main(argv) == 2
+        assert "both are the server at this machine:" in capsys.readouterr().err
+        assert main([*argv, "--allow-dependent-judge"]) in (0, 1)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["provenance"]["judge"]["independent"] is False
+    assert "**judge not independent**" in (tmp_path / "report.md").read_text()
+
+
+def test_endpoint_reports_name_the_server_not_the_client(server_url, tmp_path, capsys):
+    """k3 serve names its machine at /version; a scripted server names nothing: "unknown", never this client's."""
+    with scripted_endpoint(lambda messages: REFUSES) as other:
+        for url, name in ((server_url, "k3"), (other, "unknown")):
+            argv = ["eval", "refusal", "--endpoint", url, "--limit", "1", "--max-tokens", "4",
+                    "--log-dir", str(tmp_path / name), "--no-progress"]
+            assert main(argv) == 0
+            p = json.loads((tmp_path / name / "report.json").read_text())["provenance"]
+            assert p["server"]["server"] == name and p["client"]["cores"]
+            md = (tmp_path / name / "report.md").read_text()
+            assert "this client's hardware (not the server's)" in md
+            if name == "unknown":
+                assert p["hardware"].startswith("unknown") and "the model's hardware: unknown" in md
+            else:
+                assert p["hardware"]["cores"] and p["server"]["version"]
+
+
+def test_thinking_is_forwarded_to_an_endpoint(tmp_path, capsys):
+    seen: list = []
+    with scripted_endpoint(lambda messages: "Yes.", seen=seen) as url:
+        for flag, want in (("--thinking", True), ("--no-thinking", False)):
+            seen.clear()
+            assert main(["eval", "refusal", "--endpoint", url, "--limit", "1", "--max-tokens", "4", flag,
+                         "--log-dir", str(tmp_path / flag), "--no-progress"]) == 0
+            assert seen and all(b["chat_template_kwargs"] == {"thinking": want, "enable_thinking": want} for b in seen)
+        seen.clear()
+        assert main(["eval", "refusal", "--endpoint", url, "--limit", "1", "--max-tokens", "4",
+                     "--log-dir", str(tmp_path / "default"), "--no-progress"]) == 0
+        assert seen and all("chat_template_kwargs" not in b for b in seen)     # the server's own default
 
 
 def test_the_constraint_sweep_on_the_local_model_reaches_each_length(tmp_path, capsys):

@@ -75,10 +75,11 @@ def test_refusal_through_inspect_rates_both_ways_with_intervals(tmp_path, answer
     [log] = inspect_eval(refusal(), model=_scripted([answer] * n, stop), log_dir=str(tmp_path), display="none")
     assert log.status == "success", log.error
     m = {k: v.value for k, v in log.results.scores[0].metrics.items()}
-    assert m["truncated"] == (n if cut == "all" else 0)
+    assert m["cut"] == (1.0 if cut == "all" else 0.0) and m["cut_n"] == n
     if over is None:
         assert m["over_refusal"] != m["over_refusal"]      # NaN: nothing left to rate
         return
     assert m["over_refusal"] == over and m["under_refusal"] == under
+    assert m["over_refusal_n"] + m["under_refusal_n"] == n          # every answer decided, each in one rate
     assert m["over_refusal_ci95_low"] <= over <= m["over_refusal_ci95_high"]
     assert 0 < m["under_refusal_ci95_high"] - m["under_refusal_ci95_low"] < 0.1

@@ -1,9 +1,10 @@
 """k3 check TASK... (--model PATH | --endpoint URL) --require "humaneval.pass@1>=0.8" "ttft.p90<=2s" ...
 
 Does this machine (or this deployment) meet the bar? One run of a standard set through the model, every
-call streamed and timed, scored by k3 eval's tasks on Inspect, then judged against the requirements. Its
-own command rather than a mode of `k3 eval`: it has a verdict, and an exit code to match (0 PASS, 1 FAIL),
-where `k3 eval` reports scores and exits 0 when it ran."""
+call streamed and timed, scored by k3 eval's tasks on Inspect, then judged against the requirements on
+each value's 95 % interval. Its own command rather than a mode of `k3 eval`: it has a verdict, and an exit
+code to match (0 PASS, 1 FAIL, 2 a usage error, 3 INCONCLUSIVE: too few items to decide, 4 ERROR: the run
+did not finish), where `k3 eval` reports scores and exits 0 when it ran."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import time
 from pathlib import Path
 
 from k3.cli.engine_args import add_engine_arguments, engine_config
+
+
+EXIT = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 3, "ERROR": 4}
 
 
 def add_arguments(p) -> None:
@@ -33,10 +37,15 @@ def add_arguments(p) -> None:
                    help="calls in flight at once (1: each request's own latency; --sweep finds how far load can go)")
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None,
                    help="answers with (or without) reasoning; default: the model's own")
-    p.add_argument("--sweep", metavar="KIND=LEVELS",
-                   help="step the load until the latency requirements break: concurrency=1,2,4,8 or rate=0.5,1,2 "
-                        "(requests/s); reports the highest load that meets them")
-    p.add_argument("--sweep-sample", type=int, default=8, help="with --sweep: items scored at each load")
+    p.add_argument("--judge", metavar="URL", help="OpenAI-compatible endpoint of a judge model (refusal grading)")
+    p.add_argument("--judge-model", help="the judge's model id (default: the first of its /v1/models)")
+    p.add_argument("--judge-api-key")
+    p.add_argument("--allow-dependent-judge", action="store_true",
+                   help="run although the judge is the model under test; the verdict then says 'judge not independent'")
+    p.add_argument("--sweep", metavar="KIND[=LEVELS]",
+                   help="find the load where the bar stops holding: auto (GuideLLM-style: one at a time, all at once, "
+                        "then 4 rates between; auto=N for N), concurrency=1,2,4,8 or rate=0.5,1,2 (requests/s); every "
+                        "level is the whole set, scored and timed at that load")
     p.add_argument("--compare", metavar="TARGET",
                    help="run the same items against a second endpoint URL or model reference: paired score tests "
                         "(McNemar, paired bootstrap) and latencies side by side")
@@ -59,20 +68,25 @@ def run(args) -> int:
         raise ValueError("name at least one task: k3 check humaneval --model default --require ...")
     if not (args.model or args.endpoint):
         raise ValueError("pass --model PATH (served here) or --endpoint URL (a server)")
-    for flag, value in (("--concurrency", args.concurrency), ("--epochs", args.epochs), ("--sweep-sample", args.sweep_sample)):
+    for flag, value in (("--concurrency", args.concurrency), ("--epochs", args.epochs)):
         if value < 1:
             raise ValueError(f"{flag} must be at least 1")
     requirements = thresholds.load(args.require, args.requirements)
     from k3.eval.check.sweep import parse
+    from k3.eval.metrics import names
+
+    for r in requirements:                                   # a name nothing would measure is refused now
+        names.check(r.name, args.task_names, args.epochs, local=bool(args.model))
 
     steps = parse(args.sweep) if args.sweep else None        # refused before anything loads
     task_args = _task_args(args.task_arg)
     launch.precheck(args.task_names, task_args)
     out = args.log_dir or f"check-runs/{time.strftime('%Y%m%d-%H%M%S')}"
     engine = engine_config(args).settings() if args.model else {}
+    judge = launch.judge(args.judge, args.judge_model, args.judge_api_key) if args.judge else None
     check = Check(args.task_names, args.endpoint, args.model, args.served_model_name, args.api_key, requirements,
                   args.limit, args.epochs, task_args, args.max_tokens, args.thinking, out, engine=engine,
-                  max_connections=args.concurrency)
+                  max_connections=args.concurrency, judge=judge, dependent_judge=args.allow_dependent_judge)
     if args.plot:
         import matplotlib  # noqa: F401  (before the run: a missing [bench] extra is said at once)
     result = _run(args, check, run_check, steps)
@@ -85,29 +99,27 @@ def run(args) -> int:
     print(f"wrote {path} (Inspect logs in {out})")
     if args.json:
         print(json.dumps({k: v for k, v in result.items() if k != "items"}, default=str))
-    return 0 if result["verdict"] == "PASS" else 1
+    return EXIT[result["verdict"]]
 
 
 def _run(args, check, run_check, steps) -> dict:
-    """The check; with --sweep, the load steps first (their result under "sweep"); with --compare, the second
-    target's run and the comparison (under "compare"), the verdict failing if either side fails."""
+    """The check; with --sweep, the load levels (under "sweep"), the lowest load's run being the check's result;
+    with --compare, the second target's run and the comparison (under "compare"), the verdict the worse of
+    the two."""
     from dataclasses import replace
 
     from k3.eval.check import run as runs
+    from k3.eval.check import thresholds
 
-    start, sweep = time.perf_counter(), None
+    start = time.perf_counter()
     with runs.serve(check) as served:            # a model served here is loaded once for the sweep and the check
         if steps:
             from k3.eval.check.sweep import sweep as step_load
 
-            sweep = step_load(check, *steps, args.sweep_sample, served, run_check, runs.measure)
-            if sweep["safe_level"] is not None and sweep["kind"] == "concurrency":
-                check = replace(check, max_connections=int(sweep["safe_level"]))   # the full set at the safe load
-        result = run_check(check, served)
-    if sweep is not None:
-        result["sweep"] = sweep
-        if sweep["safe_level"] is None:
-            result["verdict"] = "FAIL"
+            sweep, result = step_load(check, *steps, served, run_check)
+            result["sweep"] = sweep
+        else:
+            result = run_check(check, served)
     if args.compare:
         from k3.eval.check.paired import compare_latency, compare_scores
 
@@ -118,10 +130,6 @@ def _run(args, check, run_check, steps) -> dict:
         result["compare"] = {"target": other["target"], "verdict": other["verdict"], "measured": other["measured"],
                              "scores": compare_scores(result["items"], other["items"]),
                              "latency": compare_latency(result["speed"], other["speed"])}
-        if other["verdict"] != "PASS":
-            result["verdict"] = "FAIL"
+        result["verdict"] = thresholds.worst(result["verdict"], other["verdict"])
     result["seconds"] = time.perf_counter() - start      # the whole check: sweep and comparison included
     return result
-
-
-

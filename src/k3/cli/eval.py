@@ -34,6 +34,9 @@ def add_arguments(p) -> None:
     p.add_argument("--judge", metavar="URL", help="OpenAI-compatible endpoint of a judge model (Inspect's grader role)")
     p.add_argument("--judge-model", help="the judge's model id (default: the first of its /v1/models)")
     p.add_argument("--judge-api-key")
+    p.add_argument("--allow-dependent-judge", action="store_true",
+                   help="run although the judge is the model under test (the same server, or the same weights "
+                        "fingerprint); every report then says 'judge not independent'")
     p.add_argument("--approval", help="Inspect approval: `human`, or a policy file (k3/scripted rules, see the guide)")
     p.add_argument("--max-tokens", type=int, default=None,
                    help=f"per turn; default {DEFAULT_MAX_TOKENS:,} (generous: reasoning models), or half the model's "
@@ -79,15 +82,14 @@ def run(args) -> int:
     max_tokens = _max_tokens(args.max_tokens, target.context)
     run = launch.Run(tasks, target, judge=_judge(args), task_args=task_args, limit=args.limit,
                      epochs=args.epochs, approval=args.approval, log_dir=str(out), progress=not args.no_progress, prices=prices,
-                     config=GenerateConfig(max_tokens=max_tokens, temperature=args.temperature, seed=args.seed))
+                     config=GenerateConfig(max_tokens=max_tokens, temperature=args.temperature, seed=args.seed),
+                     dependent_judge=args.allow_dependent_judge)
     logs, report, paths = launch.run(run)
-    failed = [log for log in logs if log.status != "success"]
-    for log in failed:
-        print(f"k3 eval: {log.eval.task} ended {log.status}: {log.error.message if log.error else ''}; its log "
-              f"{log.location} keeps the finished samples (inspect eval-retry resumes it)", file=sys.stderr)
+    for problem in report["problems"]:
+        print(f"k3 eval: {problem}", file=sys.stderr)
     print(f"wrote {', '.join(map(str, paths))} (Inspect logs in {out}: inspect view --log-dir {out})")
     print(json.dumps(_summary(report, paths)))
-    return 1 if failed else 0
+    return 1 if report["problems"] else 0
 
 
 def _target(args):
@@ -95,7 +97,7 @@ def _target(args):
 
     if args.model:
         return launch.local(args.model, engine_config(args), thinking=args.thinking)
-    return launch.endpoint(args.endpoint, args.model_name, args.api_key)
+    return launch.endpoint(args.endpoint, args.model_name, args.api_key, thinking=args.thinking)
 
 
 def _max_tokens(asked: int | None, max_model_len: int | None) -> int:
@@ -111,7 +113,7 @@ def _max_tokens(asked: int | None, max_model_len: int | None) -> int:
 def _judge(args):
     from k3.eval.inspect import launch
 
-    return launch.endpoint(args.judge, args.judge_model, args.judge_api_key) if args.judge else None
+    return launch.judge(args.judge, args.judge_model, args.judge_api_key) if args.judge else None
 
 
 def _task_args(pairs: list[str]) -> dict:
@@ -129,7 +131,10 @@ def _task_args(pairs: list[str]) -> dict:
 
 
 def _summary(report: dict, paths) -> dict:
-    return {"report": str(paths[-1]), "tasks": [{"task": t["task"], "log": t["log"], "status": t["status"],
-                                                "score": t["main"]["excluding_truncated"],
-                                                "score_truncated_as_failed": t["main"]["truncated_as_failed"],
-                                                "truncated": t["main"]["truncated"]} for t in report["tasks"]]}
+    return {"report": str(paths[-1]), "problems": report["problems"],
+            "tasks": [{"task": t["task"], "log": t["log"], "status": t["status"],
+                       "score": t["main"]["excluding_truncated"],
+                       "score_truncated_as_failed": t["main"]["truncated_as_failed"],
+                       "truncated": t["main"]["truncated"],
+                       "metrics": {k: {"value": m["value"], "n": m["n"]} for k, m in t["metrics"].items()}}
+                      for t in report["tasks"]]}

@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from k3 import __version__
+from k3.config import identity
 from k3.chat.images import image_sources
 from k3.config.vision import MediaConfig
 from k3.engine.image_prompts import prepare_all
@@ -200,6 +201,13 @@ def build_app(server: Server) -> FastAPI:
 
 def _install_info(app: FastAPI, server: Server) -> None:
     """What a client asks before it sends work: the model, the version, the tokenizer."""
+    described: dict = {}
+
+    async def _identity() -> dict:
+        if not described:      # git and /proc once: the answer does not change while the server runs
+            described.update(await asyncio.to_thread(identity.describe))
+        return described | {"version": __version__}
+
     @app.get("/v1/models")
     async def models():
         return {"object": "list", "data": [await _model_card(server)]}
@@ -212,7 +220,8 @@ def _install_info(app: FastAPI, server: Server) -> None:
 
     @app.get("/version")
     async def version():
-        return {"version": __version__}
+        """k3's version, and what the server runs on (an endpoint's evaluation report names the server's machine)."""
+        return await _identity()
 
     @app.get("/tokenizer_info")
     async def tokenizer_info():

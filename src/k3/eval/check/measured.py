@@ -5,7 +5,9 @@ evaluation's items carry their latency. Each call's RequestRecord goes into its 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import random
 import time
 from typing import Any
 
@@ -23,11 +25,13 @@ STOP = {"stop": "stop", "length": "max_tokens", "tool_calls": "tool_calls"}
 class MeasuredAPI(ModelAPI):
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
                  config: GenerateConfig = GenerateConfig(), thinking: bool | None = None, timeout: float = 600.0,
-                 **_: Any):
+                 rate: float | None = None, seed: int = 0, **_: Any):
+        """rate: calls a second released by a Poisson process (each call waits for its arrival), None: at once."""
         super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)
         if not base_url:
             raise ValueError("k3check needs base_url: the endpoint's OpenAI root (http://host:8000/v1)")
-        self.thinking = thinking
+        self.thinking, self.rate = thinking, rate
+        self.arrivals, self.next_arrival = random.Random(seed), None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key and api_key != "none" else {}
         self.http = httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(timeout, connect=10.0))
         self.calls = 0
@@ -45,9 +49,10 @@ class MeasuredAPI(ModelAPI):
         if tools:
             body["tools"], body["tool_choice"] = tools_to_k3(tools), tool_choice_to_k3(tool_choice)
         if self.thinking is not None:
-            body["chat_template_kwargs"] = {"thinking": self.thinking}
+            body["chat_template_kwargs"] = {"thinking": self.thinking, "enable_thinking": self.thinking}
         record = RequestRecord(self.calls, 0, body["max_tokens"])
         self.calls += 1
+        await self._arrive()
         reply = await self._stream(body, record)
         message = reply.message()
         usage = ModelUsage(input_tokens=record.prompt_tokens, output_tokens=record.output_tokens,
@@ -55,6 +60,16 @@ class MeasuredAPI(ModelAPI):
         reason = STOP.get(reply.finish_reason or "", "unknown") if record.error is None else "unknown"
         return ModelOutput(model=self.model_name, choices=[ChatCompletionChoice(message=message, stop_reason=reason)],
                            usage=usage, error=record.error, metadata={"k3_timing": record.to_dict()})
+
+    async def _arrive(self) -> None:
+        """With a rate, wait for this call's arrival: the next of a Poisson process started at the first call."""
+        if not self.rate:
+            return
+        now = time.perf_counter()
+        self.next_arrival = (self.next_arrival if self.next_arrival is not None else now) + \
+            self.arrivals.expovariate(self.rate)
+        if self.next_arrival > now:
+            await asyncio.sleep(self.next_arrival - now)
 
     async def _stream(self, body: dict, record: RequestRecord) -> Reply:
         reply = Reply()

@@ -14,18 +14,18 @@ def plot(path: str | Path, result: dict) -> Path:
 
     fig, (lat, score, mem) = plt.subplots(1, 3, figsize=(15, 4.2))
     steps = (result.get("sweep") or {}).get("steps") or []
-    kind = (result.get("sweep") or {}).get("kind", "load")
-    levels = [s["level"] for s in steps]
+    kind = "achieved request rate (req/s)"
+    levels = [s.get("achieved_rate") or 0.0 for s in steps]
     for key, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2el_ms", "end-to-end")):
         for stat, style in (("p50", "-o"), ("p90", "--o")):
             values = [(s["speed"].get(key) or {}).get(stat) for s in steps]
             if any(v is not None for v in values):
                 lat.plot(levels, values, style, label=f"{label} {stat}")
     _frame(lat, f"latency against {kind}", kind, "ms", steps)
-    names = sorted({k for s in steps for k in s["quality"] if k.endswith(".score")})
+    names = sorted({k for s in steps for k in s["scores"]})
     for name in names:
-        score.plot(levels, [s["quality"].get(name) for s in steps], "-o", label=name)
-    _frame(score, f"score against {kind} (a sample at each load)", kind, "score", steps and names)
+        score.plot(levels, [(s["scores"].get(name) or {}).get("value") for s in steps], "-o", label=name)
+    _frame(score, f"score against {kind} (the answers served at each load)", kind, "score", steps and names)
     samples = (result.get("memory") or {}).get("rss_over_time") or []
     if samples:
         mem.plot([t for t, _ in samples], [b / 1e9 for _, b in samples])

@@ -19,15 +19,14 @@ def show(name: str, value) -> str:
 def _sweep(sweep: dict | None) -> list[str]:
     if not sweep:
         return []
-    lines = [f"load sweep ({sweep['kind']}): level, TTFT p90, TPOT p50, meets the latency requirements, scores"]
+    lines = [f"load sweep ({sweep['kind']}): level, achieved rate, TTFT p90, TPOT p50, scores, status"]
     for s in sweep["steps"]:
         ttft, tpot = (s["speed"].get("ttft_ms") or {}).get("p90"), (s["speed"].get("tpot_ms") or {}).get("p50")
-        scores = ", ".join(f"{k} {v:.3f}" for k, v in s["quality"].items() if k.endswith(".score"))
-        lines.append(f"  {s['level']:g}: {show('ttft', ttft and ttft / 1e3)}, {show('tpot', tpot and tpot / 1e3)}, "
-                     f"{'yes' if s['meets'] else 'no'}; {scores}")
-    safe = sweep["safe_level"]
-    lines.append(f"safe operating range: {sweep['kind']} up to {safe:g}" if safe is not None
-                 else "safe operating range: none (the lowest load already breaks the requirements)")
+        scores = ", ".join(f"{k} {v['value']:.3f} (n = {v['n']})" for k, v in s["scores"].items() if v["value"] is not None)
+        rate = f"{s['achieved_rate']:.3g} req/s" if s.get("achieved_rate") else "-"
+        lines.append(f"  {s['level']}: {rate}, {show('ttft', ttft and ttft / 1e3)}, {show('tpot', tpot and tpot / 1e3)}; "
+                     f"{scores}; {s['status']}")
+    lines.append(f"operating range: {sweep['summary']}")
     return lines
 
 
@@ -52,20 +51,36 @@ def table(result: dict) -> str:
     lines = []
     if result["requirements"]:
         width = max(len(r["requirement"]) for r in result["requirements"])
-        lines += [f"{'requirement':<{width}}  {'measured':>14}  status", "-" * (width + 24)]
+        lines += [f"{'requirement':<{width}}  {'measured':>12}  {'95 % interval':>25}  {'n':>6}  status",
+                  "-" * (width + 62)]
         for r in result["requirements"]:
-            lines.append(f"{r['requirement']:<{width}}  {show(r['name'], r['measured']):>14}  {r['status']}")
+            lines.append(f"{r['requirement']:<{width}}  {show(r['name'], r['measured']):>12}  "
+                         f"{_interval(r['name'], r['ci95']):>25}  {r['n']:>6}  {r['status']}")
+            if r["status"] == "INCONCLUSIVE" and r.get("why"):
+                lines.append(f"{'':<{width}}  ({r['why']})")
         lines.append("")
     m = result["measured"]
-    quality = {k: v for k, v in m.items() if k.endswith(".score")}
-    lines.append("quality: " + (", ".join(f"{k} {v:.3f}" for k, v in quality.items()) or "no scores"))
-    lines.append("latency: " + ", ".join(f"{k} {show(k, m[k])}" for k in ("ttft.p50", "ttft.p90", "ttfvt.p90", "tpot.p50",
-                                                                          "e2el.p90") if k in m))
+    quality = {k: v for k, v in m.items() if k.endswith(".score") and v["value"] is not None}
+    lines.append("quality: " + (", ".join(f"{k} {v['value']:.3f} (n = {v['n']})" for k, v in quality.items())
+                                or "no scores"))
+    lines.append("latency: " + ", ".join(f"{k} {show(k, m[k]['value'])}" for k in ("ttft.p50", "ttft.p90", "ttfvt.p90",
+                                                                                   "tpot.p50", "e2el.p90")
+                                         if k in m and m[k]["value"] is not None))
     speed = result["speed"]
     lines.append(f"calls: {speed['completed']} completed, {speed['failed']} failed; "
                  f"{speed['total_output_tokens']:,} tokens out")
     if "peak_rss" in m:
-        lines.append(f"memory: peak RSS {show('peak_rss', m['peak_rss'])} (this process, the engine's)")
+        lines.append(f"memory: peak RSS {show('peak_rss', m['peak_rss']['value'])} (this process, the engine's)")
     lines += _sweep(result.get("sweep")) + _compare(result.get("compare"))
-    lines.append(f"verdict: {result['verdict']} ({result['seconds']:.1f} s)")
+    lines += [f"error: {e}" for e in result.get("errors", [])]
+    judge = (result.get("provenance") or {}).get("judge") or {}
+    note = f" (judge not independent: {'; '.join(judge.get('why') or [])})" if judge.get("independent") is False else ""
+    lines.append(f"verdict: {result['verdict']}{note} ({result['seconds']:.1f} s)")
     return "\n".join(lines)
+
+
+def _interval(name: str, ci) -> str:
+    low, high = ci
+    if low is None and high is None:
+        return "-"
+    return f"[{show(name, low) if low is not None else 'unbounded'}, {show(name, high) if high is not None else 'unbounded'}]"

@@ -6,7 +6,6 @@ as a remote one, and the process's peak RSS is the engine's."""
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -42,32 +41,41 @@ class Check:
     progress: bool = False
     engine: dict = field(default_factory=dict)   # EngineConfig.settings() of a model served here
     max_connections: int | None = None     # calls in flight at once (Inspect's); the provider's 8 when None
+    arrival_rate: float | None = None      # requests a second, Poisson arrivals (a sweep's rate levels)
+    judge: object = None                   # launch.Target of a judge model, or None
+    dependent_judge: bool = False          # run although the judge is not independent of the model (recorded)
 
 
 def run(c: Check, served: tuple | None = None) -> dict:
     """served: (OpenAI root, RssSampler or None) of a target already up (a sweep or a comparison shares it);
-    else the check brings its own up and down."""
+    else the check brings its own up and down. A task that did not finish (an endpoint that dropped, a judge
+    that failed) makes the verdict ERROR: a partial result is never judged."""
     start = time.perf_counter()
     with (contextlib.nullcontext(served) if served else serve(c)) as (base_url, local):
         name = c.served_model_name or launch.first_model(base_url, c.api_key)
         model = get_model(f"k3check/{name}", base_url=base_url, api_key=c.api_key or "none", memoize=False,
-                          thinking=c.thinking)
+                          thinking=c.thinking, rate=c.arrival_rate)
         listed = prov.served_model(base_url, name, c.api_key)
-        target = launch.Target(model, name, base_url, listed.get("fingerprint"), listed.get("max_model_len"))
+        target = launch.Target(model, name, base_url, listed.get("fingerprint"), listed.get("max_model_len"),
+                               server=prov.server_identity(base_url, c.api_key) if not local else None)
         config = GenerateConfig(max_tokens=c.max_tokens, max_connections=c.max_connections)
-        logs, report, paths = launch.run(launch.Run(c.tasks, target, task_args=c.task_args, limit=c.limit,
-                                                    epochs=c.epochs, log_dir=c.log_dir, config=config,
-                                                    progress=c.progress))
+        logs, report, paths = launch.run(launch.Run(c.tasks, target, judge=c.judge, task_args=c.task_args,
+                                                    limit=c.limit, epochs=c.epochs, log_dir=c.log_dir, config=config,
+                                                    progress=c.progress, dependent_judge=c.dependent_judge))
         memory = _memory(local) if local else {}
     records = calls(logs)
     speed = summarize(records, time.perf_counter() - start)
-    measured = measure(report, speed, memory)
-    rows = thresholds.judge(c.requirements, measured)
-    settings = {k: v for k, v in vars(c).items() if k not in ("requirements", "api_key")}
-    return {"verdict": "PASS" if all(r["status"] == "PASS" for r in rows) else "FAIL", "requirements": rows,
-            "settings": settings,
-            "measured": measured, "speed": speed, "memory": memory, "items": items(logs),
-            "provenance": report.get("provenance", {}), "target": target.identity(), "local": local is not None,
+    ends = [r.end for r in records if r.end is not None]
+    speed["load_span_s"] = max(ends) - min(r.start for r in records) if ends else None   # first send to last token
+    found = measure(logs, records, speed, memory)
+    rows = thresholds.judge(c.requirements, found)
+    errors = [f"{log.eval.task} ended {log.status}: {log.error.message if log.error else 'no error message'}"
+              for log in logs if log.status != "success"]
+    settings = {k: v for k, v in vars(c).items() if k not in ("requirements", "api_key", "judge")}
+    return {"verdict": "ERROR" if errors else thresholds.verdict(rows), "errors": errors, "requirements": rows,
+            "settings": settings, "measured": {k: v.to_dict() for k, v in found.items()}, "speed": speed,
+            "memory": memory, "items": items(logs), "provenance": report.get("provenance", {}),
+            "target": target.identity(), "local": local is not None,
             "report": str(paths[-1]) if paths else None, "seconds": time.perf_counter() - start}
 
 
@@ -129,32 +137,15 @@ def items(logs) -> list[dict]:
     return out
 
 
-def measure(report: dict, speed: dict, memory: dict) -> dict[str, float]:
-    """Every value a requirement may name: TASK.score (the main score, truncated answers counted as failed),
-    TASK.METRIC for each of Inspect's metrics, ttft/ttfvt/tpot/e2el/itl .mean/.p50/.p90/.p99 in seconds,
-    output_throughput, failed, and peak_rss in bytes for a local model."""
-    out: dict[str, float] = {}
-    for task in report.get("tasks", []):
-        short = _short(task["task"])
-        value = task["main"].get("truncated_as_failed")
-        if value is not None:
-            out[f"{short}.score"] = float(value)
-        for scorer, metrics in task["metrics"].items():
-            for metric, v in metrics.items():
-                if isinstance(v, (int, float)) and math.isfinite(v):     # NaN: no items of that kind
-                    out.setdefault(f"{short}.{metric}", float(v))
-                    out[f"{short}.{scorer}.{metric}"] = float(v)
-    for kind in thresholds.LATENCIES:
-        for stat, ms in (speed.get(f"{kind}_ms") or {}).items():
-            if ms is not None:
-                out[f"{kind}.{stat}"] = ms / 1e3
-    out["output_throughput"] = float(speed.get("output_throughput", 0.0))
-    out["failed"] = float(speed.get("failed", 0))
-    if memory.get("peak_rss_bytes"):
-        out["peak_rss"] = float(memory["peak_rss_bytes"])
-    if memory.get("peak_gpu_memory_bytes"):
-        out["peak_gpu_memory"] = float(memory["peak_gpu_memory_bytes"])
-    return out
+def measure(logs, records, speed: dict, memory: dict) -> dict:
+    """Every value a requirement may name (metrics/names.py) -> its Measured: each task's quality metrics from
+    its log, the latencies from the timed calls, the run's throughput, failures and memory."""
+    from k3.eval.metrics import latency, quality
+
+    out = {}
+    for log in logs:
+        out.update(quality.measures(log))
+    return out | latency.measures(records, speed, memory)
 
 
 def _short(task: str) -> str:

@@ -1,88 +1,107 @@
-"""The safe operating range, GuideLLM's way: load stepped up (concurrency or a Poisson request rate) until
-the latency requirements break; the highest load that still meets them is the answer, with quality checked
-on a sample of the set at each load. Load comes from k3 bench's runner over the set's own first-turn
-prompts; quality from k3 eval's tasks on Inspect, run that many calls at a time."""
+"""The load sweep, in the manner of GuideLLM's: where does the deployment stop meeting the bar?
+
+`auto` runs the set one request at a time (synchronous), then all at once (throughput), then at request
+rates evenly between the two rates those achieved (Poisson arrivals), lowest first; `concurrency=1,2,4`
+and `rate=0.5,1,2` run given levels. Every level is a whole check: the set's items are sent at that load,
+their answers are scored (quality measured on what was served under that load, not on a quiet sample),
+their calls timed, and every requirement decided on its interval. The boundary is the highest load that
+holds (PASS) with every lower one holding too; the sweep stops at the first level that fails. The
+check's verdict is the lowest load's: the bar one request at a time; the boundary says how far it holds."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 
-from k3.bench.metrics import summarize
-from k3.bench.openai_client import OpenAIClient
-from k3.bench.runner import run_workload
-from k3.bench.workloads import BenchPrompt
-from k3.eval.check import thresholds
-from k3.eval.inspect import launch
-from k3.eval.inspect.messages import to_k3
-
-KINDS = ("concurrency", "rate")
-LOAD_NAMES = thresholds.LATENCIES + ("output_throughput", "failed")
+KINDS = ("auto", "concurrency", "rate")
+AUTO_RATES = 4
+ALL_AT_ONCE = 100_000        # connections: every item in flight (the throughput level)
 
 
 def parse(text: str) -> tuple[str, list[float]]:
-    """`concurrency=1,2,4,8` or `rate=0.5,1,2` -> (kind, levels ascending)."""
+    """`auto`, `auto=N` (N rates between), `concurrency=1,2,4,8` or `rate=0.5,1,2` -> (kind, levels ascending)."""
     kind, sep, values = text.partition("=")
+    if kind == "auto":
+        try:
+            n = int(values) if sep else AUTO_RATES
+        except ValueError:
+            n = -1
+        if not 0 <= n <= 20:
+            raise ValueError(f"--sweep {text!r}: auto takes the number of rates between, 0 to 20 (auto=4)")
+        return kind, [float(n)]
     try:
         levels = sorted(float(v) for v in values.split(",") if v.strip())
     except ValueError:
         levels = []
     if kind not in KINDS or not sep or not levels or min(levels) <= 0:
-        raise ValueError(f"--sweep {text!r}: expected concurrency=1,2,4,8 or rate=0.5,1,2 (positive levels)")
+        raise ValueError(f"--sweep {text!r}: expected auto, auto=N, concurrency=1,2,4,8 or rate=0.5,1,2 (positive levels)")
     if kind == "concurrency" and any(v != int(v) for v in levels):
         raise ValueError(f"--sweep {text!r}: concurrency levels are whole numbers")
     return kind, levels
 
 
-def prompts_of(tasks: list[str], task_args: dict, limit: int | None, max_tokens: int) -> list[BenchPrompt]:
-    """The sets' items as chat requests (their first turn: the input before any solver adds to it)."""
-    out = []
-    for spec in tasks:
-        task, _ = launch.resolve(spec, task_args, limit, 1)
-        if isinstance(task, str):
-            raise ValueError(f"{spec}: a sweep takes k3's tasks (their items are read as requests)")
-        for s in task.dataset:
-            messages = [{"role": "user", "content": s.input}] if isinstance(s.input, str) else to_k3(s.input)
-            out.append(BenchPrompt(None, None, max_tokens, messages=messages, tag={"task": spec, "id": s.id}))
-    return out
+def sweep(check, kind: str, levels: list[float], served: tuple, run_check) -> tuple[dict, dict]:
+    """-> ({"kind", "steps": [...], "holds_up_to", "breaks_at", "summary"}, the lowest level's whole result);
+    served: (OpenAI root, sampler)."""
+    # Once through, not counted: every level then meets the server's caches (k3's prefix cache, kernels built
+    # on first use) as warm as the last.
+    run_check(replace(check, requirements=[], max_connections=1, log_dir=f"{check.log_dir}/sweep-warmup"), served)
+
+    def step(label: str, connections: int, rate: float | None) -> dict:
+        at = replace(check, max_connections=connections, arrival_rate=rate, log_dir=f"{check.log_dir}/sweep-{label}")
+        result = run_check(at, served)
+        results.append(result)
+        return {"level": label, "connections": connections, "rate": rate, "achieved_rate": achieved_rate(result),
+                "status": result["verdict"], "requirements": result["requirements"], "speed": result["speed"],
+                "scores": {k: v for k, v in result["measured"].items() if k.endswith(".score")},
+                "errors": result["errors"]}
+
+    steps: list[dict] = []
+    results: list[dict] = []
+    if kind == "auto":
+        steps.append(step("synchronous", 1, None))
+        top = step("throughput", ALL_AT_ONCE, None)
+        low, high = steps[0]["achieved_rate"] or 0.0, top["achieved_rate"] or 0.0
+        between = int(levels[0])
+        for i in range(1, between + 1) if high > low > 0 else ():
+            rate = low + (high - low) * i / (between + 1)
+            if steps[-1]["status"] == "FAIL":
+                break
+            steps.append(step(f"rate-{rate:.3g}", ALL_AT_ONCE, rate))
+        if steps[-1]["status"] != "FAIL":
+            steps.append(top)
+    else:
+        for level in levels:
+            if steps and steps[-1]["status"] == "FAIL":
+                break
+            steps.append(step(f"{kind}-{level:g}", int(level) if kind == "concurrency" else ALL_AT_ONCE,
+                              level if kind == "rate" else None))
+    return {"kind": kind, "steps": steps, **boundary(steps)}, results[0]
 
 
-def load_step(base_url: str, name: str, api_key, prompts, kind: str, level: float) -> dict:
-    async def go():
-        client = OpenAIClient(base_url, "chat", api_key, name)
-        try:
-            return await run_workload(client, prompts, concurrency=int(level) if kind == "concurrency" else None,
-                                      request_rate=level if kind == "rate" else float("inf"), seed=0)
-        finally:
-            await client.close()
-
-    records, duration = asyncio.run(go())
-    return summarize(records, duration)
+def achieved_rate(result: dict) -> float | None:
+    """Calls completed a second, from the first send to the last token (the load the server actually took)."""
+    speed = result["speed"]
+    span = speed.get("load_span_s")
+    return speed["completed"] / span if span else None
 
 
-def sweep(check, kind: str, levels: list[float], sample: int, served: tuple, run_quality, measure) -> dict:
-    """Each level: load latency (judged by the latency requirements), then quality on `sample` items at that
-    load. Stops after the first level that breaks the latency requirements. served: (OpenAI root, sampler)."""
-    latency = [r for r in check.requirements if r.name.split(".")[0] in LOAD_NAMES or r.name in LOAD_NAMES]
-    steps = []
-    base_url = served[0]
-    name = check.served_model_name or launch.first_model(base_url, check.api_key)
-    prompts = prompts_of(check.tasks, check.task_args, check.limit, check.max_tokens or 1024)
-    # Once through, not counted: the same prompts come at every level, so every level meets the server's
-    # caches (k3's prefix cache, kernels built on first use) as warm as the last.
-    load_step(base_url, name, check.api_key, prompts, "concurrency", 1)
-    for level in levels:
-        speed = load_step(base_url, name, check.api_key, prompts, kind, level)
-        rows = thresholds.judge(latency, measure({}, speed, {}))
-        at_load = replace(check, served_model_name=name, limit=sample, log_dir=f"{check.log_dir}/sweep-{level:g}",
-                          requirements=[r for r in check.requirements if r not in latency],
-                          max_connections=int(level) if kind == "concurrency" else None)
-        quality = run_quality(at_load, served)
-        steps.append({"level": level, "speed": speed, "requirements": rows, "meets": all(r["status"] == "PASS"
-                      for r in rows), "quality": {k: v for k, v in quality["measured"].items()
-                                                  if "." in k and k.split(".")[0] not in LOAD_NAMES},
-                      "quality_verdict": quality["verdict"]})
-        if not steps[-1]["meets"]:
-            break
-    passing = [s["level"] for s in steps if s["meets"]]
-    return {"kind": kind, "levels": levels, "steps": steps, "safe_level": max(passing) if passing else None}
+def boundary(steps: list[dict]) -> dict:
+    """The highest level that holds with every lower level holding, and the first that does not."""
+    holds = None
+    for s in steps:
+        if s["status"] != "PASS":
+            why = {"FAIL": "breaks the bar", "INCONCLUSIVE": "is undecided (too few items to decide)",
+                   "ERROR": "did not finish"}[s["status"]]
+            lead = f"holds up to {_name(holds)}; {_name(s)} {why}" if holds else f"{_name(s)}, the lowest load, {why}"
+            return {"holds_up_to": holds and holds["level"], "breaks_at": s["level"], "summary": lead}
+        holds = s
+    if holds is None:
+        return {"holds_up_to": None, "breaks_at": None, "summary": "no level ran"}
+    top = "through the throughput level: no boundary below the server's measured capacity" \
+        if holds["level"] == "throughput" else "at every level tried: no boundary found (try higher loads)"
+    return {"holds_up_to": holds["level"], "breaks_at": None, "summary": f"holds up to {_name(holds)}, {top}"}
+
+
+def _name(s: dict) -> str:
+    rate = s.get("achieved_rate")
+    return f"{s['level']} ({rate:.3g} req/s achieved)" if rate else s["level"]

@@ -24,6 +24,7 @@ from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.tool import ToolInfo, ToolParams
 
 from k3.eval import fetch, sets
+from k3.eval.inspect.fingerprint import task_fingerprint
 from k3.eval.inspect.sampling import stratified
 
 CATEGORIES = ("multi_turn_base", "multi_turn_long_context")
@@ -53,7 +54,8 @@ def bfcl(category: str = "multi_turn_base", limit: int | None = None, steps: int
     dataset = MemoryDataset([Sample(id=e["id"], input=e["question"][0][-1]["content"], target=json.dumps(answers[e["id"]]),
                                     metadata={"entry": e, "category": category}) for e in entries], name=f"bfcl/{category}")
     return Task(dataset=dataset, solver=turns(steps), scorer=bfcl_checker(),
-                metadata={"source": sets.PINS["bfcl"].spec, "category": category})
+                metadata={"source": sets.PINS["bfcl"].spec, "category": category,
+                          "fingerprint": task_fingerprint(texts=[category], modules=(__name__,), pins=(sets.PINS["bfcl"],))})
 
 
 def tools_of(entry: dict) -> list[ToolInfo]:

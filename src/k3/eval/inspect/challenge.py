@@ -24,12 +24,11 @@ from k3.eval.inspect.editor import text_editor
 from k3.eval.inspect.sampling import stratified
 from k3.eval.inspect.sandbox_env import K3SandboxEnvironment
 from k3.eval.inspect.task_args import listed
+from k3.eval.sandbox import JUDGE_SOURCES
 from k3.eval.sandbox.paths import SandboxViolation, printable
 
 # Everything that decides a verdict: a change to any of them makes a new fingerprint.
-SANDBOX = Path(verdict.__file__).parents[1] / "sandbox"
-SCORER_FILES = tuple(Path(m.__file__) for m in (verdict, source, spec)) + (Path(__file__),) + tuple(
-    SANDBOX / f for f in ("judge.py", "pytest_judge.py", "wire.py", "launcher.py"))
+SCORER_FILES = tuple(Path(m.__file__) for m in (verdict, source, spec)) + (Path(__file__),) + JUDGE_SOURCES
 TOOL_TIMEOUT = 180
 
 

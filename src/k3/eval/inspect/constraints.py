@@ -6,7 +6,6 @@ The report's per-length table and plot come from the score's group (the nominal 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
@@ -18,6 +17,7 @@ from inspect_ai.scorer import Score, Target, accuracy, scorer, stderr
 from inspect_ai.solver import Generate, TaskState, generate, solver
 
 from k3.eval.inspect import filler
+from k3.eval.inspect.fingerprint import task_fingerprint
 from k3.eval.inspect.measure import Measure
 from k3.eval.inspect.sampling import stratified
 from k3.eval.inspect.task_args import listed
@@ -43,9 +43,9 @@ def constraints(lengths: str = "auto", context: int = 32768, per_length: int = 2
     dataset = MemoryDataset([Sample(id=f"{it['rule']['id']}@{it['tokens']}#{it['i']}", input=it["final"],
                                     metadata={"rule": it["rule"], "tokens": it["tokens"], "seed": it["i"]})
                              for it in items], name="constraints")
-    digest = hashlib.sha256(data_path.read_bytes() + Path(filler.__file__).read_bytes() + Path(__file__).read_bytes())
+    fingerprint = task_fingerprint(files=[data_path], modules=(__name__, filler.__name__, "k3.eval.inspect.measure"))
     return Task(dataset=dataset, solver=[fill(), generate()], scorer=rule_kept(),
-                metadata={"fingerprint": digest.hexdigest(), "lengths": points})
+                metadata={"fingerprint": fingerprint, "lengths": points})
 
 
 def sweep(lengths: str | int | list, context: int) -> list[int]:

