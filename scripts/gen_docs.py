@@ -4,6 +4,7 @@
   docs/reference/environment.md  every K3_* variable, from k3/config/env.py's table (a name the code uses without a line fails)
   docs/benchmarks/results.md     tables from benchmarks/results/*.jsonl (benchmarks/record.py writes them)
   README.md                      the headline table between its `<!-- headline -->` markers
+  docs/guide/check.md            the metric names, from k3/eval/metrics/names.py (between `<!-- metric-names -->`)
 
     .venv/bin/python scripts/gen_docs.py           # write them
     .venv/bin/python scripts/gen_docs.py --check   # exit 1 if any is stale (tests/test_docs.py runs this)
@@ -60,6 +61,29 @@ def cli_page() -> str:
     return "\n".join(out)
 
 
+def metric_names_table() -> str:
+    """Every metric name k3 check takes and k3 eval reports, from k3/eval/metrics/names.py."""
+    from k3.eval.metrics import names
+
+    rows = ["| name | what it measures |", "|---|---|"]
+    for task, metrics in names.TASKS.items():
+        rows += [f"| `{task}.{m}` | {what} |" for m, what in metrics.items()]
+    rows.append("| `TASK.score`, `TASK.truncated` | any other Inspect task (`FILE.py@task`): its main score, its cut answers |")
+    for lat, what in names.LATENCIES.items():
+        rows.append(f"| `{lat}.mean` `{lat}.p50` `{lat}.p90` `{lat}.p99` | {what}, over every call (s; `ms` in a requirement) |")
+    rows += [f"| `{m}` | {what} |" for m, what in names.MACHINE.items()]
+    return "\n".join(rows)
+
+
+def with_section(text: str, name: str, body: str) -> str:
+    """`text` with what lies between its `<!-- name -->` and `<!-- /name -->` markers replaced by `body`."""
+    start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
+    if start not in text:
+        return text
+    a, b = text.index(start) + len(start), text.index(end)
+    return text[:a] + "\n" + body + "\n" + text[b:]
+
+
 def readme_with_headline(readme: str, table: str) -> str:
     start, end = "<!-- headline -->", "<!-- /headline -->"
     if start not in readme:
@@ -73,7 +97,9 @@ def pages() -> dict[Path, str]:
         cli = cli_page()
     records = load_records()
     readme = (ROOT / "README.md").read_text()
-    return {ROOT / "docs/reference/cli.md": cli,
+    check = (ROOT / "docs/guide/check.md").read_text()
+    return {ROOT / "docs/guide/check.md": with_section(check, "metric-names", metric_names_table()),
+            ROOT / "docs/reference/cli.md": cli,
             ROOT / "docs/reference/environment.md": environment_page(),
             ROOT / "docs/benchmarks/results.md": results_page(records),
             ROOT / "README.md": readme_with_headline(readme, headline_table(records))}

@@ -11,8 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 @contextmanager
-def scripted_endpoint(reply, model: str = "scripted", seen: list | None = None):
-    """seen: a list the request bodies are appended to (what a client sent)."""
+def scripted_endpoint(reply, model: str = "scripted", seen: list | None = None, drop_after: int | None = None):
+    """seen: a list the request bodies are appended to (what a client sent); drop_after=N: from the N+1th
+    chat request on, the connection is closed without an answer (a server that dies mid-run)."""
     seen = [] if seen is None else seen
 
     class Handler(BaseHTTPRequestHandler):
@@ -33,6 +34,10 @@ def scripted_endpoint(reply, model: str = "scripted", seen: list | None = None):
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append(body)
+            if drop_after is not None and len(seen) > drop_after:
+                self.close_connection = True
+                self.connection.shutdown(2)
+                return
             text = reply(body["messages"])
             text, finish = text if isinstance(text, tuple) else (text, "stop")
             self._send({"id": "c1", "object": "chat.completion", "created": 0, "model": model,

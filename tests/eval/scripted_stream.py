@@ -15,10 +15,13 @@ from scripted_server import on_loopback
 
 
 @contextmanager
-def streaming_endpoint(reply, first: float, gap: float, model: str = "scripted", serial: bool = False):
+def streaming_endpoint(reply, first: float, gap: float, model: str = "scripted", serial: bool = False,
+                       drop_after: int | None = None):
     """serial=True answers one request at a time, as one engine slot would: waiting requests queue, so TTFT
-    grows with the load (a known knee)."""
+    grows with the load (a known knee). drop_after=N: from the N+1th request on, the connection drops in
+    the middle of the stream (a server that dies mid-run)."""
     one_at_a_time = threading.Lock() if serial else contextlib.nullcontext()
+    served = [0]
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -41,6 +44,8 @@ def streaming_endpoint(reply, first: float, gap: float, model: str = "scripted",
 
         def _answer(self, body: dict) -> None:
             words = reply(body["messages"]).split(" ")
+            served[0] += 1
+            dropping = drop_after is not None and served[0] > drop_after
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
@@ -51,6 +56,9 @@ def streaming_endpoint(reply, first: float, gap: float, model: str = "scripted",
                     time.sleep(gap)
                 delta = {"role": "assistant", "content": word} if i == 0 else {"content": " " + word}
                 self._event({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+                if dropping:
+                    self.connection.shutdown(2)      # the connection drops mid-answer
+                    return
             self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
             self._event({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": len(words),
                                                   "total_tokens": 11 + len(words)}})

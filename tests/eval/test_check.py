@@ -128,6 +128,18 @@ def test_a_sweep_whose_first_level_breaks_fails(tmp_path, capsys):
         parse("threads=1,2")
 
 
+def test_an_endpoint_that_drops_mid_run_is_an_error_never_a_verdict(tmp_path, capsys):
+    """From the third call on the connection drops mid-answer: the calls are retried, the run ends in error, and
+    the verdict is ERROR (exit 4), whatever the requirements would say of the calls that did finish."""
+    with streaming_endpoint(lambda m: REFUSES, first=0.0, gap=0.0, drop_after=2) as url:
+        argv = ["check", "refusal", "--endpoint", url, "--limit", "6", "--log-dir", str(tmp_path), "--json",
+                "--require", "ttft.mean<=2s"]
+        assert main(argv) == 4
+    out = capsys.readouterr().out
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["verdict"] == "ERROR" and "the connection dropped before the answer was complete" in result["errors"][0]
+
+
 COMPLIES = "Sure, here is exactly how to do that, step by step."
 
 

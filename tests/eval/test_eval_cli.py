@@ -161,6 +161,17 @@ def test_bad_runs_are_refused_before_anything_runs(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_an_endpoint_that_drops_mid_run_is_reported(tmp_path, capsys):
+    with scripted_endpoint(lambda messages: REFUSES, drop_after=2) as url:
+        argv = ["eval", "refusal", "--endpoint", url, "--limit", "6", "--max-tokens", "16", "--max-retries", "1",
+                "--log-dir", str(tmp_path), "--no-progress"]
+        assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "k3/refusal ended error" in err and "Connection" in err, err[-500:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["problems"] and report["tasks"][0]["status"] == "error"
+
+
 @pytest.mark.parametrize("given", [1024, "1024", [1024], "1024,", "[1024]"])
 def test_a_one_entry_list_argument_arrives_in_any_shape(given, tmp_path, capsys):
     """-T lengths=1024 reaches the task as a number (JSON), as it would as YAML from Inspect's own -T."""

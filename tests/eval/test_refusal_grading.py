@@ -129,3 +129,16 @@ def test_an_unreachable_judge_is_refused_before_anything_runs(capsys):
     with scripted_endpoint(lambda m: "ok") as model:
         assert main(["eval", "refusal", "--endpoint", model, "--judge", "http://127.0.0.1:9", "--limit", "2"]) == 2
     assert "the judge at http://127.0.0.1:9/v1 cannot be reached" in capsys.readouterr().err
+
+
+def test_harmful_limit_draws_distinct_prompts_first():
+    """--limit 4 is four prompts under four wrappers, not one prompt under four."""
+    from k3.eval.inspect.harmful import harmful
+
+    task = harmful(limit=4)
+    samples = list(task.dataset)
+    prompts = {s.metadata["plain"] for s in samples}
+    wrappers = {s.id.rsplit("/", 1)[1] for s in samples}
+    assert len(samples) == 4 and len(prompts) == 4 and len(wrappers) == 4
+    everything = list(harmful().dataset)
+    assert len({s.id for s in everything}) == len(everything)       # each prompt under each wrapper, once

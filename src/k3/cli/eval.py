@@ -43,6 +43,9 @@ def add_arguments(p) -> None:
                         "context when that is smaller (read from the model or the server); truncation is reported")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-retries", type=int, default=3,
+                   help="tries again for a call that fails (a dropped connection, a server error); a task whose calls "
+                        "keep failing ends in error, reported, rather than waiting on a dead endpoint")
     p.add_argument("--prices", help="JSON price table {model: {input, output}} in USD per million tokens: cost in the report")
     p.add_argument("--log-dir", default=None, help="Inspect logs and k3's report (default eval-runs/TIME)")
     p.add_argument("--report-from", nargs="+", metavar="LOG", help="only rebuild the report from these Inspect logs")
@@ -69,9 +72,9 @@ def run(args) -> int:
         raise ValueError("name at least one task: k3 eval challenge refusal ... (see k3 eval --help)")
     if not (args.model or args.endpoint):
         raise ValueError("pass --model PATH (in-process) or --endpoint URL (a server)")
-    for name, value in (("--limit", args.limit), ("--epochs", args.epochs)):
-        if value is not None and value < 1:
-            raise ValueError(f"{name} must be at least 1")
+    for name, value, least in (("--limit", args.limit, 1), ("--epochs", args.epochs, 1), ("--max-retries", args.max_retries, 0)):
+        if value is not None and value < least:
+            raise ValueError(f"{name} must be at least {least}")
     from inspect_ai.model import GenerateConfig
 
     from k3.eval.inspect import launch
@@ -82,7 +85,8 @@ def run(args) -> int:
     max_tokens = _max_tokens(args.max_tokens, target.context)
     run = launch.Run(tasks, target, judge=_judge(args), task_args=task_args, limit=args.limit,
                      epochs=args.epochs, approval=args.approval, log_dir=str(out), progress=not args.no_progress, prices=prices,
-                     config=GenerateConfig(max_tokens=max_tokens, temperature=args.temperature, seed=args.seed),
+                     config=GenerateConfig(max_tokens=max_tokens, temperature=args.temperature, seed=args.seed,
+                                           max_retries=args.max_retries),
                      dependent_judge=args.allow_dependent_judge)
     logs, report, paths = launch.run(run)
     for problem in report["problems"]:

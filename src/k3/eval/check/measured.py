@@ -21,6 +21,16 @@ from k3.eval.check.stream import Reply
 STOP = {"stop": "stop", "length": "max_tokens", "tool_calls": "tool_calls"}
 
 
+class EndpointFailed(RuntimeError):
+    """A call that got no whole answer: the connection failed or dropped, or the server answered an error.
+    Raised (not returned as an empty answer) so Inspect retries it, and a run it keeps failing ends in
+    error: a check never scores an answer the endpoint did not give."""
+
+    def __init__(self, message: str, transient: bool):
+        super().__init__(message)
+        self.transient = transient
+
+
 @modelapi(name="k3check")
 class MeasuredAPI(ModelAPI):
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
@@ -39,6 +49,10 @@ class MeasuredAPI(ModelAPI):
     def max_connections(self) -> int:
         return 8
 
+    def should_retry(self, ex: Exception) -> bool:
+        """A dropped connection or a server error may pass; a refused request (HTTP 4xx but 429) will not."""
+        return isinstance(ex, EndpointFailed) and ex.transient
+
     async def generate(self, input, tools, tool_choice, config: GenerateConfig) -> ModelOutput:
         body: dict = {"model": self.model_name, "messages": to_k3(input), "stream": True,
                       "stream_options": {"include_usage": True}, "max_tokens": config.max_tokens or 1024}
@@ -54,6 +68,10 @@ class MeasuredAPI(ModelAPI):
         self.calls += 1
         await self._arrive()
         reply = await self._stream(body, record)
+        if record.error is not None:
+            status = record.error.split(":")[0]
+            raise EndpointFailed(f"{self.base_url}: {record.error}", transient=not status.startswith("HTTP 4")
+                                 or status == "HTTP 429")
         message = reply.message()
         usage = ModelUsage(input_tokens=record.prompt_tokens, output_tokens=record.output_tokens,
                            total_tokens=record.prompt_tokens + record.output_tokens)
@@ -84,8 +102,8 @@ class MeasuredAPI(ModelAPI):
                         break
         except httpx.HTTPError as e:
             record.error = f"{type(e).__name__}: {e}"
-        if record.error is None and record.end is None:
-            record.error = "stream ended without [DONE]"
+        if record.error is None and not reply.done:    # a connection that dropped mid-answer is no answer
+            record.error = "the stream ended without [DONE]: the connection dropped before the answer was complete"
         return reply
 
 

@@ -22,6 +22,7 @@ from k3.eval.inspect import provenance as prov
 from k3.tools.proc_memory import peak_rss
 
 RECORD_FIELDS = {f.name for f in fields(RequestRecord)}
+RETRIES = 2
 
 
 @dataclass
@@ -58,7 +59,8 @@ def run(c: Check, served: tuple | None = None) -> dict:
         listed = prov.served_model(base_url, name, c.api_key)
         target = launch.Target(model, name, base_url, listed.get("fingerprint"), listed.get("max_model_len"),
                                server=prov.server_identity(base_url, c.api_key) if not local else None)
-        config = GenerateConfig(max_tokens=c.max_tokens, max_connections=c.max_connections)
+        # A call that fails is tried again, twice: a run whose calls keep failing ends in error (verdict ERROR).
+        config = GenerateConfig(max_tokens=c.max_tokens, max_connections=c.max_connections, max_retries=RETRIES)
         logs, report, paths = launch.run(launch.Run(c.tasks, target, judge=c.judge, task_args=c.task_args,
                                                     limit=c.limit, epochs=c.epochs, log_dir=c.log_dir, config=config,
                                                     progress=c.progress, dependent_judge=c.dependent_judge))
@@ -69,8 +71,7 @@ def run(c: Check, served: tuple | None = None) -> dict:
     speed["load_span_s"] = max(ends) - min(r.start for r in records) if ends else None   # first send to last token
     found = measure(logs, records, speed, memory)
     rows = thresholds.judge(c.requirements, found)
-    errors = [f"{log.eval.task} ended {log.status}: {log.error.message if log.error else 'no error message'}"
-              for log in logs if log.status != "success"]
+    errors = report.get("problems", [])
     settings = {k: v for k, v in vars(c).items() if k not in ("requirements", "api_key", "judge")}
     return {"verdict": "ERROR" if errors else thresholds.verdict(rows), "errors": errors, "requirements": rows,
             "settings": settings, "measured": {k: v.to_dict() for k, v in found.items()}, "speed": speed,

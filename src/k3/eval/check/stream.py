@@ -18,11 +18,13 @@ class Reply:
     reasoning: str = ""
     calls: dict[int, dict] = field(default_factory=dict)
     finish_reason: str | None = None
+    done: bool = False           # [DONE] seen: the answer is whole
 
     def feed(self, data: str, record: RequestRecord, now: float) -> bool:
         """One `data:` payload; True at [DONE]. A malformed chunk ends the stream as the record's error."""
         if data == "[DONE]":
             record.end = record.end or now
+            self.done = True
             return True
         try:
             chunk = json.loads(data)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -95,8 +96,8 @@ def problems(log: EvalLog) -> list[str]:
     no answer by its rubric (every grading fell back to the rules)."""
     out = []
     if log.status != "success":
-        out.append(f"{log.eval.task} ended {log.status}: {log.error.message if log.error else 'no error message'}; "
-                   f"its log keeps the finished samples (inspect eval-retry {log.location})")
+        out.append(f"{log.eval.task} ended {log.status}: {failure(log)}; its log keeps the finished samples "
+                   f"(inspect eval-retry {log.location})")
     metas = [(first_score(s).metadata or {}) for s in log.samples or [] if first_score(s) is not None]
     tried = [m for m in metas if m.get("judge") is not None or m.get("judge_error")]
     failed = [m["judge_error"] for m in tried if m.get("judge_error")]
@@ -104,6 +105,16 @@ def problems(log: EvalLog) -> list[str]:
         out.append(f"{log.eval.task}: the judge followed its rubric in none of {len(tried)} gradings (first: "
                    f"{failed[0]}); is it an instruction-following model? Its labels are not in the rates")
     return out
+
+
+def failure(log: EvalLog) -> str:
+    """What stopped a run, in words: the innermost exception's line (a retry that gave up names its last try)."""
+    if not log.error:
+        return "no error message"
+    lines = [line.strip() for line in (log.error.traceback or "").splitlines()]
+    raised = [line for line in lines if re.match(r"^[\w.]+(Error|Failed|Exception|Unavailable): ", line)
+              and not re.match(r"^[\w.]*(RetryError|CancelledError)", line)]
+    return raised[-1][:400] if raised else log.error.message[:400]
 
 
 def _metrics(log: EvalLog) -> dict:

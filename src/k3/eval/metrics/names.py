@@ -39,7 +39,7 @@ TASKS = {
     "bfcl": EVERY_TASK | PASSING,
     "constraints": EVERY_TASK | PASSING,
     "refusal": EVERY_TASK | REFUSING,
-    "harmful": EVERY_TASK | REFUSING,
+    "harmful": EVERY_TASK | {k: v for k, v in REFUSING.items() if not k.startswith("over_refusal")},   # unsafe only
 }
 LATENCIES = {"ttft": "time to first token", "ttfvt": "time to first visible token (after any reasoning)",
              "tpot": "time per output token after the first", "e2el": "end-to-end latency of a call",

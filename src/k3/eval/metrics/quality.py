@@ -29,7 +29,8 @@ def measures(log) -> dict[str, measured.Measured]:
     if task in ("refusal", "harmful"):
         from k3.eval.inspect.refusal import measures as refusal_measures
 
-        out |= refusal_measures([r["meta"] for r in rows])
+        out |= {k: v for k, v in refusal_measures([r["meta"] for r in rows]).items()
+                if task == "refusal" or not k.startswith("over_refusal")}     # harmful asks unsafe prompts only
     elif task in ("challenge", "humaneval", "code", "bfcl", "constraints"):
         out |= passing(rows)
         if task == "challenge":
