@@ -22,6 +22,9 @@ ABOUT = {
                     "weight, in a whole prefill and product by product",
     "decode_settings": "the decode settings whose default depends on the CPU: batch-1 decode with the defaults against "
                        "each other value of a setting, in turns",
+    "load_sweep": "k3 check's load sweep beside GuideLLM's on the same server (the bundled model under `k3 serve`), both "
+                  "synchronous, throughput and Poisson rates between; k3 also scores the answers at each level and decides "
+                  "its requirements on their intervals",
     "native_build": "building the native kernels: a first build, a rebuild after an edit to one unit and to the shared "
                     "header, a later process importing the published library (seconds)",
 }
@@ -186,7 +189,27 @@ def _decode_settings(r: dict) -> list[str]:
     return rows
 
 
-SHAPES = {"decode_settings": _decode_settings, "prefill_gemm": _prefill_gemm, "ops": _ops, "vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
+def _load_sweep(r: dict) -> list[str]:
+    def ordered(rows: list[dict]) -> list[dict]:       # synchronous, the rates, throughput: ascending load
+        rank = lambda x: (0 if x["level"].startswith("synchronous") else 2 if x["level"].startswith("throughput") else 1,
+                          x["rate"] or 0)              # noqa: E731
+        return sorted(rows, key=rank)
+
+    ms = lambda v: "-" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:.1f}"      # noqa: E731
+    ours, theirs = ordered(r["k3"]["rows"]), ordered(r["guidellm"]["rows"])
+    rows = ["| k3 level | req/s | TTFT p50 / p90 (ms) | TPOT p50 (ms) | status | GuideLLM level | req/s | "
+            "TTFT p50 / p90 (ms) | TPOT p50 (ms) |", "|---|---|---|---|---|---|---|---|---|"]
+    for a, b in zip(ours, theirs):
+        rows.append(f"| {a['level']} | {_fmt(a['rate'])} | {ms(a['ttft_p50_ms'])} / {ms(a['ttft_p90_ms'])} | "
+                    f"{ms(a['tpot_p50_ms'])} | {a['status']} | {b['level']} | {_fmt(b['rate'])} | "
+                    f"{ms(b['ttft_p50_ms'])} / {ms(b['ttft_p90_ms'])} | {ms(b['tpot_p50_ms'])} |")
+    return rows + ["", f"{r['items']} requests a level, {r['max_tokens']} tokens each; k3's requirements "
+                   f"{', '.join('`' + q + '`' for q in r['requirements'])}: {r['k3']['boundary']}. GuideLLM "
+                   f"{r['guidellm_version']}. Achieved rates: k3 counts the calls completed between the first send "
+                   "and the last token, GuideLLM averages its requests per second."]
+
+
+SHAPES = {"load_sweep": _load_sweep, "decode_settings": _decode_settings, "prefill_gemm": _prefill_gemm, "ops": _ops, "vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
           "prefix_cache": _prefix_cache, "speculative": _speculative}
 
 
