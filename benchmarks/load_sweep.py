@@ -95,7 +95,9 @@ def guidellm_sweep(url: str, args, data: Path, out: Path) -> dict:
         level = strategy["type_"] + (f"@{strategy['rate']:.3g}" if strategy.get("rate") else "")
         rows.append({"level": level, "rate": m["requests_per_second"]["successful"]["mean"],
                      "ttft_p50_ms": p("time_to_first_token_ms", "p50"), "ttft_p90_ms": p("time_to_first_token_ms", "p90"),
-                     "tpot_p50_ms": p("time_per_output_token_ms", "p50"),
+                     # GuideLLM's inter-token latency is vLLM's TPOT ((end - first token) / (tokens - 1)); its own
+                     # "time per output token" counts the first token's wait in as well
+                     "tpot_p50_ms": p("inter_token_latency_ms", "p50"),
                      "requests": m["request_totals"]["successful"]})
     return {"rows": rows}
 
