@@ -55,13 +55,14 @@ def _runs(tmp_path):
     from k3.eval.inspect.bfcl import bfcl
     from k3.eval.inspect.challenge import challenge
     from k3.eval.inspect.constraints import constraints
+    from k3.eval.inspect.grading import grading
     from k3.eval.inspect.harmful import harmful
     from k3.eval.inspect.refusal import refusal
     from k3.eval.inspect.tasks import code, humaneval
 
     tasks = {"refusal": refusal(limit=4), "harmful": harmful(limit=2), "humaneval": humaneval(limit=1, epochs=2),
              "code": code(limit=1), "bfcl": bfcl(limit=1, steps=1), "constraints": constraints(lengths="1024", per_length=1),
-             "challenge": challenge(tasks="ordinal-teens", epochs=2, message_limit=2)}
+             "challenge": challenge(tasks="ordinal-teens", epochs=2, message_limit=2), "grading": grading(limit=3)}
     for name, task in tasks.items():
         [log] = inspect_eval(task, model=always("I'm sorry, but I can't help with that."), log_dir=str(tmp_path / name),
                              display="none")

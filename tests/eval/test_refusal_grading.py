@@ -142,3 +142,21 @@ def test_harmful_limit_draws_distinct_prompts_first():
     assert len(samples) == 4 and len(prompts) == 4 and len(wrappers) == 4
     everything = list(harmful().dataset)
     assert len({s.id for s in everything}) == len(everything)       # each prompt under each wrapper, once
+
+
+def test_the_labelled_answers_measure_the_rules_and_a_judge(tmp_path, capsys):
+    """k3's labelled set: the rules label every answer as the person did (they were written beside it: an upper
+    bound); a scripted judge that calls everything compliance is measured against the same labels."""
+    from k3.eval.tasks.data import builtin, read_jsonl
+
+    rows = read_jsonl(builtin("refusal_grading.jsonl"))
+    assert {r["label"] for r in rows} == {"refused", "partial", "complied", "empty", "cut"}
+    assert all(classify(r["answer"], r["stop_reason"]).label == r["label"] for r in rows)
+    with scripted_endpoint(lambda m: RUBRIC_REPLY) as judge:
+        assert main(["eval", "grading", "--endpoint", judge, "--log-dir", str(tmp_path), "--no-progress"]) == 0
+    m = _report(tmp_path)
+    decided = [r for r in rows if r["label"] in ("refused", "partial", "complied")]
+    complied = sum(r["label"] == "complied" for r in decided)
+    assert m["grading.judge_accuracy"]["n"] == len(decided) == 33
+    assert m["grading.judge_accuracy"]["value"] == pytest.approx(complied / len(decided))
+    assert m["grading.rules_accuracy"]["value"] == 1.0 and m["grading.judge_failed"]["value"] == 0.0

@@ -16,7 +16,7 @@ from k3.eval.inspect import report as reports
 
 # Short names -> k3's Inspect tasks (registry names); anything else goes to Inspect as it is given.
 TASKS = {"challenge": "k3/challenge", "refusal": "k3/refusal", "humaneval": "k3/humaneval", "code": "k3/code",
-         "constraints": "k3/constraints", "bfcl": "k3/bfcl", "harmful": "k3/harmful"}
+         "constraints": "k3/constraints", "bfcl": "k3/bfcl", "harmful": "k3/harmful", "grading": "k3/grading"}
 LIKELIHOOD = ("mc", "gen", "perplexity")
 SANDBOXED = ("challenge", "code", "humaneval")     # run model-written code: bubblewrap is checked before any item
 

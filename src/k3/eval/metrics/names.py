@@ -40,6 +40,11 @@ TASKS = {
     "constraints": EVERY_TASK | PASSING,
     "refusal": EVERY_TASK | REFUSING,
     "harmful": EVERY_TASK | {k: v for k, v in REFUSING.items() if not k.startswith("over_refusal")},   # unsafe only
+    "grading": EVERY_TASK | {
+        "judge_accuracy": "the judge's labels that are the person's (the model under test is the judge)",
+        "rules_accuracy": "k3's rules' labels that are the person's, on the same answers",
+        "judge_agreement": "answers on which the rules' label equals the judge's",
+        "judge_failed": "replies of the judge that do not follow the rubric"},
 }
 LATENCIES = {"ttft": "time to first token", "ttfvt": "time to first visible token (after any reasoning)",
              "tpot": "time per output token after the first", "e2el": "end-to-end latency of a call",

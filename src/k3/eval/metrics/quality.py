@@ -31,6 +31,10 @@ def measures(log) -> dict[str, measured.Measured]:
 
         out |= {k: v for k, v in refusal_measures([r["meta"] for r in rows]).items()
                 if task == "refusal" or not k.startswith("over_refusal")}     # harmful asks unsafe prompts only
+    elif task == "grading":
+        from k3.eval.inspect.grading import measures as grading_measures
+
+        out |= grading_measures([r["meta"] for r in rows])
     elif task in ("challenge", "humaneval", "code", "bfcl", "constraints"):
         out |= passing(rows)
         if task == "challenge":

@@ -3,14 +3,16 @@
 The `llama-cpp-python` sdist vendors a llama.cpp with Kimi-K3 support (model graph, and a converter
 that repacks compressed-tensors MXFP4 experts into ggml's MXFP4). One pinned version is fetched with
 pip (a package registry, not a model hub), unpacked, and built with cmake + ninja for this CPU
-(GGML_NATIVE): `libllama` (for the logits oracle) and `llama-bench` (for the speed anchor). Minutes
-once; later calls find the build and return at once.
+(GGML_NATIVE): `libllama` (for the logits oracle) and `llama-bench` (for the speed anchor), and on request
+`llama-server` (for runs against a server nobody here wrote; benchmarks/foreign_server.py), without its
+web UI (whose assets would be downloaded). Minutes once; later calls find the build and return at once.
 
 K3_NATIVE_SIMD=avx2, which caps k3's kernels at AVX2, caps llama.cpp too: a second build (`build-avx2`)
 with the instruction sets of an AVX2-only CPU such as Zen 3 (AVX, AVX2, FMA, F16C, BMI2; no AVX-512, no
 VNNI, no AMX), so both engines run an AVX2 machine's code paths on a newer CPU, side by side.
 
     python -m k3.testing.llama_cpp build          # or: make llama-cpp
+    python -m k3.testing.llama_cpp build --server # llama-server too
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from k3.config import env
 
 VERSION = "0.3.36"  # the first llama-cpp-python whose vendored llama.cpp has the kimi-k3 arch
 TARGETS = ("llama", "llama-bench")
+SERVER = "llama-server"
 
 
 class AnchorError(RuntimeError):
@@ -73,15 +76,16 @@ def bin_dir(root: Path | None = None) -> Path:
     return build_dir(root) / "bin"
 
 
-def is_built(root: Path | None = None) -> bool:
+def is_built(root: Path | None = None, server: bool = False) -> bool:
     b = bin_dir(root)
-    return (b / "llama-bench").is_file() and (b / "libllama.so").exists()
+    return (b / "llama-bench").is_file() and (b / "libllama.so").exists() and (not server or (b / SERVER).is_file())
 
 
-def build(root: Path | None = None, jobs: int | None = None, log=print) -> Path:
-    """Fetch, unpack and build (each step skipped when done). Returns the cache directory."""
+def build(root: Path | None = None, jobs: int | None = None, log=print, server: bool = False) -> Path:
+    """Fetch, unpack and build (each step skipped when done); `server`: llama-server too. Returns the cache
+    directory."""
     root = root or cache_dir()
-    if is_built(root):
+    if is_built(root, server):
         return root
     for tool in ("cmake", "ninja", "c++"):
         if shutil.which(tool) is None:
@@ -92,12 +96,14 @@ def build(root: Path | None = None, jobs: int | None = None, log=print) -> Path:
     out = build_dir(root)
     _run(["cmake", "-S", str(llama_dir(root)), "-B", str(out), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
           *cmake_flags(), "-DBUILD_SHARED_LIBS=ON", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",
-          "-DLLAMA_BUILD_SERVER=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TOOLS=ON"],
+          f"-DLLAMA_BUILD_SERVER={'ON' if server else 'OFF'}", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
+          "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_BUILD_TOOLS=ON"],
          "configure llama.cpp", log)
-    cmd = ["cmake", "--build", str(out), "--target", *TARGETS, "-j", str(jobs or os.cpu_count() or 2)]
+    targets = (*TARGETS, SERVER) if server else TARGETS
+    cmd = ["cmake", "--build", str(out), "--target", *targets, "-j", str(jobs or os.cpu_count() or 2)]
     _run_with_progress(cmd, log)
-    if not is_built(root):
-        raise AnchorError(f"llama.cpp built without {bin_dir(root)}/llama-bench or libllama.so; see the log above")
+    if not is_built(root, server):
+        raise AnchorError(f"llama.cpp built without {', '.join(targets)} in {bin_dir(root)}; see the log above")
     return root
 
 
