@@ -29,11 +29,27 @@ K3 = str(Path(sys.executable).with_name("k3"))
 LIMIT, TOKENS = "8", "24"
 
 
+CONTEXT = 8192
+
+
+def with_context(model: Path, out: Path) -> Path:
+    """The checkpoint with the context length llama.cpp's converter looks for (`max_position_embeddings`: the
+    bundled model's config has none, k3 takes its length from its memory plan); the files linked, not copied."""
+    out.mkdir()
+    for f in model.iterdir():
+        (out / f.name).symlink_to(f.resolve())
+    config = json.loads((model / "config.json").read_text())
+    (config.get("text_config") or config)["max_position_embeddings"] = CONTEXT
+    (out / "config.json").unlink()
+    (out / "config.json").write_text(json.dumps(config))
+    return out
+
+
 def start(gguf: Path, port: int) -> tuple[subprocess.Popen, str]:
     from k3.testing.llama_cpp.build import SERVER, bin_dir
 
     proc = subprocess.Popen([str(bin_dir() / SERVER), "-m", str(gguf), "--port", str(port), "--host", "127.0.0.1",
-                             "-c", "8192", "-np", "2", "--jinja", "-a", "k3-default"],
+                             "-c", str(CONTEXT), "-np", "2", "--jinja", "-a", "k3-default"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     for _ in range(240):
@@ -70,7 +86,9 @@ def runs(url: str, tmp: Path) -> list[dict]:
             shown = figure(found, stdout, stderr)
         except (KeyError, TypeError, ValueError, IndexError) as e:
             shown = f"(no figure: {type(e).__name__})"
-        out.append({"what": what, "command": "k3 " + " ".join(a if "127.0.0.1" not in a else "URL" for a in argv),
+        shown_argv = [a.replace(str(tmp), "DIR").replace(url, "URL").replace(url.replace("127.0.0.1", "localhost"),
+                                                                               "URL-spelt-localhost") for a in argv]
+        out.append({"what": what, "command": "k3 " + " ".join(shown_argv),
                     "exit": code, "figure": shown, "stderr": (stderr.strip().splitlines() or [""])[-1][:300]})
 
     row("k3 bench", ["bench", "--endpoint", url, "--num-prompts", "8", "--input-len", "64", "--output-len", TOKENS,
@@ -145,7 +163,7 @@ def main() -> None:
     build(server=True, log=lambda s: print(s, file=sys.stderr, flush=True))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        gguf = convert(default_model(), tmp / "default-bf16.gguf", "bf16")
+        gguf = convert(with_context(Path(default_model()), tmp / "model"), tmp / "default-bf16.gguf", "bf16")
         server, url = start(gguf, args.port)
         try:
             found, missing = runs(url, tmp), lacks(url)

@@ -25,6 +25,8 @@ ABOUT = {
     "load_sweep": "k3 check's load sweep beside GuideLLM's on the same server (the bundled model under `k3 serve`), both "
                   "synchronous, throughput and Poisson rates between; k3 also scores the answers at each level and decides "
                   "its requirements on their intervals",
+    "foreign_server": "k3's commands against llama.cpp's `llama-server` serving the bundled model as GGUF (a server nobody "
+                      "here wrote): what ran, its figure, and what the server does not report that k3 reads",
     "native_build": "building the native kernels: a first build, a rebuild after an edit to one unit and to the shared "
                     "header, a later process importing the published library (seconds)",
 }
@@ -210,7 +212,18 @@ def _load_sweep(r: dict) -> list[str]:
                    "requests per second."]
 
 
-SHAPES = {"load_sweep": _load_sweep, "decode_settings": _decode_settings, "prefill_gemm": _prefill_gemm, "ops": _ops, "vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
+def _foreign_server(r: dict) -> list[str]:
+    rows = ["| command | exit | result |", "|---|---|---|"]
+    rows += [f"| `{x['command']}` | {x['exit']} | {x['figure']} |" for x in r["runs"]]
+    rows += ["", f"What k3 reads, against {r['server']}:", "", "| k3 reads | the server gives it | where not, k3 |",
+             "|---|---|---|"]
+    rows += [f"| {k} | {'yes' if v else 'no'} | {r['without'].get(k, '')} |" for k, v in r["server_reports"].items()]
+    return rows + ["", "Exit codes: 0 ran (or PASS), 1 FAIL, 2 refused before running, 3 INCONCLUSIVE. The bundled "
+                   "model writes prose and is cut at the token limit, so its refusal rates have n = 0: "
+                   "INCONCLUSIVE is the honest verdict."]
+
+
+SHAPES = {"foreign_server": _foreign_server, "load_sweep": _load_sweep, "decode_settings": _decode_settings, "prefill_gemm": _prefill_gemm, "ops": _ops, "vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
           "prefix_cache": _prefix_cache, "speculative": _speculative}
 
 
