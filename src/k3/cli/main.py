@@ -21,7 +21,7 @@ COMMANDS = {
     "quantize": ("k3.cli.quantize", "convert BF16/FP32 routed experts to official MXFP4"),
     "bench": ("k3.cli.bench", "latency/throughput of the local engine or any OpenAI endpoint"),
     "eval": ("k3.cli.eval", "quality, refusal, agent and code evaluation of a local model or any OpenAI endpoint"),
-    "check": ("k3.cli.check", "quality, speed and memory in one run, judged against thresholds: PASS or FAIL"),
+    "check": ("k3.cli.check", "quality, speed and memory in one run, decided on intervals: PASS, FAIL or INCONCLUSIVE"),
     "demo": ("k3.cli.demo", "generate with the bundled model, then write a small random checkpoint and run it "
                             "end to end (inspect, forward pass, batched generation, a chat turn)"),
 }

@@ -1,5 +1,4 @@
-"""What a result or a server is running on: k3's version and commit, and the machine (CPU, cores, system, torch,
-GPU). Evaluation reports record it for the model they ran in-process; `k3 serve` reports it at /version,
+"""What a result or a server is running on: k3's version and commit, and the machine (CPU, cores, system). Evaluation reports record it for the model they ran in-process; `k3 serve` reports it at /version,
 so a report on an endpoint names the server's machine, never the client's."""
 
 from __future__ import annotations
@@ -27,17 +26,9 @@ def commit() -> str | None:
 
 
 def hardware() -> dict:
+    """The CPU, its cores and the system (torch's version and the GPU: tools/machine.torch_facts)."""
     cpu = cpuinfo.field("model name") or platform.processor() or platform.machine()
-    out = {"cpu": cpu, "cores": os.cpu_count(), "system": platform.platform()}
-    try:
-        import torch
-
-        out["torch"] = torch.__version__
-        if torch.cuda.is_available():
-            out["gpu"] = torch.cuda.get_device_name(0)
-    except ImportError:
-        pass
-    return out
+    return {"cpu": cpu, "cores": os.cpu_count(), "system": platform.platform()}
 
 
 def describe() -> dict:

@@ -16,13 +16,12 @@ from fastapi.responses import FileResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from k3 import __version__
-from k3.config import identity
 from k3.chat.images import image_sources
 from k3.config.vision import MediaConfig
 from k3.engine.image_prompts import prepare_all
 from k3.media import ImageError, ImageLimits
 from k3.serve import chat_route, completion_route
+from k3.serve.info import install_info
 from k3.serve.async_engine import AdmissionFailed, AsyncEngine, EngineUnavailable, QueueFull
 from k3.serve.guard import MAX_BODY_BYTES, MAX_BODY_BYTES_WITH_IMAGES, Guard
 from k3.serve.metrics import Metrics
@@ -154,7 +153,7 @@ def build_app(server: Server) -> FastAPI:
     app = FastAPI(title="k3", docs_url=None, redoc_url=None)
     _install_guards(app, server)
     _install_errors(app)
-    _install_info(app, server)
+    install_info(app, server)
 
     @app.get("/", include_in_schema=False)
     async def page():
@@ -197,43 +196,6 @@ def build_app(server: Server) -> FastAPI:
         return {"prompt": server.tokenizer.decode(req.tokens)}
 
     return app
-
-
-def _install_info(app: FastAPI, server: Server) -> None:
-    """What a client asks before it sends work: the model, the version, the tokenizer."""
-    described: dict = {}
-
-    async def _identity() -> dict:
-        if not described:      # git and /proc once: the answer does not change while the server runs
-            described.update(await asyncio.to_thread(identity.describe))
-        return described | {"version": __version__}
-
-    @app.get("/v1/models")
-    async def models():
-        return {"object": "list", "data": [await _model_card(server)]}
-
-    @app.get("/v1/models/{model_id:path}")
-    async def model(model_id: str):
-        """OpenAI's retrieve (`client.models.retrieve(id)`); ids may hold a slash (moonshotai/Kimi-K3)."""
-        server.check_model(model_id)
-        return await _model_card(server)
-
-    @app.get("/version")
-    async def version():
-        """k3's version, and what the server runs on (an endpoint's evaluation report names the server's machine)."""
-        return await _identity()
-
-    @app.get("/tokenizer_info")
-    async def tokenizer_info():
-        """vLLM's: what a client tokenizing on its own side needs (lm-eval's remote tokenizer reads it)."""
-        return server.tokenizer_info()
-
-
-async def _model_card(server: Server) -> dict:
-    # The weights' fingerprint (engine.fingerprint): an evaluation refuses a judge serving the same weights.
-    fingerprint = await asyncio.to_thread(lambda: server.engine.engine.fingerprint)
-    return {"id": server.model_name, "object": "model", "owned_by": "k3", "created": 0, "fingerprint": fingerprint,
-            "max_model_len": server.max_model_len}
 
 
 def _tokenize(server: Server, req: TokenizeRequest) -> list[int]:

@@ -97,3 +97,15 @@ def machine_info(disk_path: str | Path, sample: Path | None = None, measure: boo
     disk_bw, cold = measure_disk(where, sample) if measure else (0.0, False)
     return MachineInfo(os.cpu_count() or 1, total, available, free, str(where), disk_bw, cold,
                        measure_memory() if measure else 0.0)
+
+
+def torch_facts() -> dict:
+    """torch's version and, where there is one, the GPU's name: what a result ran on beside the CPU."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    out = {"torch": torch.__version__}
+    if torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name(0)
+    return out

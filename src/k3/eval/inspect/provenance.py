@@ -13,13 +13,14 @@ import httpx
 import k3
 from k3.config import identity
 from k3.eval.inspect import independence
+from k3.tools.machine import torch_facts
 
 UNKNOWN = {"server": "unknown", "hardware": "unknown (the server does not report it)"}
 
 
 def provenance(model_fingerprint: str | None, server: dict | None = None) -> dict:
     """server: the endpoint's identity (server_identity); None for a model run in this process."""
-    here = identity.hardware()
+    here = identity.hardware() | torch_facts()
     out = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "k3_version": k3.__version__, "k3_commit": identity.commit(), "model_fingerprint": model_fingerprint}
     if server is None:

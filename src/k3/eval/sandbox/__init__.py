@@ -13,4 +13,5 @@ from k3.eval.sandbox.run import ISOLATIONS, Sandbox
 __all__ = ["ISOLATIONS", "JUDGE_SOURCES", "Limits", "RunResult", "Sandbox", "SandboxUnavailable", "SandboxViolation"]
 
 # The files that decide a judged verdict inside the sandbox (loaded there by path): fingerprints cover them.
-JUDGE_SOURCES = tuple(Path(__file__).with_name(f) for f in ("judge.py", "pytest_judge.py", "wire.py", "launcher.py"))
+JUDGE_SOURCES = tuple(Path(__file__).with_name(f)
+                      for f in ("judge.py", "worker.py", "pytest_judge.py", "wire.py", "launcher.py"))

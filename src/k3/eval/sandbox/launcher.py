@@ -122,7 +122,7 @@ def _judged(cfg, root, layers, report_fd):
     """Fork the worker before anything secret is read; the judge (this process) reads the check, runs it
     against the worker, and reports the verdict where the worker cannot write (see judge.py). The judge
     alone may read `spec["readable"]` (a test suite's directory)."""
-    judge = _sibling("judge")
+    judge, worker = _sibling("judge"), _sibling("worker")
     spec = cfg["judge"]
     modules = spec.get("modules")
     req_r, req_w = os.pipe()
@@ -135,9 +135,9 @@ def _judged(cfg, root, layers, report_fd):
             _prctl(PR_SET_PDEATHSIG, 9)
             own = _confine(cfg, root)
             _audit(cfg, root, own)
-            judge.send(resp_w, {"layers": own})   # what the tested code runs under, for the report
+            worker.send(resp_w, {"layers": own})   # what the tested code runs under, for the report
             os.chdir(root)
-            judge.serve(req_r, resp_w, root, modules)
+            worker.serve(req_r, resp_w, root, modules)
         finally:
             os._exit(0)
     os.close(req_r)

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 from k3.eval.sandbox import hidden, namespaces, teardown, wire
@@ -19,7 +17,7 @@ from k3.eval.sandbox.cgroup import MemoryCgroup
 from k3.eval.sandbox.namespaces import SandboxUnavailable
 from k3.eval.sandbox.limits import Limits
 from k3.eval.sandbox.paths import SandboxViolation, WorkspaceFiles, printable
-from k3.eval.sandbox.result import RunResult, read_report
+from k3.eval.sandbox.result import RunResult, collect, read_report
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 ISOLATIONS = ("namespaces", "process")
@@ -266,7 +264,8 @@ class Sandbox:
                     proc.stdin.close()
                 except BrokenPipeError:  # the child exited before reading it
                     pass
-            out, timed_out, exceeded = self._collect(proc, self.limits.wall_s if wall_s is None else wall_s)
+            out, timed_out, exceeded = collect(proc, self.limits.wall_s if wall_s is None else wall_s,
+                                              self.limits.output_bytes)
         finally:
             teardown.end_run(proc, init)
         layers, verdict = read_report(report_r)
@@ -278,33 +277,6 @@ class Sandbox:
         text = [b.decode(errors="replace").replace(str(self.root), "<sandbox>") for b in out]
         return RunResult(proc.returncode, text[0], text[1], timed_out, exceeded, layers,
                          verdict if judge_pipe else None)
-
-    def _collect(self, proc, wall_s: float) -> tuple[list[bytes], bool, bool]:
-        """Read stdout/stderr until both close, the wall limit passes or the output limit is hit."""
-        sel = selectors.DefaultSelector()
-        sel.register(proc.stdout, selectors.EVENT_READ, 0)
-        sel.register(proc.stderr, selectors.EVENT_READ, 1)
-        bufs, total, deadline = [bytearray(), bytearray()], 0, time.monotonic() + wall_s
-        while sel.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return [bytes(b) for b in bufs], True, False
-            for key, _ in sel.select(timeout=min(left, 0.5)):
-                chunk = os.read(key.fileobj.fileno(), 65536)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    continue
-                keep = max(0, self.limits.output_bytes - total)
-                bufs[key.data] += chunk[:keep]
-                total += len(chunk)
-                if total > self.limits.output_bytes:
-                    return [bytes(b) for b in bufs], False, True
-        try:  # both pipes closed: the child may still be running (it can close them itself)
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            return [bytes(b) for b in bufs], True, False
-        return [bytes(b) for b in bufs], False, False
-
 
 def _warn_weak() -> None:
     if not _warned:
