@@ -20,10 +20,10 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
+from servers import wait_up
 
 K3 = str(Path(sys.executable).with_name("k3"))
 LIMIT, TOKENS = "8", "24"
@@ -51,18 +51,7 @@ def start(gguf: Path, port: int) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([str(bin_dir() / SERVER), "-m", str(gguf), "--port", str(port), "--host", "127.0.0.1",
                              "-c", str(CONTEXT), "-np", "2", "--jinja", "-a", "k3-default"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            if httpx.get(url + "/v1/models", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise SystemExit(f"llama-server exited: {proc.stderr.read().decode(errors='replace')[-800:]}")
-        time.sleep(0.5)
-    proc.kill()
-    raise SystemExit("llama-server did not come up in 120 s")
+    return proc, wait_up(proc, f"http://127.0.0.1:{port}", "llama-server")
 
 
 def k3(*argv: str) -> tuple[int, str, str]:

@@ -21,10 +21,9 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
+from servers import wait_up
 
 ROOT = Path(__file__).resolve().parents[1]
 K3 = str(Path(sys.executable).with_name("k3"))
@@ -44,18 +43,7 @@ def guidellm() -> str:
 def serve(port: int):
     proc = subprocess.Popen([K3, "serve", "--port", str(port), "--cache-memory", "64MiB", "--max-num-seqs", "8"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            if httpx.get(url + "/v1/models", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise SystemExit(f"k3 serve exited: {proc.stderr.read().decode()[-500:]}")
-        time.sleep(0.5)
-    proc.kill()
-    raise SystemExit("k3 serve did not come up in 120 s")
+    return proc, wait_up(proc, f"http://127.0.0.1:{port}", "k3 serve")
 
 
 def prompts(items: int, max_tokens: int, path: Path) -> None:

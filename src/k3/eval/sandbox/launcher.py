@@ -24,10 +24,14 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 NAMESPACES = ("user", "pid", "mnt", "ipc", "uts", "net")
 
 
-def _sibling(name):
+def _sibling(name, register=False):
+    """A module of this folder, loaded by path; `register`: importable as _k3_sandbox_NAME afterwards (wire.py,
+    which the judge's and the worker's sides import)."""
     spec = importlib.util.spec_from_file_location(f"_k3_sandbox_{name}", os.path.join(os.path.dirname(__file__), f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if register:
+        sys.modules[spec.name] = module
     return module
 
 
@@ -122,6 +126,7 @@ def _judged(cfg, root, layers, report_fd):
     """Fork the worker before anything secret is read; the judge (this process) reads the check, runs it
     against the worker, and reports the verdict where the worker cannot write (see judge.py). The judge
     alone may read `spec["readable"]` (a test suite's directory)."""
+    _sibling("wire", register=True)
     judge, worker = _sibling("judge"), _sibling("worker")
     spec = cfg["judge"]
     modules = spec.get("modules")

@@ -8,15 +8,8 @@ import os
 import sys
 import types
 
+import _k3_sandbox_wire as wire   # wire.py, which the launcher loads by path and registers under this name first
 
-def _wire():
-    spec = importlib.util.spec_from_file_location("_k3_sandbox_wire", os.path.join(os.path.dirname(__file__), "wire.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-wire = _wire()
 RemoteError, Lines, encode, decode, send = wire.RemoteError, wire.Lines, wire.encode, wire.decode, wire.send
 MAX_ITEMS = 100_000        # items of one iterable sent back
 
