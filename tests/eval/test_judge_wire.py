@@ -60,7 +60,9 @@ def _check(check: str) -> dict:
     "import sim\nassert callable(sim.make) and not callable(sim.THING) and isinstance(sim.make(), sim.Thing)",
     "import sim\nassert sim.names() == ['a', 'b'] and type(sim.names()) is list",
     "import sim\nimport numpy as np\nassert type(sim.objects()) is not np.ndarray",   # object arrays stay in the worker
-], ids=["array", "numpy-scalar", "live-set", "exception-base", "callable-isinstance", "list-copy", "object-array"])
+    "from sim import *\nassert names() == ['a', 'b'] and callable(make)",
+], ids=["array", "numpy-scalar", "live-set", "exception-base", "callable-isinstance", "list-copy", "object-array",
+        "star-import"])
 def test_what_crosses(check):
     v = _check(check)
     assert v["passes"], v["error"]

@@ -195,12 +195,20 @@ class CallableHandle(Handle):
 
 
 class RemoteModule(types.ModuleType):
-    """A workspace module as the judge sees it: every attribute is asked of the worker."""
+    """A workspace module as the judge sees it: every attribute is asked of the worker (`from lib import *` takes
+    its `__all__`, else its public names)."""
 
     def __getattr__(self, name):
+        handle = self.__dict__["_k3_handle"]
+        if name == "__all__":
+            try:
+                names = handle.__getattr__("__all__")
+            except (AttributeError, RemoteError):
+                names = handle._ask("names")
+            return [str(n) for n in names][:MAX_NAMES]
         if name.startswith("__"):
             raise AttributeError(name)
-        return self.__dict__["_k3_handle"].__getattr__(name)
+        return handle.__getattr__(name)
 
 
 class WorkspaceFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
