@@ -1,6 +1,6 @@
 """`k3 check` as the check guide shows it, end to end against `k3 serve` (issue 65): every `k3 check` command in
 docs/guide/check.md runs, with the docs' own thresholds, against the bundled model served over loopback
-(gpu-box and other-box stand for it), and reaches a verdict: PASS, FAIL or INCONCLUSIVE honestly (the
+(gpu-box and judge-box stand for it), and reaches a verdict: PASS, FAIL or INCONCLUSIVE honestly (the
 bundled model is too small to pass them), never an error. Items and tokens are cut down to fit the test."""
 
 from __future__ import annotations
