@@ -102,6 +102,7 @@ def test_the_judge_under_another_spelling_is_the_same_server(tmp_path, capsys):
         assert main(argv) == 2
         assert "both are the server at this machine:" in capsys.readouterr().err
         assert main([*argv, "--allow-dependent-judge"]) in (0, 1)
+    assert "both are the server at this machine" in _last_json(capsys)["judge_not_independent"][0]
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["provenance"]["judge"]["independent"] is False
     assert "**judge not independent**" in (tmp_path / "report.md").read_text()

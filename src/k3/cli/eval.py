@@ -135,7 +135,9 @@ def _task_args(pairs: list[str]) -> dict:
 
 
 def _summary(report: dict, paths) -> dict:
+    judge = report.get("provenance", {}).get("judge") or {}
     return {"report": str(paths[-1]), "problems": report["problems"],
+            **({"judge_not_independent": judge["why"]} if judge.get("independent") is False else {}),
             "tasks": [{"task": t["task"], "log": t["log"], "status": t["status"],
                        "score": t["main"]["excluding_truncated"],
                        "score_truncated_as_failed": t["main"]["truncated_as_failed"],
