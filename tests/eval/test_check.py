@@ -87,11 +87,11 @@ def test_a_local_model_is_served_here_and_its_memory_measured(tmp_path, capsys):
 
 def test_the_sweep_finds_the_scripted_knee(tmp_path, capsys):
     """One request at a time, about 0.2 s each: at concurrency 1 TTFT is 0.1 s, at 2 a queued request waits one
-    answer (about 0.3 s), at 4 three (about 0.7 s). With TTFT p50 <= 0.5 s on 12 items the bar holds up to 2
+    answer (about 0.3 s), at 4 three (about 0.7 s). With TTFT p50 <= 0.55 s on 12 items the bar holds up to 2
     and not at 4; quality is scored on the answers served at every level."""
     with streaming_endpoint(lambda m: REFUSES, first=0.1, gap=0.01, serial=True) as url:
         argv = ["check", "refusal", "--endpoint", url, "--limit", "12", "--log-dir", str(tmp_path), "--json",
-                "--require", "ttft.p50<=0.5s", "--sweep", "concurrency=1,2,4"]
+                "--require", "ttft.p50<=0.55s", "--sweep", "concurrency=1,2,4"]
         assert main(argv) == 0                       # the verdict is the lowest load's
     out = capsys.readouterr().out
     sweep = json.loads(out.strip().splitlines()[-1])["sweep"]
