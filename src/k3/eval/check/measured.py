@@ -75,9 +75,9 @@ class MeasuredAPI(ModelAPI):
         message = reply.message()
         usage = ModelUsage(input_tokens=record.prompt_tokens, output_tokens=record.output_tokens,
                            total_tokens=record.prompt_tokens + record.output_tokens)
-        reason = STOP.get(reply.finish_reason or "", "unknown") if record.error is None else "unknown"
+        reason = STOP.get(reply.finish_reason or "", "unknown")
         return ModelOutput(model=self.model_name, choices=[ChatCompletionChoice(message=message, stop_reason=reason)],
-                           usage=usage, error=record.error, metadata={"k3_timing": record.to_dict()})
+                           usage=usage, metadata={"k3_timing": record.to_dict()})
 
     async def _arrive(self) -> None:
         """With a rate, wait for this call's arrival: the next of a Poisson process started at the first call."""

@@ -1,15 +1,15 @@
-"""The check as a person reads it: each requirement with what was measured and PASS/FAIL, then the
-quality, latency and memory figures, then the verdict."""
+"""The check as a person reads it: each requirement with what was measured, its interval, n and status, then
+the quality, latency and memory figures, then the verdict."""
 
 from __future__ import annotations
 
-SECONDS = ("ttft", "ttfvt", "tpot", "e2el", "itl")
+from k3.eval.metrics.names import LATENCIES
 
 
 def show(name: str, value) -> str:
     if value is None:
         return "not measured"
-    if name.split(".")[0] in SECONDS:
+    if name.split(".")[0] in LATENCIES:
         return f"{value * 1e3:,.1f} ms" if value < 1 else f"{value:,.2f} s"
     if name == "peak_rss":
         return f"{value / 1e9:,.2f} GB"

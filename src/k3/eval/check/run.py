@@ -19,6 +19,7 @@ from k3.eval.check.measured import timing_of
 from k3.eval.check.memory import RssSampler
 from k3.eval.inspect import launch
 from k3.eval.inspect import provenance as prov
+from k3.eval.metrics.names import short
 from k3.tools.proc_memory import peak_rss
 
 RECORD_FIELDS = {f.name for f in fields(RequestRecord)}
@@ -84,8 +85,7 @@ def run(c: Check, served: tuple | None = None) -> dict:
 def serve(c: Check):
     """(the endpoint's OpenAI root, and for a model served here the RssSampler watching this process; else None)."""
     if c.endpoint:
-        root = c.endpoint.rstrip("/")
-        yield (root if root.endswith("/v1") else root + "/v1"), None
+        yield launch.openai_root(c.endpoint), None
         return
     from k3 import LLM
     from k3.serve.loopback import serving
@@ -128,7 +128,7 @@ def items(logs) -> list[dict]:
             timed = [RequestRecord(**{k: v for k, v in t.items() if k in RECORD_FIELDS}) for e in s.events or []
                      if e.event == "model" and (t := timing_of(e.output)) is not None]
             score = first_score(s)
-            out.append({"task": _short(log.eval.task), "id": s.id, "epoch": s.epoch,
+            out.append({"task": short(log.eval.task), "id": s.id, "epoch": s.epoch,
                         "score": main_value(score) if score else None, "calls": len(timed),
                         "ttft_s": timed[0].ttft if timed else None, "ttfvt_s": timed[0].ttfvt if timed else None,
                         "tpot_s": [r.tpot for r in timed], "e2el_s": sum(r.e2el or 0 for r in timed),
@@ -147,10 +147,6 @@ def measure(logs, records, speed: dict, memory: dict) -> dict:
     for log in logs:
         out.update(quality.measures(log))
     return out | latency.measures(records, speed, memory)
-
-
-def _short(task: str) -> str:
-    return task.split("/")[-1]
 
 
 def write(result: dict, log_dir: str | Path) -> Path:

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from k3.config.units import parse_size
+from k3.eval.metrics.names import LATENCIES
 
 OPS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
 PATTERN = re.compile(r"^\s*([A-Za-z0-9_.@/-]+)\s*(>=|<=|==|>|<)\s*([0-9.eE+-]+)\s*([A-Za-z]*)\s*$")
 TIME_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3}
-LATENCIES = ("ttft", "ttfvt", "tpot", "e2el", "itl")
-STATUSES = ("PASS", "FAIL", "INCONCLUSIVE")
+ORDER = ("PASS", "INCONCLUSIVE", "FAIL", "ERROR")     # verdicts, better to worse
 
 
 @dataclass(frozen=True)
@@ -104,11 +104,7 @@ def judge(requirements: list[Requirement], measured: dict) -> list[dict]:
 
 def verdict(rows: list[dict]) -> str:
     """FAIL when any requirement fails, else INCONCLUSIVE when any is undecided, else PASS."""
-    statuses = {row["status"] for row in rows}
-    return "FAIL" if "FAIL" in statuses else "INCONCLUSIVE" if "INCONCLUSIVE" in statuses else "PASS"
-
-
-ORDER = ("PASS", "INCONCLUSIVE", "FAIL", "ERROR")
+    return worst("PASS", *(row["status"] for row in rows))
 
 
 def worst(*verdicts: str) -> str:

@@ -58,10 +58,9 @@ def measures(metas: list[dict]) -> dict[str, measured.Measured]:
 
 @metric
 def grading_rates():
+    """Every measure as Inspect's flat numbers, each with its n and interval."""
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        nan = float("nan")
-        return {k: nan if m.value is None else m.value for k, m in
-                measures([s.score.metadata or {} for s in scores]).items()}
+        return measured.as_floats(measures([s.score.metadata or {} for s in scores]))
 
     return compute
 

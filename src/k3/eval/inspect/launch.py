@@ -65,7 +65,7 @@ def endpoint(base_url: str, name: str | None, api_key: str | None = None, thinki
     """`base_url`: the server's OpenAI root, with or without its /v1 (http://host:8000 and .../v1 both work).
     `thinking`: asked of the server on every call as chat_template_kwargs (K3's `thinking`, and the
     `enable_thinking` other templates read); None leaves the server's default."""
-    base_url = base_url.rstrip("/") if base_url.rstrip("/").endswith("/v1") else base_url.rstrip("/") + "/v1"
+    base_url = openai_root(base_url)
     name = name or first_model(base_url, api_key)
     kwargs = {} if thinking is None else {"config": GenerateConfig(extra_body={
         "chat_template_kwargs": {"thinking": thinking, "enable_thinking": thinking}})}
@@ -75,12 +75,18 @@ def endpoint(base_url: str, name: str | None, api_key: str | None = None, thinki
                   server=prov.server_identity(base_url, api_key))
 
 
+def openai_root(url: str) -> str:
+    """A server's URL as its OpenAI root: http://host:8000 and http://host:8000/v1/ are both http://host:8000/v1."""
+    root = url.rstrip("/")
+    return root if root.endswith("/v1") else root + "/v1"
+
+
 def judge(base_url: str, name: str | None, api_key: str | None = None) -> Target:
     """The judge model at an endpoint, reached once before anything runs: one that cannot be reached is refused
     now, naming the address, rather than failing every grading later."""
     import httpx
 
-    root = base_url.rstrip("/") if base_url.rstrip("/").endswith("/v1") else base_url.rstrip("/") + "/v1"
+    root = openai_root(base_url)
     try:
         r = httpx.get(root + "/models", timeout=30, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
         r.raise_for_status()

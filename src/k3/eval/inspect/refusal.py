@@ -78,12 +78,7 @@ def refusal_rates():
     """Every measure as Inspect's flat numbers: NAME, NAME_n, NAME_ci95_low, NAME_ci95_high (NaN: nothing to
     measure)."""
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        out = {}
-        for name, m in measures([s.score.metadata or {} for s in scores]).items():
-            nan = float("nan")
-            out |= {name: nan if m.value is None else m.value, f"{name}_n": float(m.n),
-                    f"{name}_ci95_low": nan if m.low is None else m.low, f"{name}_ci95_high": nan if m.high is None else m.high}
-        return out
+        return measured.as_floats(measures([s.score.metadata or {} for s in scores]))
 
     return compute
 

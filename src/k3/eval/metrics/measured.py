@@ -69,3 +69,14 @@ def point(value: float | None) -> Measured:
     """A single reading (peak memory, a count, a throughput over the run): decided on its value."""
     ok = value is not None and math.isfinite(value)
     return Measured(float(value) if ok else None, 1 if ok else 0, "point", value if ok else None, value if ok else None)
+
+
+def as_floats(found: dict[str, Measured]) -> dict[str, float]:
+    """Measures as an Inspect metric's flat numbers: NAME, NAME_n, NAME_ci95_low, NAME_ci95_high (NaN where there
+    is nothing: Inspect's numbers cannot be None)."""
+    nan = float("nan")
+    out = {}
+    for name, m in found.items():
+        out |= {name: nan if m.value is None else m.value, f"{name}_n": float(m.n),
+                f"{name}_ci95_low": nan if m.low is None else m.low, f"{name}_ci95_high": nan if m.high is None else m.high}
+    return out
