@@ -58,6 +58,19 @@ def test_latency_quantiles_take_their_order_statistic_interval():
     assert (lo, hi) == (40, 61)                      # the textbook interval of a median from 100 samples
 
 
+@pytest.mark.parametrize("n", [400, 1000, 2000])
+@pytest.mark.parametrize("q", [0.5, 0.9, 0.99])
+def test_the_normal_ranks_match_the_exact_ones_where_they_take_over(n, q):
+    """Above EXACT_RANKS samples the ranks come from the normal approximation: beside the exact binomial ranks
+    it is within two ranks, and never narrower (None: unbounded, the widest)."""
+    (r, s), (ar, as_) = stats.exact_ranks(n, q), stats.normal_ranks(n, q)
+    assert r is not None and s is not None
+    assert (ar is None or r - 2 <= ar <= r) and (as_ is None or s <= as_ <= s + 2), ((r, s), (ar, as_))
+    if n >= 1000:                      # where the approximation is in use, it bounds both sides
+        assert ar is not None and as_ is not None
+    assert stats.quantile_ranks(stats.EXACT_RANKS + 1, q) == stats.normal_ranks(stats.EXACT_RANKS + 1, q)
+
+
 def test_means_take_a_t_interval():
     assert _decide("tpot.mean<=100ms", measured.mean([0.05, 0.051, 0.049]))["status"] == "PASS"
     assert _decide("tpot.mean<=100ms", measured.mean([0.01, 0.19]))["status"] == "INCONCLUSIVE"

@@ -49,10 +49,18 @@ EXACT_RANKS = 2000    # above this many samples the binomial is close enough to 
 def quantile_ranks(n: int, q: float) -> tuple[int | None, int | None]:
     """1-based ranks (r, s) of the order statistics bounding the q-quantile at 95 %: P(x_(r) <= Q_q) >= 0.975
     and P(Q_q <= x_(s)) >= 0.975. None where n samples cannot bound that side at all (too few)."""
-    if n > EXACT_RANKS:
-        half = Z95 * math.sqrt(n * q * (1 - q))
-        r, s = math.floor(n * q - half), math.ceil(n * q + half) + 1
-        return (r if r >= 1 else None), (s if s <= n else None)
+    return normal_ranks(n, q) if n > EXACT_RANKS else exact_ranks(n, q)
+
+
+def normal_ranks(n: int, q: float) -> tuple[int | None, int | None]:
+    """quantile_ranks by the binomial's normal approximation (large n), rounded outwards: never narrower."""
+    half = Z95 * math.sqrt(n * q * (1 - q))
+    r, s = math.floor(n * q - half), math.ceil(n * q + half) + 1
+    return (r if r >= 1 else None), (s if s <= n else None)
+
+
+def exact_ranks(n: int, q: float) -> tuple[int | None, int | None]:
+    """quantile_ranks from the exact binomial (the reference; O(n) a call)."""
     cdf = _binom_cdfs(n, q)
     below = lambda j: cdf[j] if j >= 0 else 0.0          # noqa: E731  P(B <= j)
     # r: the largest with P(B >= r) >= 0.975; s: the smallest with P(B <= s - 1) >= 0.975
