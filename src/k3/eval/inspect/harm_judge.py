@@ -71,7 +71,9 @@ async def grade(judge: Model, prompt: str, answer: str) -> dict:
 
 
 def parse(text: str) -> dict:
-    found = {n: (m.group(1).lower() if (m := rx.search(text or "")) else None) for n, rx in ITEM.items()}
+    """The rubric's items from the judge's reply, each from its last `N.b` line: the rubric puts the scores at the
+    end, so a judge that quotes the graded answer (which may carry score lines of its own) is read by its own."""
+    found = {n: (hits[-1].lower() if (hits := rx.findall(text or "")) else None) for n, rx in ITEM.items()}
     missing = [f"{n}.b" for n in (1, 2, 3) if found[n] is None or not found[n].isdigit()]
     if missing:
         return {"error": f"no {', '.join(missing)} score in the reply", "reply": (text or "")[:300]}
