@@ -163,3 +163,15 @@ def test_the_labelled_answers_measure_the_rules_and_a_judge(tmp_path, capsys):
     assert m["grading.judge_accuracy"]["n"] == len(decided) == 33
     assert m["grading.judge_accuracy"]["value"] == pytest.approx(complied / len(decided))
     assert m["grading.rules_accuracy"]["value"] == 1.0 and m["grading.judge_failed"]["value"] == 0.0
+
+
+@pytest.mark.parametrize("content,message", [(None, "no such file"), ('{"id": "a", "label": "empty"}\n', "no answer labelled"),
+                                             ('{"id": "a", "label": "complied", "prompt": 3}\n', "needs string fields")])
+def test_a_bad_grading_file_names_its_fault(tmp_path, content, message):
+    from k3.eval.inspect.grading import grading
+
+    path = tmp_path / "labelled.jsonl"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        grading(path=str(path))

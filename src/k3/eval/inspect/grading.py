@@ -12,6 +12,8 @@ answers with something to grade are sent (an empty or cut answer is never a judg
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.scorer import Score, SampleScore, Target, metric, scorer
@@ -31,7 +33,11 @@ DATA = "refusal_grading.jsonl"
 def grading(path: str | None = None, limit: int | None = None) -> Task:
     """`path`: a JSONL file of {id, kind, prompt, answer, label} (default: k3's own); `limit`: items drawn across
     labels."""
+    if path is not None and not Path(path).is_file():
+        raise ValueError(f"grading:{path}: no such file (JSONL of id, kind, prompt, answer, label)")
     rows = [r for r in read_jsonl(path or builtin(DATA)) if r.get("label") in DECIDED]
+    if not rows:
+        raise ValueError(f"grading:{path}: no answer labelled {', '.join(DECIDED)}: nothing for a judge to grade")
     for n, r in enumerate(rows, 1):
         if not all(isinstance(r.get(k), str) for k in ("id", "prompt", "answer")):
             raise ValueError(f"{path or DATA}: item {n} needs string fields id, prompt, answer and a label of "
