@@ -20,7 +20,7 @@ from k3.eval.challenge.spec import ChallengeError  # noqa: E402
 from k3.eval.inspect.challenge import challenge  # noqa: E402
 from sandbox_support import need_namespaces  # noqa: E402
 
-BUNDLED = spec.load(spec.BUNDLED)
+BUNDLED = spec.load(spec.INFLECTION)
 FORGED_CONFTEST = """import pytest
 
 @pytest.hookimpl(hookwrapper=True)
@@ -55,6 +55,7 @@ def _solve(task):
 
 
 def _run(tmp_path, agent, **task_args):
+    task_args.setdefault("path", "inflection")
     [log] = inspect_eval(challenge(**task_args), model=agent, log_dir=str(tmp_path), display="none")
     assert log.status == "success", log.error
     errors = [m.error for s in log.samples for m in s.messages if m.role == "tool" and m.error is not None]
@@ -65,14 +66,14 @@ def _run(tmp_path, agent, **task_args):
 def test_a_perfect_agent_passes_every_task_and_one_that_does_nothing_fails_all(tmp_path):
     need_namespaces()
     log = _run(tmp_path / "perfect", _agent(_solve))
-    assert all(s.scores["tests_after"].value["passed"] == 1.0 for s in log.samples), \
-        [(s.id, s.scores["tests_after"].explanation) for s in log.samples]
+    assert all(s.scores["steps_judged"].value["passed"] == 1.0 for s in log.samples), \
+        [(s.id, s.scores["steps_judged"].explanation) for s in log.samples]
     assert len(log.samples) == len(BUNDLED.tasks)
-    diff = log.samples[0].scores["tests_after"].answer
-    assert diff.startswith("--- a/inflection/__init__.py") and log.eval.task_args.get("path") is None
+    diff = log.samples[0].scores["steps_judged"].answer
+    assert diff.startswith("--- a/inflection/__init__.py") and log.eval.task_args.get("path") == "inflection"
     assert log.eval.metadata["fingerprint"] and "CANARY" in log.eval.metadata["canary"]
     idle = _run(tmp_path / "idle", _agent(lambda task: []))
-    assert all(s.scores["tests_after"].value == {"passed": 0.0, "resolved": 0.0, "rules_kept": 1.0}
+    assert all(s.scores["steps_judged"].value == {"passed": 0.0, "resolved": 0.0, "rules_kept": 1.0}
                for s in idle.samples)
 
 
@@ -95,15 +96,16 @@ def test_repeats_give_pass_at_k_and_pass_hat_k(tmp_path):
 def test_an_agent_that_edits_the_tests_or_forges_the_outcome_fails(tmp_path, cheat, broken):
     need_namespaces()
     log = _run(tmp_path, _agent(lambda task: cheat), tasks="ordinal-teens")
-    score = log.samples[0].scores["tests_after"]
+    score = log.samples[0].scores["steps_judged"]
     assert score.value["passed"] == 0.0 and score.value["resolved"] == 0.0, score.explanation
     if broken is not None:    # (a module that exits at import also loses the public API: no name can be read)
-        assert [b["path"] for b in score.metadata["broken"]] == broken
+        [step] = score.metadata["records"]["steps"]
+        assert [b["path"] for b in step["verdict"]["broken"]] == broken
 
 
 def test_the_bundled_challenge_checks_out(capsys):
     need_namespaces()
-    assert challenge_cli.main(["check"]) == 0
+    assert challenge_cli.main(["check", "inflection"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["task"] for r in rows] == [t.id for t in BUNDLED.tasks] and all(r["ok"] for r in rows)
 
@@ -130,7 +132,7 @@ def test_a_challenge_of_the_users_own_runs_and_is_checked(tmp_path, capsys):
     agent = get_model("mockllm/model", memoize=False, custom_outputs=[
         _out("bash", command="sed -i 's/a - b/a + b/' calc.py"), _out()])
     log = _run(tmp_path / "log", agent, path=str(root))
-    assert log.samples[0].scores["tests_after"].value["passed"] == 1.0
+    assert log.samples[0].scores["steps_judged"].value["passed"] == 1.0
 
 
 def test_a_broken_challenge_names_its_fault(tmp_path, capsys):
@@ -157,9 +159,9 @@ def test_a_scripted_approver_from_a_policy_file_is_counted_in_the_report(tmp_pat
                       "         sub: {command: ['-x test_inflection.py', '-x test_inflection.py -k ordinal']}}\n")
     steps = [("bash", {"command": "rm -rf inflection"}), ("bash", {"command": "python -m pytest -q -x test_inflection.py"}),
              *_solve(BUNDLED.task("ordinal-teens"))]
-    [log] = inspect_eval(challenge(tasks="ordinal-teens"), model=_agent(lambda task: steps), approval=str(policy),
+    [log] = inspect_eval(challenge(path="inflection", tasks="ordinal-teens"), model=_agent(lambda task: steps), approval=str(policy),
                          log_dir=str(tmp_path), display="none")
-    assert log.samples[0].scores["tests_after"].value["passed"] == 1.0     # the rejected rm never ran
+    assert log.samples[0].scores["steps_judged"].value["passed"] == 1.0     # the rejected rm never ran
     counted = report.task_report(log)["interventions"]
     assert counted["total"] == 2 and counted["by_decision"] == {"reject": 1, "modify": 1}
     modify = next(r for r in counted["records"] if r["decision"] == "modify")

@@ -12,8 +12,9 @@ import pytest
 from k3.eval.challenge import source, spec, verdict
 from sandbox_support import need_namespaces
 
-CHALLENGE = spec.load(spec.BUNDLED)
+CHALLENGE = spec.load(spec.INFLECTION)
 TASK = CHALLENGE.task("ordinal-teens")
+JOB = source.jobs(CHALLENGE)["ordinal-teens"]
 LIB = "inflection/__init__.py"
 
 # Appended to the library: each runs when the library is imported (by the tests, or by anything else).
@@ -203,7 +204,7 @@ def _judge(start, edits: dict[str, str], append: str = "") -> dict:
     final.update({path: text.encode() for path, text in edits.items()})
     if append:
         final[LIB] = final[LIB] + append.encode()
-    return verdict.judge(CHALLENGE, TASK, start, final)
+    return verdict.judge(JOB, final)
 
 
 def _honest(start) -> dict[str, str]:
@@ -239,7 +240,7 @@ def test_an_honest_solution_passes_with_the_same_files_beside_it(start):
 def test_the_suite_reader_would_pass_if_it_could_read_the_suite(start):
     """The positive control of `reads-the-hidden-tests`: given a copy of the judge's suite where it can read,
     the same library passes, so its failure above means the suite was out of reach."""
-    copy = verdict.suite(CHALLENGE, TASK, start)[verdict.KEEP_API_FILE].decode()
+    copy = verdict.suite(JOB)[verdict.KEEP_API_FILE].decode()
     assert _judge(start, {"control/suite.py": copy}, ATTACKS["reads-the-hidden-tests"])["resolved"]
 
 
@@ -254,6 +255,6 @@ def test_a_call_that_hangs_fails_its_tests_and_the_verdict_still_comes(start, mo
 def test_a_deleted_library_is_not_stood_in_for(start):
     """With the library gone, nothing else (an installed copy) answers for it: every test fails."""
     final = {p: d for p, d in start.items() if not p.startswith("inflection/")}
-    found = verdict.judge(CHALLENGE, TASK, start, final)
+    found = verdict.judge(JOB, final)
     assert not found["resolved"] and not found["rules_kept"]
     assert not any(o == "passed" for t, o in found["outcomes"].items() if t.startswith("test_inflection.py"))

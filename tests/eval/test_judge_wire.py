@@ -56,7 +56,9 @@ def _check(check: str) -> dict:
     "np.testing.assert_allclose(p.sum(axis=0), [3, 5, 7])",
     "import numpy as np, sim\ne = sim.energy()\nassert type(e) is np.float64 and abs(e - 0.5) < 1e-12",
     "import sim\nsim.REGISTRY.add('x')\nassert 'x' in sim.REGISTRY and len(sim.REGISTRY) == 1 and sim.REGISTRY == {'x'}",
-    "import sim\ntry:\n    sim.bad()\nexcept ValueError as e:\n    assert 'SceneError' in str(e) and 'no bodies' in str(e)\nelse:\n    raise AssertionError('no error')",
+    "import sim\ntry:\n    sim.bad()\nexcept ValueError as e:\n    assert type(e).__name__ == 'SceneError' and str(e) == 'no bodies'\n"
+    "    assert isinstance(e, sim.SceneError) and sim.SceneError is sim.SceneError and issubclass(sim.SceneError, ValueError)\n"
+    "else:\n    raise AssertionError('no error')",
     "import sim\nassert callable(sim.make) and not callable(sim.THING) and isinstance(sim.make(), sim.Thing)",
     "import sim\nassert sim.names() == ['a', 'b'] and type(sim.names()) is list",
     "import sim\nimport numpy as np\nassert type(sim.objects()) is not np.ndarray",   # object arrays stay in the worker

@@ -62,7 +62,7 @@ def _runs(tmp_path):
 
     tasks = {"refusal": refusal(limit=4), "harmful": harmful(limit=2), "humaneval": humaneval(limit=1, epochs=2),
              "code": code(limit=1), "bfcl": bfcl(limit=1, steps=1), "constraints": constraints(lengths="1024", per_length=1),
-             "challenge": challenge(tasks="ordinal-teens", epochs=2, message_limit=2), "grading": grading(limit=3)}
+             "challenge": challenge(path="inflection", tasks="ordinal-teens", epochs=2, turns=1), "grading": grading(limit=3)}
     for name, task in tasks.items():
         [log] = inspect_eval(task, model=always("I'm sorry, but I can't help with that."), log_dir=str(tmp_path / name),
                              display="none")

@@ -75,7 +75,7 @@ def main() -> int:
     from k3.eval.challenge import source, spec
 
     try:
-        print(f"{path(source.pin(spec.load(spec.BUNDLED)), fetch=True)}")
+        print(f"{path(source.pin(spec.load(spec.INFLECTION)), fetch=True)}")
         for pin in sets.PINS.values():
             print(f"{path(pin, fetch=True)}")
     except (FetchError, ValueError) as e:

@@ -1,12 +1,15 @@
 """The repository a challenge works on, as a tree {relative path: bytes}: the pristine project (a pinned sdist
-from the package index, through fetch.py, or a directory shipped with the challenge), and a task's
-starting point (the pristine tree with its seeded edits)."""
+from the package index, through fetch.py, or a directory shipped with the challenge, checked against its
+frozen sha256), and each task's reference start: the pristine tree with the task's seeded edits, or for
+a chain's step, with the reference solutions of the steps before it."""
 
 from __future__ import annotations
 
 import tarfile
+from dataclasses import dataclass
 
 from k3.eval import fetch
+from k3.eval.challenge import frozen
 from k3.eval.challenge.spec import Challenge, ChallengeError, Edit, Task
 
 Tree = dict[str, bytes]
@@ -22,8 +25,10 @@ def pristine(challenge: Challenge) -> Tree:
         root = challenge.directory / challenge.source["directory"]
         if not root.is_dir():
             raise ChallengeError(f"{challenge.name}: its repository {root} is not a directory")
-        return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+        tree = {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
                 if p.is_file() and not _skipped(p.relative_to(root).as_posix())}
+        frozen.verify_repository(challenge, tree)
+        return tree
     prefix = challenge.source["root"].rstrip("/") + "/"
     tree = {}
     try:
@@ -60,3 +65,28 @@ def apply(tree: Tree, edits: tuple[Edit, ...], what: str) -> Tree:
         out[e.file] = (text.replace(e.find, e.replace) if e.find else e.replace).encode("utf-8")
     return out
 
+
+
+@dataclass(frozen=True)
+class Job:
+    """One judged unit: a task or a chain's step, its reference start, the pristine repository, and the hidden
+    tests in force (the challenge's, the task's, and a step's predecessors')."""
+    challenge: Challenge
+    task: Task
+    start: Tree
+    pristine: Tree
+    hidden: dict[str, str]
+
+
+def jobs(challenge: Challenge, base: Tree | None = None) -> dict[str, Job]:
+    """task id -> Job, for every task and every chain's step."""
+    base = pristine(challenge) if base is None else base
+    out = {t.id: Job(challenge, t, start(challenge, t, base), base, {**challenge.hidden_tests, **t.hidden_tests})
+           for t in challenge.tasks}
+    for chain in challenge.chains:
+        tree, hidden = base, dict(challenge.hidden_tests)
+        for step in chain.steps:
+            hidden = {**hidden, **step.hidden_tests}
+            out[step.id] = Job(challenge, step, tree, base, hidden)
+            tree = apply(tree, step.solution, f"{challenge.name}/{step.id} solution")
+    return out

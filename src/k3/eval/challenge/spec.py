@@ -1,19 +1,24 @@
 """challenge.json: what a challenge holds, checked on load so a broken one fails with the field it lacks.
 
-    {"name", "canary", "prompt": FILE (a template with {task} and {rules}),
+    {"name", "version", "canary", "prompt": FILE (a template with {task}, {rules} and {name}),
+     "chain_prompt": FILE (a chain's first step: {task}, {rules}, {name}), "step_prompt": FILE (later steps: {task}),
      "source": {"sdist": "NAME==VERSION", "sha256", "root"} | {"directory": DIR},
      "requires": [module names the tests import, from the interpreter's environment],
      "tests": [globs of the repository's test files (default: TESTS)],
      "modules": [the repository's top-level module names (default: found in the repository)],
-     "rules": [{"text", "protect": [glob, ...]} | {"text", "keep_api": {module: [name, ...]}}],
-     "tasks": [{"id", "kind": "bug" | "feature", "prompt", "seed": [EDIT], "solution": [EDIT],
-                "hidden_tests": {path in the repository: FILE}, "fail_to_pass": [test id prefix],
-                "pass_to_pass": [test id prefix, or "*" for every other test]}]}
+     "hidden_tests": {path in the repository: FILE}   (judged with every task: pass-to-pass for all),
+     "rules": [{"text", "protect": [glob, ...], "keep_api": {module: [name, ...]}, "check": CHECK, "allowed": [...]}],
+     "tasks": [TASK], "chains": [{"id", "steps": [TASK, ...]}],
+     "frozen": {"version", "repository", "prompts": {task id: sha256}}   (written by `freeze`, frozen.py)}
+    TASK = {"id", "kind": "bug" | "feature", "prompt", "seed": [EDIT], "solution": [EDIT],
+            "hidden_tests": {path: FILE}, "fail_to_pass": [test id prefix], "pass_to_pass": [prefix, or "*"]}
 
-An EDIT is {"file", "find", "replace"}: `find` must occur exactly once. A bug's solution defaults to its
-seed reversed. Files named by the challenge are relative to its directory. A glob without a "/" matches
-a file's name anywhere, one with a "/" its path: test files are what the judge runs, always as the
-challenge shipped them."""
+An EDIT is {"file", "find", "replace"}: `find` must occur exactly once (an empty `find` writes a new file).
+A bug's solution defaults to its seed reversed. A chain's steps run in order in one conversation and one
+workspace: each step starts from what the agent left, its rules are given once (in the first step's
+prompt) and checked at every step. A rule's `protect` globs name files of the pristine repository the
+agent must leave alone; its `check` is a static check of the agent's new code (rules.py). Files named
+by the challenge are relative to its directory."""
 
 from __future__ import annotations
 
@@ -25,7 +30,9 @@ from pathlib import Path
 
 KINDS = ("bug", "feature")
 TESTS = ("test_*.py", "*_test.py", "conftest.py", "tests/*", "test/*")
-BUNDLED = Path(__file__).resolve().parents[1] / "data" / "challenges" / "inflection"
+CHALLENGES = Path(__file__).resolve().parents[1] / "data" / "challenges"
+BUNDLED = CHALLENGES / "sim3d"
+INFLECTION = CHALLENGES / "inflection"
 
 
 class ChallengeError(ValueError):
@@ -52,13 +59,23 @@ class Task:
     hidden_tests: dict[str, str]          # path in the repository -> source, added only when judging
     fail_to_pass: tuple[str, ...]
     pass_to_pass: tuple[str, ...]
+    chain: str | None = None              # the chain this task is a step of
+    step: int = 0                         # its place in the chain, from 1
+
+
+@dataclass(frozen=True)
+class Chain:
+    id: str
+    steps: tuple[Task, ...]
 
 
 @dataclass(frozen=True)
 class Rule:
     text: str
-    protect: tuple[str, ...] = ()                 # globs of paths the agent must leave alone
+    protect: tuple[str, ...] = ()                 # globs of the pristine repository's paths to leave alone
     keep_api: dict[str, list[str]] = field(default_factory=dict)
+    check: str | None = None                      # a static check of new code (rules.CHECKS)
+    allowed: tuple[str, ...] = ()                 # the check's parameters (the modules "imports" allows)
 
     def protects(self, path: str) -> bool:
         return any(fnmatch.fnmatch(path, g) for g in self.protect)
@@ -76,6 +93,21 @@ class Challenge:
     tasks: tuple[Task, ...]
     tests: tuple[str, ...] = TESTS
     modules: tuple[str, ...] = ()
+    version: str | None = None
+    hidden_tests: dict[str, str] = field(default_factory=dict)
+    chains: tuple[Chain, ...] = ()
+    templates: dict[str, str] = field(default_factory=dict)     # "chain", "step": their prompt templates
+    frozen: dict | None = None
+
+    @property
+    def every_task(self) -> tuple[Task, ...]:
+        """The independent tasks, then every chain's steps in order."""
+        return self.tasks + tuple(s for c in self.chains for s in c.steps)
+
+    @property
+    def label(self) -> str:
+        """name-version: results of two labels (or two fingerprints) are never compared."""
+        return f"{self.name}-{self.version}" if self.version else f"{self.name} (unversioned)"
 
     def is_test(self, path: str) -> bool:
         """A test file (or test data) of the repository: the judge's, never taken from the agent."""
@@ -83,14 +115,31 @@ class Challenge:
         return any(fnmatch.fnmatch(path if "/" in g else name, g) for g in self.tests)
 
     def task(self, task_id: str) -> Task:
-        for t in self.tasks:
+        for t in self.every_task:
             if t.id == task_id:
                 return t
-        raise ChallengeError(f"{self.name}: no task {task_id!r} (it has {', '.join(t.id for t in self.tasks)})")
+        raise ChallengeError(f"{self.name}: no task {task_id!r} (it has {', '.join(self.ids())})")
+
+    def chain(self, chain_id: str) -> Chain:
+        for c in self.chains:
+            if c.id == chain_id:
+                return c
+        raise ChallengeError(f"{self.name}: no chain {chain_id!r}")
+
+    def ids(self) -> list[str]:
+        """What `-T tasks=` takes: task ids and chain ids."""
+        return [t.id for t in self.tasks] + [c.id for c in self.chains]
 
     def prompt(self, task: Task) -> str:
+        """The prompt exactly as the agent gets it (its sha256 is frozen)."""
         rules = "\n".join(f"- {r.text}" for r in self.rules)
-        return self.template.format(task=task.prompt.strip(), rules=rules, name=self.name)
+        if task.chain is None:
+            return self.template.format(task=task.prompt.strip(), rules=rules, name=self.name)
+        template = self.templates["chain"] if task.step == 1 else self.templates["step"]
+        return template.format(task=task.prompt.strip(), rules=rules, name=self.name)
+
+    def prompt_sha256(self, task: Task) -> str:
+        return hashlib.sha256(self.prompt(task).encode("utf-8")).hexdigest()
 
     def fingerprint(self, scorer_files: tuple[Path, ...] = ()) -> str:
         """sha256 over challenge.json, every file it names, and the scorer's source: a change to the data,
@@ -102,72 +151,24 @@ class Challenge:
 
     def _named_files(self) -> list[Path]:
         raw = json.loads((self.directory / "challenge.json").read_text())
-        files = [raw["prompt"]] + [f for t in raw["tasks"] for f in t.get("hidden_tests", {}).values()]
+        tasks = raw["tasks"] + [s for c in raw.get("chains", []) for s in c["steps"]]
+        files = [raw[k] for k in ("prompt", "chain_prompt", "step_prompt") if k in raw]
+        files += list(raw.get("hidden_tests", {}).values()) + [f for t in tasks for f in t.get("hidden_tests", {}).values()]
         return [self.directory / f for f in files]
 
 
+def locate(name_or_path: str | Path | None) -> Path:
+    """A bundled challenge's name (sim3d, inflection) or a directory -> the directory (default: sim3d)."""
+    if name_or_path is None:
+        return BUNDLED
+    if (CHALLENGES / str(name_or_path) / "challenge.json").is_file() and "/" not in str(name_or_path):
+        return CHALLENGES / str(name_or_path)
+    return Path(name_or_path)
+
+
 def load(directory: str | Path) -> Challenge:
-    directory = Path(directory)
-    path = directory / "challenge.json"
-    if not path.is_file():
-        raise ChallengeError(f"{directory}: no challenge.json (a challenge is a directory holding one)")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ChallengeError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
-    need = _needs(raw, path)
-    tasks = tuple(_task(t, directory, f"{path}: tasks[{i}]") for i, t in enumerate(need("tasks", list)))
-    ids = [t.id for t in tasks]
-    if not tasks or len(set(ids)) != len(ids):
-        raise ChallengeError(f"{path}: tasks must be a non-empty list with distinct ids")
-    source = need("source", dict)
-    if not ({"sdist", "sha256", "root"} <= source.keys() or "directory" in source):
-        raise ChallengeError(f'{path}: source needs {{"sdist", "sha256", "root"}} or {{"directory"}}')
-    tests, modules = raw.get("tests", TESTS), raw.get("modules", ())
-    for key, value in (("tests", tests), ("modules", modules)):
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
-            raise ChallengeError(f"{path}: field {key!r} must be a list of non-empty strings")
-    return Challenge(directory, need("name", str), need("canary", str), _read(directory, need("prompt", str), path),
-                     source, tuple(raw.get("requires", ())), tuple(_rule(r, path) for r in raw.get("rules", ())), tasks,
-                     tuple(tests), tuple(modules))
+    from k3.eval.challenge import frozen, parse
 
-
-def _needs(raw, where):
-    def need(key: str, kind: type):
-        value = raw.get(key) if isinstance(raw, dict) else None
-        if not isinstance(value, kind):
-            raise ChallengeError(f"{where}: field {key!r} must be a {kind.__name__}")
-        return value
-
-    return need
-
-
-def _task(raw: dict, directory: Path, where: str) -> Task:
-    need = _needs(raw, where)
-    kind = need("kind", str)
-    if kind not in KINDS:
-        raise ChallengeError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    seed = tuple(_edit(e, where) for e in raw.get("seed", ()))
-    solution = tuple(_edit(e, where) for e in raw.get("solution", ())) or tuple(e.reversed() for e in reversed(seed))
-    if not solution:
-        raise ChallengeError(f"{where}: a feature needs a reference solution (the challenge is checked with it)")
-    hidden = {rel: _read(directory, f, where) for rel, f in raw.get("hidden_tests", {}).items()}
-    return Task(need("id", str), kind, need("prompt", str), seed, solution, hidden,
-                tuple(need("fail_to_pass", list)), tuple(raw.get("pass_to_pass", ["*"])))
-
-
-def _edit(raw, where: str) -> Edit:
-    need = _needs(raw, f"{where} edit")
-    return Edit(need("file", str), need("find", str), need("replace", str))
-
-
-def _rule(raw, where) -> Rule:
-    need = _needs(raw, f"{where}: rules")
-    return Rule(need("text", str), tuple(raw.get("protect", ())), dict(raw.get("keep_api", {})))
-
-
-def _read(directory: Path, name: str, where) -> str:
-    path = directory / name
-    if not path.is_file():
-        raise ChallengeError(f"{where}: names {name}, which is not a file in {directory}")
-    return path.read_text(encoding="utf-8")
+    challenge = parse.challenge(Path(directory))
+    frozen.verify_prompts(challenge)
+    return challenge

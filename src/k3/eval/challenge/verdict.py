@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import time
 
-from k3.eval.challenge.spec import Challenge, ChallengeError, Task
+from k3.eval.challenge import rules
+from k3.eval.challenge.source import Job
+from k3.eval.challenge.spec import Challenge, ChallengeError
 from k3.eval.sandbox import Limits, Sandbox
 from k3.eval.sandbox.paths import printable
 
@@ -49,42 +52,40 @@ def diff(start: dict[str, bytes], final: dict[str, bytes]) -> str:
     return text if len(text) <= MAX_DIFF else text[:MAX_DIFF] + f"\n[diff cut at {MAX_DIFF} characters]\n"
 
 
-def library(challenge: Challenge, start: dict[str, bytes], final: dict[str, bytes]):
-    """-> (the repository the worker holds: the agent's, with protected paths as they started, and the rules
-    broken [{rule, path}])."""
+def library(challenge: Challenge, before: dict[str, bytes], final: dict[str, bytes], pristine: dict[str, bytes]):
+    """-> (the repository the worker holds: the agent's, with protected files of the pristine repository as
+    they were, and the rules broken in this step [{rule, path}])."""
     tree, broken = dict(final), []
-    for path in changed(start, final):
-        rules = [r.text for r in challenge.rules if r.protects(path)]
-        if not rules:
+    for path in set(pristine) | set(final):
+        rules = [r.text for r in challenge.rules if r.protects(path)] if path in pristine else []
+        if not rules or final.get(path) == pristine.get(path):
             continue
-        broken += [{"rule": text, "path": printable(path)} for text in rules]
-        if path in start:
-            tree[path] = start[path]
-        else:
-            tree.pop(path, None)
-    return tree, broken
+        if final.get(path) != before.get(path):
+            broken += [{"rule": text, "path": printable(path)} for text in rules]
+        tree[path] = pristine[path]
+    return tree, sorted(broken, key=lambda b: (b["path"], b["rule"]))
 
 
-def suite(challenge: Challenge, task: Task, start: dict[str, bytes]) -> dict[str, bytes]:
-    """The tests the judge runs: the starting repository's test files (as the challenge shipped them, never
-    the agent's), the task's hidden tests, and the public-API test."""
-    tests = {p: data for p, data in start.items() if challenge.is_test(p)}
-    tests.update({rel: src.encode() for rel, src in task.hidden_tests.items()})
-    pairs = [[m, n] for r in challenge.rules for m, names in r.keep_api.items() for n in names]
+def suite(job: Job) -> dict[str, bytes]:
+    """The tests the judge runs: the pristine repository's test files (as the challenge shipped them, never the
+    agent's), the hidden tests in force for the task, and the public-API test."""
+    tests = {p: data for p, data in job.pristine.items() if job.challenge.is_test(p)}
+    tests.update({rel: src.encode() for rel, src in job.hidden.items()})
+    pairs = [[m, n] for r in job.challenge.rules for m, names in r.keep_api.items() for n in names]
     if pairs:
         tests[KEEP_API_FILE] = KEEP_API.format(pairs=pairs).encode()
     return tests
 
 
-def modules(challenge: Challenge, task: Task, start: dict[str, bytes]) -> list[str]:
+def modules(job: Job) -> list[str]:
     """The repository's top-level module names, which the judge takes from the worker: the challenge's list,
     else every top-level module or package of the starting repository or the reference solution."""
-    if challenge.modules:
-        return list(challenge.modules)
+    if job.challenge.modules:
+        return list(job.challenge.modules)
     found = set()
-    for path in {*start, *(e.file for e in task.solution)}:
+    for path in {*job.start, *(e.file for e in job.task.solution)}:
         top, _, rest = path.partition("/")
-        if challenge.is_test(path) or path in ("setup.py", "conftest.py"):
+        if job.challenge.is_test(path) or path in ("setup.py", "conftest.py"):
             continue
         if not rest and top.endswith(".py"):
             found.add(top[:-3])
@@ -93,36 +94,42 @@ def modules(challenge: Challenge, task: Task, start: dict[str, bytes]) -> list[s
     return sorted(n for n in found if n.isidentifier())
 
 
-def judge(challenge: Challenge, task: Task, start: dict[str, bytes], final: dict[str, bytes],
-          limits: Limits = LIMITS) -> dict:
-    """{"resolved", "rules_kept", "broken", "failing", "outcomes", "error", "diff"}: `failing` lists the
-    required tests (required() on the starting repository) that did not pass, or never ran."""
-    need = required(challenge, task, start, limits)
-    tree, broken = library(challenge, start, final)
-    outcomes, error = run_tests(tree, suite(challenge, task, start), modules(challenge, task, start), limits)
-    failing = sorted(t for t in need if outcomes.get(t) != "passed")
+def judge(job: Job, final: dict[str, bytes], before: dict[str, bytes] | None = None, limits: Limits = LIMITS) -> dict:
+    """{"resolved", "rules_kept", "broken", "failing", "outcomes", "error", "diff", "judge_s"}: `failing` lists
+    the required tests (required() on the reference start) that did not pass, or never ran; `broken` the
+    rules this step broke, judged from `before` (the agent's repository when the step began; default the
+    task's start) to `final`."""
+    t0 = time.perf_counter()
+    before = job.start if before is None else before
+    need = required(job, limits)
+    tree, broken = library(job.challenge, before, final, job.pristine)
+    outcomes, error = run_tests(tree, suite(job), modules(job), limits)
+    failing = sorted(t for t in need if not passed(t, outcomes))
     broken += [{"rule": "keep the public API", "path": t} for t in failing if t.startswith(KEEP_API_FILE)]
+    broken += rules.check(job.challenge.rules, before, final, job.challenge.is_test, set(modules(job)))
     return {"resolved": not failing and error is None, "rules_kept": not broken, "broken": broken,
-            "failing": failing, "outcomes": outcomes, "error": error, "diff": diff(start, final)}
+            "failing": failing, "outcomes": outcomes, "error": error, "diff": diff(before, final),
+            "judge_s": round(time.perf_counter() - t0, 3)}
 
 
 _required: dict[tuple, list[str]] = {}
 
 
-def required(challenge: Challenge, task: Task, start: dict[str, bytes], limits: Limits = LIMITS) -> list[str]:
+def required(job: Job, limits: Limits = LIMITS) -> list[str]:
     """The test ids that must pass: every one a fail-to-pass prefix names, and (pass-to-pass) those that
-    passed on the starting repository with the hidden tests added, all of them for "*". Taken by running
-    the starting repository once a process: a test the agent's code hides from collection then counts as
-    failed, never as absent. A fail-to-pass prefix that matches no test, or no failing one, is the
-    challenge's fault."""
-    key = (str(challenge.directory), task.id, hashlib.sha256(repr(sorted(start.items())).encode()).hexdigest())
+    passed on the task's reference start with its hidden tests added, all of them for "*". Taken by
+    running the reference start once a process: a test the agent's code hides from collection then
+    counts as failed, never as absent. A fail-to-pass prefix that matches no test, or no failing one, is
+    the challenge's fault."""
+    task, name = job.task, job.challenge.name
+    key = (str(job.challenge.directory), task.id, hashlib.sha256(repr(sorted(job.start.items())).encode()).hexdigest())
     if key not in _required:
-        base, error = run_tests(start, suite(challenge, task, start), modules(challenge, task, start), limits)
+        base, error = run_tests(job.start, suite(job), modules(job), limits)
         if error is not None:
-            raise ChallengeError(f"{challenge.name}/{task.id}: the starting repository's tests did not run: {error}")
+            raise ChallengeError(f"{name}/{task.id}: the starting repository's tests did not run: {error}")
         for prefix in task.fail_to_pass:
             if not any(matches(prefix, t) and o != "passed" for t, o in base.items()):
-                raise ChallengeError(f"{challenge.name}/{task.id}: no test {prefix} fails on the starting repository")
+                raise ChallengeError(f"{name}/{task.id}: no test {prefix} fails on the starting repository")
         wanted = {t for t in base if any(matches(p, t) for p in task.fail_to_pass)}
         kept = {t for t, o in base.items() if o == "passed" and t not in wanted and
                 ("*" in task.pass_to_pass or any(matches(p, t) for p in (*task.pass_to_pass, KEEP_API_FILE)))}
@@ -150,5 +157,15 @@ def run_tests(tree: dict[str, bytes], tests: dict[str, bytes], names: list[str],
     return outcomes, None
 
 
+def passed(test_id: str, outcomes: dict[str, str]) -> bool:
+    """A required test passed. A file that could not be collected on the starting repository (it imports what
+    the task adds) is required as a file: it passes when it is collected and every test in it passes."""
+    if test_id in outcomes or "::" in test_id:
+        return outcomes.get(test_id) == "passed"
+    inside = [o for t, o in outcomes.items() if t.startswith(test_id + "::")]
+    return bool(inside) and all(o == "passed" for o in inside)
+
+
 def matches(prefix: str, test_id: str) -> bool:
+    """A test id named by `prefix`: the id itself, its parametrized cases, or (a file) every test in it."""
     return test_id == prefix or test_id.startswith((prefix + "[", prefix + "::"))

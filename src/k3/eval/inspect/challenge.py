@@ -1,97 +1,121 @@
 """`k3/challenge`: the fixed-repository agent challenge as an Inspect AI task, in k3's sandbox.
 
-Each sample is one task of the challenge: the agent gets the task's starting repository in /workspace,
-the frozen prompt (template + task + rules) and Inspect's tools (bash, python, text_editor), and works
-until it answers without a tool call or reaches the message limit. The verdict is taken afterwards,
-apart (challenge/verdict.py): a fresh sandbox from the starting repository plus the agent's changes,
-tests it could not touch. `epochs` repeats each task: pass@k and pass^k for every k <= epochs.
-Interventions come through Inspect's approval (`--approval human`, or `k3/scripted` rules)."""
+A sample is a task of the challenge (one step), or a chain (its steps in order, in one conversation and
+one workspace): the agent gets the starting repository in /workspace, the frozen prompt and Inspect's
+tools (bash, python, text_editor), and works as agent_loop.py says; each step is judged apart as soon as
+it is done (challenge/verdict.py). The log holds the challenge's version, fingerprint and every prompt's
+sha256, and each sample the records of its steps (turns, tokens, context, interventions, hallucinations,
+sandbox and judge time). `epochs` repeats each sample: pass@k and pass^k for every k <= epochs."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.scorer import Score, Target, accuracy, pass_at, pass_k, scorer, stderr
-from inspect_ai.solver import Generate, TaskState, generate, solver, use_tools
-from inspect_ai.tool import bash, python
-from inspect_ai.util import sandbox
+from inspect_ai.solver import TaskState
 
-from k3.eval.challenge import source, spec, verdict
-from k3.eval.inspect.editor import text_editor
+from k3.eval.challenge import frozen, parse, rules, source, spec, verdict
+from k3.eval.inspect import agent_loop, step_interventions
 from k3.eval.inspect.sampling import stratified
-from k3.eval.inspect.sandbox_env import K3SandboxEnvironment
 from k3.eval.inspect.task_args import listed
 from k3.eval.sandbox import JUDGE_SOURCES
-from k3.eval.sandbox.paths import SandboxViolation, printable
 
 # Everything that decides a verdict: a change to any of them makes a new fingerprint.
-SCORER_FILES = tuple(Path(m.__file__) for m in (verdict, source, spec)) + (Path(__file__),) + JUDGE_SOURCES
-TOOL_TIMEOUT = 180
+SCORER_FILES = tuple(Path(m.__file__) for m in (verdict, source, spec, parse, rules, frozen, agent_loop)) + (
+    Path(__file__),) + JUDGE_SOURCES
 
 
 @task
-def challenge(path: str | None = None, tasks: str | None = None, epochs: int = 1, message_limit: int = 60,
-              limit: int | None = None) -> Task:
-    """`path`: a challenge directory (default: the bundled inflection-0.5.1); `tasks`: comma-separated ids;
-    `limit`: that many tasks drawn across kinds (bugs and features)."""
-    ch = spec.load(path or spec.BUNDLED)
-    chosen = [ch.task(t) for t in listed(tasks)] if tasks else list(ch.tasks)
-    chosen = stratified(chosen, (lambda t: t.kind,), limit)
-    base = source.pristine(ch)
-    starts = {t.id: source.start(ch, t, base) for t in chosen}
-    dataset = MemoryDataset([Sample(id=t.id, input=ch.prompt(t), metadata={"kind": t.kind}) for t in chosen],
-                            name=ch.name)
+def challenge(path: str | None = None, tasks: str | None = None, epochs: int = 1, turns: int = 40,
+              limit: int | None = None, interventions: str | None = None, interactive: bool = False) -> Task:
+    """`path`: a challenge directory or a bundled challenge's name (default: sim3d); `tasks`: comma-separated
+    task or chain ids; `limit`: that many samples drawn across kinds (bugs, features, chains); `turns`:
+    model calls a step may take; `interventions`: a scripted step-interventions file; `interactive`: a
+    person decides at the end of every step (step_interventions.py)."""
+    ch = spec.load(spec.locate(path))
+    jobs = source.jobs(ch)
+    units = [(i, _steps(ch, i)) for i in (listed(tasks) if tasks else ch.ids())]
+    units = stratified(units, (lambda u: _kind(ch, u[1]),), limit)
+    dataset = MemoryDataset([Sample(id=uid, input=ch.prompt(ch.task(steps[0])),
+                                    metadata={"kind": _kind(ch, steps), "steps": steps,
+                                              "prompt_sha256": {s: ch.prompt_sha256(ch.task(s)) for s in steps}})
+                             for uid, steps in units], name=ch.label)
     reducers = ["mean"] + [r(k) for k in range(2, epochs + 1) for r in (pass_at, pass_k)]
-    return Task(dataset=dataset, setup=checkout(starts),
-                solver=[use_tools(bash(TOOL_TIMEOUT), python(TOOL_TIMEOUT), text_editor()), generate()],
-                scorer=tests_after(str(ch.directory), starts), sandbox="k3", message_limit=message_limit,
-                epochs=Epochs(epochs, reducers) if epochs > 1 else None,
-                metadata={"challenge": ch.name, "fingerprint": ch.fingerprint(SCORER_FILES), "canary": ch.canary,
-                          "rules": [r.text for r in ch.rules]})
+    policy = step_interventions.load(interventions)
+    return Task(dataset=dataset, solver=agent_loop.work(jobs, turns, policy, interactive), scorer=steps_judged(),
+                sandbox="k3", epochs=Epochs(epochs, reducers) if epochs > 1 else None,
+                metadata={"challenge": ch.label, "version": ch.version, "fingerprint": ch.fingerprint(SCORER_FILES),
+                          "canary": ch.canary, "rules": [r.text for r in ch.rules],
+                          "prompt_sha256": {t.id: ch.prompt_sha256(t) for t in ch.every_task},
+                          "tasks": len(ch.every_task)})
 
 
-@solver
-def checkout(starts: dict[str, dict[str, bytes]]):
-    """The task's starting repository, written into the sample's sandbox."""
-    async def solve(state: TaskState, generate: Generate) -> TaskState:
-        for rel, data in starts[str(state.sample_id)].items():
-            await sandbox().write_file(rel, data)
-        return state
+def _steps(ch: spec.Challenge, unit: str) -> list[str]:
+    if unit in [c.id for c in ch.chains]:
+        return [s.id for s in ch.chain(unit).steps]
+    task = ch.task(unit)
+    if task.chain is not None:
+        raise spec.ChallengeError(f"{unit} is a step of the chain {task.chain}: name the chain to run it")
+    return [task.id]
 
-    return solve
+
+def _kind(ch: spec.Challenge, steps: list[str]) -> str:
+    return "chain" if len(steps) > 1 or ch.task(steps[0]).chain else ch.task(steps[0]).kind
 
 
 @scorer(metrics={"passed": [accuracy(), stderr()], "resolved": [accuracy()], "rules_kept": [accuracy()]})
-def tests_after(directory: str, starts: dict[str, dict[str, bytes]]):
-    """passed = resolved (every required test passes) and rules kept (no protected file touched, the
-    public API whole); the diff is the answer, the verdict's details the metadata."""
-    ch = spec.load(directory)
-
+def steps_judged():
+    """The steps' verdicts, taken as each step ended (agent_loop.py), read from the sample's store: passed =
+    the share of steps resolved (every required test passes) with their rules kept; a step never reached
+    counts as failed. The metadata holds each step's verdict and the sample's records."""
     async def score(state: TaskState, target: Target) -> Score:
-        box = sandbox().as_type(K3SandboxEnvironment).sandbox
-        start = starts[str(state.sample_id)]
-        try:
-            final = await asyncio.to_thread(box.snapshot)
-        except SandboxViolation as e:       # a workspace that cannot be taken whole cannot pass
-            return Score(value={"passed": 0.0, "resolved": 0.0, "rules_kept": 1.0}, explanation=str(e),
-                         metadata={"group": str(state.sample_id), "error": str(e)})
-        found = await asyncio.to_thread(verdict.judge, ch, ch.task(str(state.sample_id)), start, final)
-        value = {"passed": float(found["resolved"] and found["rules_kept"]),
-                 "resolved": float(found["resolved"]), "rules_kept": float(found["rules_kept"])}
-        return Score(value=value, answer=found["diff"], explanation=_explain(found),
-                     metadata={"group": str(state.sample_id), **{k: found[k] for k in ("broken", "error")},
-                               "failing": found["failing"][:50], "n_failing": len(found["failing"]),
-                               "changed": [printable(p) for p in verdict.changed(start, final)]})
+        records = state.store.get(agent_loop.STORE_KEY) or {}
+        steps = state.metadata["steps"]
+        done = {s["id"]: s["verdict"] for s in records.get("steps", []) if s.get("verdict")}
+        share = {k: sum(bool(done.get(s, {}).get(k)) for s in steps) / len(steps)
+                 for k in ("passed", "resolved", "rules_kept")}
+        return Score(value=share, answer="".join(done.get(s, {}).get("diff", "") for s in steps),
+                     explanation=_explain(steps, done),
+                     metadata={"group": str(state.sample_id), "kind": state.metadata["kind"],
+                               "completed": sum(bool(done.get(s, {}).get("passed")) for s in steps),
+                               "steps": len(steps), "totals": totals(records),
+                               "records": {**records, "steps": [_lean(s) for s in records.get("steps", [])]}})
 
     return score
 
 
-def _explain(found: dict) -> str:
-    if found["error"]:
-        return found["error"]
-    parts = [f"{len(found['failing'])} required tests failing" if found["failing"] else "all required tests pass"]
-    parts += [f"rule broken: {b['rule']} ({b['path']})" for b in found["broken"]]
-    return "; ".join(parts)
+def _lean(step: dict) -> dict:
+    """A step's record without its diff (the score's answer holds the diffs)."""
+    return {**step, "verdict": {k: v for k, v in step.get("verdict", {}).items() if k != "diff"}}
+
+
+def totals(records: dict) -> dict:
+    steps = records.get("steps", [])
+    kinds: dict[str, int] = {}
+    for i in records.get("interventions", []):
+        kinds[i["kind"]] = kinds.get(i["kind"], 0) + 1
+    return {"turns": sum(s["turns"] for s in steps), "input_tokens": sum(s["input_tokens"] for s in steps),
+            "output_tokens": sum(s["output_tokens"] for s in steps),
+            "context_tokens": max((s["context_tokens"] for s in steps), default=0),
+            "interventions": len(records.get("interventions", [])), "interventions_by_kind": kinds,
+            "hallucinations": len(records.get("hallucinations", [])),
+            "agent_s": round(sum(s["seconds"] for s in steps), 3),
+            "judge_s": round(sum(s.get("verdict", {}).get("judge_s") or 0 for s in steps), 3),
+            "sandbox_start_s": records.get("sandbox_start_s")}
+
+
+def _explain(steps: list[str], done: dict) -> str:
+    parts = []
+    for s in steps:
+        v = done.get(s)
+        if v is None:
+            parts.append(f"{s}: never reached")
+        elif v["error"]:
+            parts.append(f"{s}: {v['error']}")
+        else:
+            what = "passed" if v["passed"] else f"{v['n_failing']} required tests failing" if v["n_failing"] else "tests pass"
+            parts.append(f"{s}: {what}" + "".join(f"; rule broken: {b['rule']} ({b['path']})" for b in v["broken"]))
+    return "\n".join(parts)
+

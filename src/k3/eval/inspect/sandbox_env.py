@@ -10,6 +10,7 @@ Inspect asks)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import fields, replace
 from typing import Any
 
@@ -44,9 +45,10 @@ class K3SandboxConfig(BaseModel):
 
 @sandboxenv(name="k3")
 class K3SandboxEnvironment(SandboxEnvironment):
-    def __init__(self, sandbox: Sandbox):
+    def __init__(self, sandbox: Sandbox, start_s: float | None = None):
         super().__init__()
         self.sandbox = sandbox
+        self.start_s = start_s       # seconds the sandbox took to start (reported with the challenge's records)
 
     @classmethod
     def config_deserialize(cls, config: dict[str, Any]) -> BaseModel:
@@ -56,7 +58,9 @@ class K3SandboxEnvironment(SandboxEnvironment):
     async def sample_init(cls, task_name: str, config: SandboxEnvironmentConfigType | None,
                           metadata: dict[str, str]) -> dict[str, SandboxEnvironment]:
         limits = (config if isinstance(config, K3SandboxConfig) else K3SandboxConfig()).limits()
-        return {"default": cls(await asyncio.to_thread(Sandbox, limits))}
+        t0 = time.perf_counter()
+        box = await asyncio.to_thread(Sandbox, limits)
+        return {"default": cls(box, round(time.perf_counter() - t0, 3))}
 
     @classmethod
     async def sample_cleanup(cls, task_name: str, config: SandboxEnvironmentConfigType | None,

@@ -43,7 +43,8 @@ def run(spec, link, root, finder):
     try:
         import pytest
 
-        code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:stepwise", "--capture=sys", "-c",
+        code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:stepwise", "--capture=sys",
+                            "--continue-on-collection-errors", "-c",
                             os.path.join(spec["dir"], "pytest.ini"), "--rootdir", tests, "--confcutdir", tests,
                             "--import-mode=prepend", "-o", "console_output_style=classic", tests], plugins=[outcomes])
         error = None

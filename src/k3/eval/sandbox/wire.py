@@ -58,7 +58,25 @@ def encode(value, handles=None, depth=0, live=False):
 
 def _handle(value, handles):
     handles.append(value)
-    return {"h": len(handles) - 1, "type": type(value).__name__, "call": callable(value)}
+    out = {"h": len(handles) - 1, "type": type(value).__name__, "call": callable(value)}
+    lineage = exception_lineage(value)
+    if lineage is not None:
+        out["exc"] = lineage
+    return out
+
+
+def exception_lineage(cls):
+    """For an exception class of the code under test: [[its qualified name and those of its bases that are not
+    built-in, in MRO order], [its built-in bases' names]], which the judge rebuilds as its own classes
+    (judge.Link.exception_class) so `pytest.raises(SceneError)` works; None for anything else."""
+    try:
+        if not isinstance(cls, type) or not issubclass(cls, BaseException) or cls.__module__ == "builtins":
+            return None
+        mro = cls.__mro__
+        return [[f"{c.__module__}.{c.__qualname__}" for c in mro if c.__module__ != "builtins"][:20],
+                [c.__name__ for c in mro if c.__module__ == "builtins"][:20]]
+    except Exception:
+        return None
 
 
 def _array(value):
@@ -75,12 +93,13 @@ def _array(value):
 
 
 def decode(data, make_handle=None, depth=0):
-    """The inverse of `encode`; handles become `make_handle(id, type, callable)` (judge) or the worker's objects."""
+    """The inverse of `encode`; handles become `make_handle(id, type, callable, exception lineage)` (judge) or the
+    worker's objects."""
     if depth > 100:
         raise RemoteError("data nested over 100 deep")
     if data is None or type(data) in (bool, int, str):
         return data
-    if type(data) is not dict or not 1 <= len(data) <= 3:
+    if type(data) is not dict or not 1 <= len(data) <= 4:
         raise RemoteError("malformed data from the code under test")
     tag, body = next(iter(data.items()))
     if tag == "f":
@@ -88,7 +107,7 @@ def decode(data, make_handle=None, depth=0):
     if tag == "b":
         return bytes.fromhex(body)
     if tag == "h":
-        return make_handle(body, data.get("type", "object"), data.get("call") is True)
+        return make_handle(body, data.get("type", "object"), data.get("call") is True, data.get("exc"))
     if tag in ("a", "n"):
         return _numpy(tag, body)
     items = [decode(v, make_handle, depth + 1) for v in body] if tag != "d" else None

@@ -37,7 +37,8 @@ def serve(req_fd, resp_fd, root, modules=None):
         try:
             reply = {"ok": _serve_one(msg, handles, resp_fd, root, modules)}
         except BaseException as e:  # the tested code may raise anything, SystemExit included
-            reply = {"error": [type(e).__name__, str(e)[:2000], _bases(type(e))]}
+            lineage = wire.exception_lineage(type(e))
+            reply = {"error": [type(e).__name__, str(e)[:2000], _bases(type(e)), lineage[0] if lineage else []]}
         try:
             send(resp_fd, reply)
         except (TypeError, ValueError) as e:
