@@ -1,6 +1,7 @@
 """An OpenAI-compatible endpoint on loopback that answers every chat request with reply(messages): a stand-in
 for a hosted model with a known behaviour (always refusing, always grading the same way). reply may return
-the text, or (text, finish_reason) for an answer a server stopped (length, content_filter)."""
+the text, (text, finish_reason) for an answer a server stopped (length, content_filter), or a message dict
+({"content", "tool_calls"}) for an agent's tool calls."""
 
 from __future__ import annotations
 
@@ -39,10 +40,13 @@ def scripted_endpoint(reply, model: str = "scripted", seen: list | None = None, 
                 self.connection.shutdown(2)
                 return
             text = reply(body["messages"])
-            text, finish = text if isinstance(text, tuple) else (text, "stop")
+            if isinstance(text, dict):             # a whole message: tool calls
+                message, finish = {"role": "assistant", **text}, "tool_calls" if text.get("tool_calls") else "stop"
+            else:
+                text, finish = text if isinstance(text, tuple) else (text, "stop")
+                message = {"role": "assistant", "content": text}
             self._send({"id": "c1", "object": "chat.completion", "created": 0, "model": model,
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                     "finish_reason": finish}],
+                        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                         "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}})
 
     with on_loopback(Handler) as url:

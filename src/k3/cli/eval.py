@@ -24,6 +24,12 @@ def add_arguments(p) -> None:
     target = p.add_mutually_exclusive_group()
     target.add_argument("--model", help="checkpoint directory (or `default`): evaluate it in-process")
     target.add_argument("--endpoint", help="OpenAI-compatible base URL (k3 serve, vLLM, SGLang, a hosted API)")
+    target.add_argument("--solver", choices=("reference", "nothing", "cheat"),
+                        help="challenge only: a scripted agent instead of a model (no model or endpoint needed)")
+    p.add_argument("--list", action="store_true", help="challenge only: print its tasks, each prompt's sha256 and "
+                                                       "the challenge version, and run nothing")
+    p.add_argument("--leaderboard", nargs="+", metavar="LOG",
+                   help="only build the challenge leaderboard from these logs or log directories")
     p.add_argument("--served-model-name", "--model-name", dest="model_name",
                    help="endpoint: model id to request (default: the first of /v1/models)")
     p.add_argument("--api-key")
@@ -61,6 +67,8 @@ def run(args) -> int:
 
     prices = load_prices(args.prices)
     out = Path(args.log_dir or f"eval-runs/{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.leaderboard:
+        return _leaderboard(args.leaderboard, prices, out if args.log_dir else None)
     if args.report_from:
         report = reports.build(args.report_from, prices)
         paths = reports.write(report, out)
@@ -70,7 +78,12 @@ def run(args) -> int:
     tasks = list(args.task_names) + [t.strip() for t in (args.tasks or "").split(",") if t.strip()]
     if not tasks:
         raise ValueError("name at least one task: k3 eval challenge refusal ... (see k3 eval --help)")
-    if not (args.model or args.endpoint):
+    if args.list or args.solver:
+        if tasks != ["challenge"]:
+            raise ValueError("--list and --solver are for the challenge alone: k3 eval challenge --list")
+        if args.list:
+            return _list(_task_args(args.task_arg).get("path"))
+    if not (args.model or args.endpoint or args.solver):
         raise ValueError("pass --model PATH (in-process) or --endpoint URL (a server)")
     for name, value, least in (("--limit", args.limit, 1), ("--epochs", args.epochs, 1), ("--max-retries", args.max_retries, 0)):
         if value is not None and value < least:
@@ -99,9 +112,41 @@ def run(args) -> int:
 def _target(args):
     from k3.eval.inspect import launch
 
+    if args.solver:
+        return launch.scripted(args.solver, _task_args(args.task_arg).get("path"))
     if args.model:
         return launch.local(args.model, engine_config(args), thinking=args.thinking)
     return launch.endpoint(args.endpoint, args.model_name, args.api_key, thinking=args.thinking)
+
+
+def _list(path: str | None) -> int:
+    from k3.eval.challenge import __main__ as challenge_cli
+    from k3.eval.challenge import spec
+
+    from k3.eval.inspect.challenge import SCORER_FILES
+
+    ch = spec.load(spec.locate(path))
+    fingerprint = ch.fingerprint(SCORER_FILES)      # as the run's log will hold it
+    challenge_cli.print_list(ch, fingerprint)
+    print(json.dumps({"challenge": ch.label, "fingerprint": fingerprint,
+                      "tasks": [{"id": t.id, "kind": t.kind, "chain": t.chain, "step": t.step or None,
+                                 "prompt_sha256": ch.prompt_sha256(t)} for t in ch.every_task]}))
+    return 0
+
+
+def _leaderboard(paths: list[str], prices: dict, out: Path | None) -> int:
+    from k3.eval.inspect import challenge_report
+
+    boards = challenge_report.leaderboard(paths, prices)
+    text = challenge_report.markdown(boards)
+    print(text)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "leaderboard.md.tmp").write_text(text, encoding="utf-8")
+        (out / "leaderboard.md.tmp").replace(out / "leaderboard.md")
+    print(json.dumps({"leaderboard": {k: [{c: r[c] for c in r if c != "rows"} for r in rows]
+                                      for k, rows in boards.items()}}, default=str))
+    return 0
 
 
 def _max_tokens(asked: int | None, max_model_len: int | None) -> int:

@@ -25,7 +25,7 @@ def load_prices(path: str | None) -> dict[str, dict]:
 def cost(model: str, input_tokens: int, output_tokens: int, table: dict[str, dict]) -> float | None:
     """USD for one model's tokens (Inspect's model name: `k3/PATH` runs in-process and costs nothing; an
     endpoint's `openai-api/k3/NAME` is priced by NAME or the full name); None without a price."""
-    if model.startswith("k3/"):
+    if model.startswith(("k3/", "k3agent/")):      # in-process, or a scripted agent: no model is paid for
         return 0.0
     p = table.get(model) or table.get(model.split("/")[-1])
     if p is None:

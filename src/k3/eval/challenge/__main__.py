@@ -10,7 +10,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 from k3.eval.challenge import frozen, parse, source, spec, verdict
 from k3.eval.challenge.spec import ChallengeError
@@ -49,9 +48,11 @@ def _unfrozen(challenge):
     return replace(challenge, frozen=None)
 
 
-def print_list(challenge: spec.Challenge) -> None:
-    """One line a task: id, kind, its chain and step, the sha256 of its prompt; the version first."""
-    print(f"{challenge.label}  fingerprint {challenge.fingerprint()[:16]}  {len(challenge.every_task)} tasks")
+def print_list(challenge: spec.Challenge, fingerprint: str | None = None) -> None:
+    """One line a task: id, kind, its chain and step, the sha256 of its prompt; the version (and the task's
+    fingerprint, which its logs carry) first."""
+    fingerprint = fingerprint or challenge.fingerprint()
+    print(f"{challenge.label}  fingerprint {fingerprint[:16]}  {len(challenge.every_task)} tasks")
     for t in challenge.every_task:
         where = f"{t.chain}#{t.step}" if t.chain else "-"
         print(f"{t.id:<22} {t.kind:<8} {where:<8} {challenge.prompt_sha256(t)}")

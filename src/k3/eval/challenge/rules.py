@@ -16,17 +16,22 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import threading
 
 SNAKE = re.compile(r"^_*[a-z][a-z0-9_]*$|^__[a-z0-9_]+__$")
 CAPWORDS = re.compile(r"^_*[A-Z][A-Za-z0-9]*$")
 CONSTANT = re.compile(r"^_*[A-Z][A-Z0-9_]*$")
 Tree = dict[str, bytes]
+# CPython 3.11's parser keeps its recursion depth in shared state: two threads parsing at once (samples are
+# judged in threads) can fail with "SystemError: AST constructor recursion depth mismatch".
+PARSING = threading.Lock()
 
 
 def _parse(data: bytes | None):
     try:
-        return ast.parse(data.decode("utf-8")) if data is not None else None
-    except (SyntaxError, UnicodeDecodeError, ValueError):
+        with PARSING:
+            return ast.parse(data.decode("utf-8")) if data is not None else None
+    except (SyntaxError, UnicodeDecodeError, ValueError, RecursionError, MemoryError):
         return None
 
 

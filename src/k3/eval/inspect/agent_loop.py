@@ -15,7 +15,7 @@ import asyncio
 import time
 
 from inspect_ai.log import transcript
-from inspect_ai.model import ChatMessageUser, execute_tools, get_model
+from inspect_ai.model import ChatMessageUser, GenerateConfig, execute_tools, get_model
 from inspect_ai.solver import Generate, TaskState, solver
 from inspect_ai.tool import bash, python
 from inspect_ai.util import sandbox
@@ -86,11 +86,19 @@ async def _step(state, env, tools, records, policy, turns, before) -> dict[str, 
         state.store.set(STORE_KEY, records.to_dict())
 
 
+def _seeded(epoch: int) -> GenerateConfig:
+    """The run's seed moved on by the epoch, so k repeats are k seeds (pass^k over seeds, not k copies of one)."""
+    from inspect_ai.model._generate_config import active_generate_config
+
+    seed = active_generate_config().seed
+    return GenerateConfig(seed=None if seed is None else seed + epoch - 1)
+
+
 async def _turns(state, tools, records: Records, limit: int) -> None:
     """Model calls and their tool calls until the agent answers without a tool call, or `limit` turns."""
-    model = get_model()
+    model, config = get_model(), _seeded(state.epoch)
     while records.step.turns < limit:
-        output = await model.generate(state.messages, tools)
+        output = await model.generate(state.messages, tools, config=config)
         state.output = output
         state.messages.append(output.message)
         records.model_call(output, state.messages)
@@ -105,7 +113,7 @@ async def _turns(state, tools, records: Records, limit: int) -> None:
         state.messages.extend(result.messages)
         for m in result.messages:
             if m.role == "tool":
-                records.tool_output(m.function or "", m.text)
+                records.tool_output(m.function or "", m.text, m.error)
 
 
 def _approvals(records: Records, call_ids: set[str]) -> None:

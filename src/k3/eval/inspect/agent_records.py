@@ -70,8 +70,13 @@ class Records:
         self.interventions.append({"step": s.id, "turn": s.turns, "context_tokens": s.context_tokens, "kind": kind,
                                    "who": who, "text": text, **extra})
 
-    def tool_output(self, tool: str, text: str) -> None:
-        for h in hallucinations(text):
+    def tool_output(self, tool: str, text: str, error=None) -> None:
+        """A tool's result: what it printed, and a call Inspect could not make (a tool or an argument that
+        does not exist) as a "bad tool call"."""
+        found = hallucinations(text)
+        if error is not None and error.type == "parsing":
+            found.append({"kind": "bad tool call", "detail": error.message[:200]})
+        for h in found:
             self.hallucinations.append({"step": self.step.id, "turn": self.step.turns, "tool": tool, **h})
 
     def to_dict(self) -> dict:

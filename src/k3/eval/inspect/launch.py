@@ -61,6 +61,14 @@ def local(path: str, config=None, thinking: bool | None = None) -> Target:
     return Target(model, f"k3/{path}", None, fingerprint, engine.max_model_len)
 
 
+def scripted(name: str, challenge: str | None = None) -> Target:
+    """A scripted challenge agent (scripted_agents.py) in place of a model."""
+    import k3.eval.inspect.registry  # noqa: F401  (registers the k3agent provider)
+
+    model = get_model(f"k3agent/{name}", memoize=False, challenge=challenge)
+    return Target(model, f"k3agent/{name}")
+
+
 def endpoint(base_url: str, name: str | None, api_key: str | None = None, thinking: bool | None = None) -> Target:
     """`base_url`: the server's OpenAI root, with or without its /v1 (http://host:8000 and .../v1 both work).
     `thinking`: asked of the server on every call as chat_template_kwargs (K3's `thinking`, and the

@@ -82,61 +82,13 @@ class Link:
         return cls or (CallableHandle if is_callable else Handle)(self, ident, str(type_name))
 
     def exception_class(self, lineage):
-        """The judge's own class for an exception class of the code under test, built from its names alone
-        (wire.exception_lineage): a subclass of its first mappable built-in base and of its stand-in bases,
-        the same class each time, so `pytest.raises(SceneError)` catches what the worker raised as one.
-        None when the lineage is malformed."""
-        try:
-            names, builtin = [str(n)[:200] for n in lineage[0]][:20], [str(b) for b in lineage[1]][:20]
-        except (TypeError, IndexError, KeyError):
-            return None
-        base = next((getattr(builtins, b) for b in builtin if _mappable(b)), Exception)
-        cls = None
-        for qualified in reversed(names):
-            if qualified not in self.classes:
-                module, _, qualname = qualified.rpartition(".") if "." in qualified else ("", "", qualified)
-                name = qualname.rpartition(".")[2] or "RemoteException"
-                self.classes[qualified] = type(name, (cls or base,), {"__module__": module, "__qualname__": qualname})
-            cls = self.classes[qualified]
-        return cls
-
-
-# Built-in exceptions a remote error is never raised as in the judge: they steer control flow, not report a fault.
-NOT_MAPPED = ("StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt", "SystemExit",
-              "BaseException", "BaseExceptionGroup", "ExceptionGroup")
-
-
-def _mappable(name):
-    cls = getattr(builtins, name, None)
-    return (name not in NOT_MAPPED and isinstance(cls, type) and issubclass(cls, Exception)
-            and cls.__module__ == "builtins")
+        """The judge's own class for an exception class of the code under test (wire.stand_in)."""
+        return wire.stand_in(self.classes, lineage)
 
 
 def _exception(error, link=None):
-    """An exception for the worker's: one of the code under test's own classes as the judge's stand-in
-    (Link.exception_class: `except SceneError` and `except ValueError` both catch a `SceneError(ValueError)`),
-    else of the first built-in class in its MRO, named in the text; else RemoteError."""
-    try:
-        name, text = str(error[0]), str(error[1])
-        bases = [str(b) for b in error[2]] if len(error) > 2 and isinstance(error[2], list) else [name]
-        lineage = error[3] if len(error) > 3 and isinstance(error[3], list) else []
-    except (TypeError, IndexError, KeyError):
-        return RemoteError("malformed error from the code under test")
-    own = link.exception_class([lineage, bases]) if link is not None and lineage else None
-    if own is not None:
-        try:
-            return own(text)
-        except Exception:
-            pass
-    for base in bases:
-        if not _mappable(base):
-            continue
-        cls = getattr(builtins, base)
-        try:
-            return cls(text if base == name else f"{name}: {text}")
-        except Exception:
-            break
-    return RemoteError(f"{name}: {text}")
+    """An exception for the worker's (wire.exception_for), its stand-in classes kept by the link."""
+    return wire.exception_for(error, link.classes if link is not None else None)
 
 
 class Handle(wire.Handle):

@@ -6,6 +6,7 @@ Everything the judge receives is rebuilt from JSON as the judge's own objects of
 numpy arrays of numbers built from raw bytes), so no object of the worker's ever runs code in the judge:
 the worker can send wrong values, never a value that behaves."""
 
+import builtins
 import json
 import os
 import select
@@ -90,6 +91,63 @@ def _array(value):
     if isinstance(value, np.generic) and kind.__module__ == "numpy" and value.dtype.kind in NUMERIC:
         return {"n": [value.dtype.str, value.tobytes().hex()]}
     return None
+
+
+# Built-in exceptions a remote error is never raised as in the judge: they steer control flow, not report a fault.
+NOT_MAPPED = ("StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt", "SystemExit",
+              "BaseException", "BaseExceptionGroup", "ExceptionGroup")
+
+
+def _mappable(name):
+    cls = getattr(builtins, name, None)
+    return (name not in NOT_MAPPED and isinstance(cls, type) and issubclass(cls, Exception)
+            and cls.__module__ == "builtins")
+
+
+def stand_in(classes, lineage):
+    """The judge's own class for an exception class of the code under test, built from its names alone
+    (exception_lineage): a subclass of its first mappable built-in base and of its stand-in bases, the same
+    class each time (`classes`: qualified name -> class, the judge's cache), so `pytest.raises(SceneError)`
+    catches what the worker raised as one. None when the lineage is malformed."""
+    try:
+        names, builtin = [str(n)[:200] for n in lineage[0]][:20], [str(b) for b in lineage[1]][:20]
+    except (TypeError, IndexError, KeyError):
+        return None
+    base = next((getattr(builtins, b) for b in builtin if _mappable(b)), Exception)
+    cls = None
+    for qualified in reversed(names):
+        if qualified not in classes:
+            module, _, qualname = qualified.rpartition(".") if "." in qualified else ("", "", qualified)
+            name = qualname.rpartition(".")[2] or "RemoteException"
+            classes[qualified] = type(name, (cls or base,), {"__module__": module, "__qualname__": qualname})
+        cls = classes[qualified]
+    return cls
+
+
+def exception_for(error, classes=None):
+    """The judge's exception for the worker's error [name, text, built-in bases, lineage]: the code under
+    test's own class as a stand-in (`except SceneError` and `except ValueError` both catch a
+    `SceneError(ValueError)`), else of the first built-in class in its MRO, named in the text; else
+    RemoteError."""
+    try:
+        name, text = str(error[0]), str(error[1])
+        bases = [str(b) for b in error[2]] if len(error) > 2 and isinstance(error[2], list) else [name]
+        lineage = error[3] if len(error) > 3 and isinstance(error[3], list) else []
+    except (TypeError, IndexError, KeyError):
+        return RemoteError("malformed error from the code under test")
+    own = stand_in(classes, [lineage, bases]) if classes is not None and lineage else None
+    if own is not None:
+        try:
+            return own(text)
+        except Exception:
+            pass
+    for base in bases:
+        if _mappable(base):
+            try:
+                return getattr(builtins, base)(text if base == name else f"{name}: {text}")
+            except Exception:
+                break
+    return RemoteError(f"{name}: {text}")
 
 
 def decode(data, make_handle=None, depth=0):
