@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -30,6 +31,9 @@ def add_arguments(p) -> None:
                                                        "the challenge version, and run nothing")
     p.add_argument("--leaderboard", nargs="+", metavar="LOG",
                    help="only build the challenge leaderboard from these logs or log directories")
+    p.add_argument("--retry", nargs="+", metavar="LOG",
+                   help="resume runs that stopped (a killed process, a dead endpoint): their finished samples are "
+                        "kept, the rest run again (Inspect's eval-retry), and the report is rebuilt")
     p.add_argument("--served-model-name", "--model-name", dest="model_name",
                    help="endpoint: model id to request (default: the first of /v1/models)")
     p.add_argument("--api-key")
@@ -69,6 +73,8 @@ def run(args) -> int:
     out = Path(args.log_dir or f"eval-runs/{time.strftime('%Y%m%d-%H%M%S')}")
     if args.leaderboard:
         return _leaderboard(args.leaderboard, prices, out if args.log_dir else None)
+    if args.retry:
+        return _retry(args.retry, out, prices, args)
     if args.report_from:
         report = reports.build(args.report_from, prices)
         paths = reports.write(report, out)
@@ -117,6 +123,28 @@ def _target(args):
     if args.model:
         return launch.local(args.model, engine_config(args), thinking=args.thinking)
     return launch.endpoint(args.endpoint, args.model_name, args.api_key, thinking=args.thinking)
+
+
+def _retry(logs: list[str], out: Path, prices: dict, args) -> int:
+    from inspect_ai import eval_retry
+
+    from k3.eval.inspect import registry  # noqa: F401  (k3's tasks, sandbox and providers, by name)
+    from k3.eval.inspect import report as reports
+
+    for log in logs:
+        if not Path(log).is_file():
+            raise ValueError(f"--retry {log}: no such log file (give the .eval files a stopped run wrote)")
+    # An endpoint's model is rebuilt from the log, which keeps its URL but never its key.
+    os.environ.setdefault("K3_API_KEY", args.api_key or "none")
+    done = eval_retry(logs, log_dir=str(out), max_retries=args.max_retries,
+                      display="none" if args.no_progress else "rich")
+    report = reports.build(done, prices)
+    paths = reports.write(report, out)
+    for problem in report["problems"]:
+        print(f"k3 eval: {problem}", file=sys.stderr)
+    print(f"wrote {', '.join(map(str, paths))} (Inspect logs in {out})")
+    print(json.dumps(_summary(report, paths)))
+    return 1 if report["problems"] else 0
 
 
 def _list(path: str | None) -> int:

@@ -26,7 +26,7 @@ from k3.eval.inspect.agent_records import Records, Step, approval_kind, who
 from k3.eval.inspect.editor import text_editor
 from k3.eval.inspect.sandbox_env import K3SandboxEnvironment
 from k3.eval.inspect.step_interventions import StepPolicy
-from k3.eval.sandbox.paths import printable
+from k3.eval.sandbox.paths import SandboxViolation, printable
 
 TOOL_TIMEOUT = 180
 STORE_KEY = "k3_challenge"
@@ -50,7 +50,12 @@ def work(jobs: dict[str, Job], turns: int = 40, rules=(), interactive: bool = Fa
                 state.messages.append(ChatMessageUser(content=job.challenge.prompt(job.task)))
             records.steps.append(Step(job.task.id))
             t0 = time.perf_counter()
-            final = await _step(state, env, tools, records, policy, turns, before)
+            try:
+                final = await _step(state, env, tools, records, policy, turns, before)
+            except SandboxViolation as e:      # a workspace that cannot be taken whole cannot pass; nothing follows
+                records.step.verdict = unjudged(f"the workspace could not be judged: {e}")
+                state.store.set(STORE_KEY, records.to_dict())
+                break
             records.step.seconds = round(time.perf_counter() - t0, 3)
             found = await asyncio.to_thread(verdict.judge, job, final, before)
             records.step.verdict = summary(found, before, final)
@@ -133,6 +138,11 @@ async def _checkout(env: K3SandboxEnvironment, tree: dict[str, bytes]) -> None:
     await env.exec(["bash", "-c", "find . -mindepth 1 -delete"], timeout=60)
     for rel, data in tree.items():
         await env.write_file(rel, data)
+
+
+def unjudged(why: str) -> dict:
+    return {"passed": False, "resolved": False, "rules_kept": True, "broken": [], "failing": [], "n_failing": 0,
+            "error": why, "judge_s": 0.0, "changed": [], "diff": ""}
 
 
 def summary(found: dict, before: dict, final: dict) -> dict:

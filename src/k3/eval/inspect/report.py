@@ -97,7 +97,7 @@ def problems(log: EvalLog) -> list[str]:
     out = []
     if log.status != "success":
         out.append(f"{log.eval.task} ended {log.status}: {failure(log)}; its log keeps the finished samples "
-                   f"(inspect eval-retry {log.location})")
+                   f"(k3 eval --retry {log.location})")
     metas = [(first_score(s).metadata or {}) for s in log.samples or [] if first_score(s) is not None]
     tried = [m for m in metas if m.get("judge") is not None or m.get("judge_error")]
     failed = [m["judge_error"] for m in tried if m.get("judge_error")]
