@@ -3,7 +3,7 @@
   sandbox:   a fresh Sandbox (namespaces, tmpfs, cgroup) made and closed; one `exec` of /bin/true and one
              `run_python` in it; one judged check (worker + judge); a bare `python -I -c pass` for the
              interpreter's own start-up;
-  challenge: seconds per agent-challenge task through Inspect with a scripted agent that solves it
+  challenge: seconds per inflection-challenge task through Inspect with the scripted reference agent
              (sandbox, checkout, the judge's two pytest runs; no model time);
   local:     the bundled default model through Inspect on `refusal` at --max-tokens 32, seconds per item,
              beside the same prompts straight through LLM.chat: the difference is the harness (a run's fixed
@@ -30,7 +30,7 @@ from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.model import get_model  # noqa: E402
 
 from inspect_support import output  # noqa: E402
-from k3.eval.challenge import spec  # noqa: E402
+from k3.eval.inspect import launch  # noqa: E402
 from k3.eval.inspect.challenge import challenge  # noqa: E402
 from k3.eval.inspect.provenance import provenance  # noqa: E402
 from k3.eval.inspect.refusal import refusal  # noqa: E402
@@ -45,21 +45,6 @@ def per_run(fn, runs: int) -> float:
     return (time.perf_counter() - t0) / runs
 
 
-def _solver():
-    """Makes each task's reference edits with text_editor, then answers."""
-    ch = spec.load(spec.BUNDLED)
-
-    def generate(messages, tools, tool_choice, config):
-        task = next(t for t in ch.tasks if t.prompt in messages[0].text)
-        done = sum(m.role == "assistant" for m in messages)
-        if done < len(task.solution):
-            e = task.solution[done]
-            return output(tool="text_editor", command="str_replace", path=e.file, old_str=e.find, new_str=e.replace)
-        return output("done")
-
-    return get_model("mockllm/model", custom_outputs=generate, memoize=False)
-
-
 def sandbox_costs(runs: int) -> dict:
     out = {"sandbox_make_close_s": per_run(lambda: Sandbox().close(), runs)}
     with Sandbox() as box:
@@ -72,10 +57,11 @@ def sandbox_costs(runs: int) -> dict:
 
 def challenge_costs() -> dict:
     t0 = time.perf_counter()
-    [log] = inspect_eval(challenge(), model=_solver(), log_dir=tempfile.mkdtemp(), display="none")
+    [log] = inspect_eval(challenge(path="inflection"), model=launch.scripted("reference", "inflection").model,
+                         log_dir=tempfile.mkdtemp(), display="none")
     n = len(log.samples)
     return {"challenge_task_s": (time.perf_counter() - t0) / n,
-            "challenge_passed": sum(s.scores["tests_after"].value["passed"] for s in log.samples) / n}
+            "challenge_passed": sum(s.scores["steps_judged"].value["passed"] for s in log.samples) / n}
 
 
 def local_costs(items: int) -> dict:

@@ -105,7 +105,7 @@ def markdown(boards: dict[str, list[dict]]) -> str:
         label, _, fp = key.partition(" ")
         out += [f"### {label} (judging {fp})", "",
                 "| model | tasks completed | pass rate (95 % CI) | interventions | hallucinations | turns | tokens in / out "
-                "| cost | time |", "|---|---|---|---|---|---|---|---|---|"]
+                "| cost | time (tasks summed) |", "|---|---|---|---|---|---|---|---|---|"]
         out += [_line(r) for r in rows] + [""]
     return "\n".join(out)
 
