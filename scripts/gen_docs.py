@@ -5,6 +5,8 @@
   docs/benchmarks/results.md     tables from benchmarks/results/*.jsonl (benchmarks/record.py writes them)
   README.md                      the headline table between its `<!-- headline -->` markers
   docs/guide/check.md            the metric names, from k3/eval/metrics/names.py (between `<!-- metric-names -->`)
+  docs/guide/eval.md             the challenge leaderboard, from benchmarks/results/challenge.jsonl
+                                 (between `<!-- challenge-leaderboard -->`)
 
     .venv/bin/python scripts/gen_docs.py           # write them
     .venv/bin/python scripts/gen_docs.py --check   # exit 1 if any is stale (tests/test_docs.py runs this)
@@ -23,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
-from results_tables import headline_table, results_page  # noqa: E402
+from results_tables import challenge_leaderboard, headline_table, results_page  # noqa: E402
 
 def variables_in_code() -> set[str]:
     """Every quoted K3_* name in the package and the tests: the variables the code reads."""
@@ -98,11 +100,22 @@ def pages() -> dict[Path, str]:
     records = load_records()
     readme = (ROOT / "README.md").read_text()
     check = (ROOT / "docs/guide/check.md").read_text()
+    guide = (ROOT / "docs/guide/eval.md").read_text()
     return {ROOT / "docs/guide/check.md": with_section(check, "metric-names", metric_names_table()),
+            ROOT / "docs/guide/eval.md": with_section(guide, "challenge-leaderboard", leaderboard_section(records)),
             ROOT / "docs/reference/cli.md": cli,
             ROOT / "docs/reference/environment.md": environment_page(),
             ROOT / "docs/benchmarks/results.md": results_page(records),
             ROOT / "README.md": readme_with_headline(readme, headline_table(records))}
+
+
+def leaderboard_section(records: dict[str, list[dict]]) -> str:
+    recs = records.get("challenge")
+    if not recs:
+        return "No challenge run recorded yet (`benchmarks/record.py benchmarks/challenge.py`)."
+    rec = recs[-1]
+    return "\n".join([f"{rec['result']['challenge']}, {rec['date']}, commit `{rec['commit']}`, {rec['cpu']['model']} "
+                      f"({rec['cpu']['cores']} cores): `{rec['command']}`", "", *challenge_leaderboard(rec["result"])])
 
 
 def load_records() -> dict[str, list[dict]]:

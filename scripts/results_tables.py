@@ -27,6 +27,9 @@ ABOUT = {
                   "its requirements on their intervals",
     "foreign_server": "k3's commands against llama.cpp's `llama-server` serving the bundled model as GGUF (a server nobody "
                       "here wrote): what ran, its figure, and what the server does not report that k3 reads",
+    "challenge": "the sim3d agent challenge run whole by the scripted agents (reference, do-nothing, cheat) and the bundled "
+                 "model in-process on a few samples: the leaderboard their logs make, each task's time by part (reference, "
+                 "one task at a time), the challenge's size",
     "native_build": "building the native kernels: a first build, a rebuild after an edit to one unit and to the shared "
                     "header, a later process importing the published library (seconds)",
 }
@@ -223,7 +226,30 @@ def _foreign_server(r: dict) -> list[str]:
                    "INCONCLUSIVE is the honest verdict."]
 
 
-SHAPES = {"foreign_server": _foreign_server, "load_sweep": _load_sweep, "decode_settings": _decode_settings, "prefill_gemm": _prefill_gemm, "ops": _ops, "vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
+def challenge_leaderboard(r: dict) -> list[str]:
+    """The leaderboard of a challenge record (benchmarks/challenge.py), as `k3 eval --leaderboard` prints it."""
+    rows = ["| model | tasks completed | pass rate (95 % CI) | interventions | hallucinations | turns | tokens in / out "
+            "| run's wall time (s) |", "|---|---|---|---|---|---|---|---|"]
+    for x in r["runs"]:
+        low, high = x["pass_rate"]["ci95"]
+        rows.append(f"| {x['model']} | {x['completed']:g} / {x['tasks']} ({x['steps_run']:g} run) | "
+                    f"{x['pass_rate']['rate']:.0%} ({low:.0%}-{high:.0%}) | {x['interventions']:g} | {x['hallucinations']:g} "
+                    f"| {x['turns']:g} | {x['input_tokens']:,} / {x['output_tokens']:,} | {x['wall_s']:g} |")
+    return rows
+
+
+def _challenge(r: dict) -> list[str]:
+    size, t = r["size"], r["task_seconds"]
+    return [*challenge_leaderboard(r), "",
+            f"{r['challenge']}: {size['tasks']} tasks ({size['bugs']} bugs, {size['features']} features, a chain of "
+            f"{size['chain_steps']} steps), {size['files']} files, {size['code_lines']} lines of code, {size['test_lines']} "
+            f"of shipped tests, {size['hidden_test_lines']} of hidden tests.", "",
+            "| part of a task (reference agent) | median (s) | max (s) |", "|---|---|---|",
+            *[f"| {part.removesuffix('_s').replace('_', ' ')} | {_fmt(v['median'])} | {_fmt(v['max'])} |"
+              for part, v in t.items() if v]]
+
+
+SHAPES = {"challenge": _challenge, "foreign_server": _foreign_server, "load_sweep": _load_sweep, "decode_settings": _decode_settings, "prefill_gemm": _prefill_gemm, "ops": _ops, "vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
           "prefix_cache": _prefix_cache, "speculative": _speculative}
 
 

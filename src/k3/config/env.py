@@ -29,6 +29,8 @@ VARIABLES = (
     Variable("K3_DECODE_GEMV", "batch-1 bf16/int8 GEMV order for every weight: `sequential` or `tiles` "
              "(default: by row length, measured on this CPU once)",
              ("sequential", "tiles")),
+    Variable("K3_API_KEY", "the key `k3 eval --retry` gives a resumed run's endpoint (a log keeps the endpoint's URL, "
+             "never its key; default `--api-key`, else none)"),
     Variable("K3_FETCH", "`0`: evaluation sets never fetch their pinned packages; a missing one is an error",
              SWITCH),
     Variable("K3_HUGE_PAGES", "`0`: keep weights and state on ordinary 4 KB pages", SWITCH),

@@ -114,6 +114,6 @@ def _line(r: dict) -> str:
     low, high = r["pass_rate"]["ci95"]
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(r["by_kind"].items()))
     spent = "n/a" if r["cost_usd"] is None else f"${r['cost_usd']:.2f}"
-    return (f"| {r['model']} | {r['completed']:g} / {r['tasks']} | {r['pass_rate']['rate']:.0%} ({low:.0%}-{high:.0%}) "
+    return (f"| {r['model']} | {r['completed']:g} / {r['tasks']} ({r['steps_run']:g} run) | {r['pass_rate']['rate']:.0%} ({low:.0%}-{high:.0%}) "
             f"| {r['interventions']:g}{f' ({kinds})' if kinds else ''} | {r['hallucinations']:g} | {r['turns']:g} "
             f"| {r['input_tokens']:,} / {r['output_tokens']:,} | {spent} | {r['time_s']:g} s |")
