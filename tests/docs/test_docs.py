@@ -28,7 +28,11 @@ RUN = ["README.md", "docs/getting-started.md", "docs/guide/models.md", "docs/gui
 SMALL = {"--limit 40": "--limit 3 --max-tokens 16",
          "--epochs 3": "--epochs 2 --limit 2 --max-tokens 16 -T lengths=1024",
          "--judge-model other-model": "--judge-model other-model --limit 3 --max-tokens 16",
-         "-T tasks=ordinal-teens": "-T tasks=ordinal-teens --max-tokens 16 --message-limit 4"}
+         "-T tasks=quat-half-angle": "-T tasks=quat-half-angle -T turns=2 --max-tokens 16",
+         # the agent challenge: a sample or two, a turn or two a step
+         "-T turns=80": "-T turns=1 --limit 1 --max-tokens 16", "-T turns=60": "-T turns=1 --max-tokens 16",
+         "--log-dir runs/reference": "--log-dir runs/reference --limit 2", "-T path=inflection": "-T path=inflection --limit 1",
+         "-T interactive=true": "-T turns=1"}
 
 
 def test_generated_pages_are_up_to_date():
@@ -67,6 +71,11 @@ def stand_ins(tmp_path_factory):
     judge = LLM(str(dense), cache_memory="64MiB", max_num_seqs=8)    # a judge: other weights, another name
     policy = root / "policy.yaml"                                     # the eval page's own approval policy
     policy.write_text(_block(ROOT / "docs/guide/eval.md", "yaml"))
+    steps = root / "steps.json"                                       # its step-interventions file
+    steps.write_text(next(b for b in (ROOT / "docs/guide/eval.md").read_text().split("```json\n")[1:]
+                          if '"kind": "hint"' in b).split("```", 1)[0])
+    prices = root / "prices.json"
+    prices.write_text('{"Kimi-K3": {"input": 0.6, "output": 2.5}}')
     with Mirror(ckpt) as mirror, serving(remote, "Kimi-K3") as url, serving(judge, "other-model") as judge_url:
         env = {**os.environ, "HF_ENDPOINT": mirror.url.split("/repo/")[0], "K3_MODELS_DIR": str(root / "models"),
                "HF_HOME": str(root / "hf"), "K3_CACHE_DIR": str(root / "cache"), "NO_COLOR": "1"}
@@ -76,7 +85,11 @@ def stand_ins(tmp_path_factory):
                      "https://mirror.example.org/Kimi-K3/": mirror.url, "--from URL": f"--from {mirror.url}",
                      "--dest DIR": f"--dest {root / 'download'}", "my-bf16-k3": str(dense),
                      "--text a.txt b.txt": f"--text {' '.join(texts)}", **SMALL, "--endpoint URL": f"--endpoint {url}",
-                     "--approval human": f"--approval {policy} --limit 2 --max-tokens 16"}, env
+                     "--approval human": f"--approval {policy} --limit 2 --max-tokens 16",
+                     "--epochs 4 --prices prices.json": f"--epochs 2 --limit 1 -T turns=1 --max-tokens 16 --prices {prices}",
+                     "--prices prices.json": f"--prices {prices}",
+                     "--approval policy.yaml -T interventions=steps.json":
+                         f"--approval {policy} -T interventions={steps} --limit 1 -T turns=1 --max-tokens 16"}, env
 
 
 def _block(path: Path, lang: str) -> str:
