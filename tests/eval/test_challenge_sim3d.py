@@ -60,8 +60,11 @@ def test_list_and_limit(tmp_path, capsys):
     need_namespaces()
     assert main(["eval", "challenge", "--solver", "reference", "--limit", "3", "--log-dir", str(tmp_path),
                  "--no-progress"]) == 0
-    samples = _samples(_last_json(capsys))
+    summary = _last_json(capsys)
+    samples = _samples(summary)
     assert len(samples) == 3 and len({s.metadata["kind"] for s in samples}) == 3   # a bug, a feature, the chain
+    report = open(summary["report"]).read()                 # the records, per task, in k3's report
+    assert "sim3d-1: 7 of 25 tasks completed (7 run)" in report and "| rope | 1 | 5 / 5 |" in report
     log = read_eval_log(str(next(tmp_path.glob("*.eval"))))
     assert log.eval.metadata["fingerprint"] == listed["fingerprint"]
     assert log.eval.metadata["prompt_sha256"] == {t["id"]: t["prompt_sha256"] for t in listed["tasks"]}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from inspect_ai.log import EvalLog, read_eval_log
 
+from k3.eval.inspect import challenge_report
 from k3.eval.inspect.interventions import interventions
 from k3.eval.metrics import quality
 from k3.eval.prices import cost
@@ -88,7 +89,8 @@ def task_report(log: EvalLog, prices: dict | None = None) -> dict:
             "problems": problems(log),
             "limits_hit": dict(limits), "interventions": {"total": len(found), "by_decision": dict(by_kind), "records": found},
             "usage": {**usage, "total_time_s": sum(s.total_time or 0 for s in samples),
-                      "working_time_s": sum(s.working_time or 0 for s in samples)}}
+                      "working_time_s": sum(s.working_time or 0 for s in samples)},
+            **({"challenge": challenge_report.row(log, prices)} if challenge_report.is_challenge(log) else {})}
 
 
 def problems(log: EvalLog) -> list[str]:

@@ -69,7 +69,19 @@ def _task(t: dict) -> list[str]:
               f"tokens: {u['input_tokens']} in, {u['output_tokens']} out; cost: "
               + (f"${u['cost_usd']:.4f}" if u["cost_usd"] is not None else "no price given (--prices)")
               + f"; time: {u['total_time_s']:.1f} s in all, {u['working_time_s']:.1f} s working", ""]
-    return lines
+    return lines + (_challenge(t["challenge"]) if t.get("challenge") else [])
+
+
+def _challenge(c: dict) -> list[str]:
+    """The challenge's records: a row per task (or chain) and epoch."""
+    lines = [f"{c['challenge']}: {c['completed']:g} of {c['tasks']} tasks completed ({c['steps_run']:g} run); "
+             f"interventions {c['interventions']:g} ({', '.join(f'{k} {v}' for k, v in c['by_kind'].items()) or 'none'}); hallucinations {c['hallucinations']:g}", "",
+             "| task | epoch | steps passed | turns | interventions | hallucinations | context (tokens) | sandbox start (s) "
+             "| agent (s) | judge (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['task']} | {r['epoch']} | {r['completed']} / {r['steps']} | {r['turns']} | {r['interventions']} | "
+              f"{r['hallucinations']} | {r['context_tokens']} | {_fmt(r['sandbox_start_s'])} | {_fmt(r['agent_s'])} | "
+              f"{_fmt(r['judge_s'])} |" for r in c["rows"]]
+    return lines + [""]
 
 
 def _interval(ci) -> str:
