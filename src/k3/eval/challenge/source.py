@@ -13,7 +13,7 @@ from k3.eval.challenge import frozen
 from k3.eval.challenge.spec import Challenge, ChallengeError, Edit, Task
 
 Tree = dict[str, bytes]
-SKIPPED = ("__pycache__/", ".egg-info/", ".pyc", "PKG-INFO")   # build by-products, not the project
+SKIPPED = ("__pycache__/", ".pytest_cache/", ".egg-info/", ".pyc", "PKG-INFO")   # by-products, not the project
 
 
 def pin(challenge: Challenge) -> fetch.Pinned:
