@@ -51,8 +51,9 @@ def _unfrozen(challenge):
 def print_list(challenge: spec.Challenge, fingerprint: str | None = None) -> None:
     """One line a task: id, kind, its chain and step, the sha256 of its prompt; the version (and the task's
     fingerprint, which its logs carry) first."""
+    what = "fingerprint" if fingerprint else "data fingerprint"     # the task's adds the judge's source
     fingerprint = fingerprint or challenge.fingerprint()
-    print(f"{challenge.label}  fingerprint {fingerprint[:16]}  {len(challenge.every_task)} tasks")
+    print(f"{challenge.label}  {what} {fingerprint[:16]}  {len(challenge.every_task)} tasks")
     for t in challenge.every_task:
         where = f"{t.chain}#{t.step}" if t.chain else "-"
         print(f"{t.id:<22} {t.kind:<8} {where:<8} {challenge.prompt_sha256(t)}")
