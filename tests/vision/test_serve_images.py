@@ -138,3 +138,22 @@ def test_the_chat_page_attaches_an_image(server, tmp_path):
         assert page.locator(".user img.thumb").count() == 1 and not page.inner_text("#attached")
         assert not page.inner_text(".assistant .answer").startswith("error")
         browser.close()
+
+
+@pytest.mark.parametrize("size", [(1280, 1280), (1920, 1080), (4032, 3024), (7200, 50)],
+                         ids=["1280-square", "1920x1080", "phone-4032x3024", "panorama-7200x50"])
+def test_ordinary_photos_of_every_size_are_answered_with_the_reference_pad_count(server, size):
+    """Each image block holds exactly the pads the released processor's arithmetic gives (plan_resize, checked
+    against the reference in test_preprocess.py): a block is thousands of `<|media_pad|>` names, past the
+    tokenizer's 25,000-character cutting length, and a name cut in two used to become text."""
+    from k3.media import image_block, plan_resize
+
+    url, llm, _ = server
+    pads = plan_resize(*size).num_tokens
+    r = _ask(url, [{"type": "text", "text": "Describe it."}, _part(_url(encoded(size=size, fmt="JPEG"), "image/jpeg"))])
+    assert r.status_code == 200, r.text
+    pad_id = llm.model.config.vision.media_pad_id
+    assert llm.tokenizer.encode(image_block(*size, pads), special=True).count(pad_id) == pads
+    text_only = _ask(url, [{"type": "text", "text": "Describe it."}]).json()["usage"]["prompt_tokens"]
+    block = len(llm.tokenizer.encode(image_block(*size, pads), special=True))
+    assert r.json()["usage"]["prompt_tokens"] == text_only + block

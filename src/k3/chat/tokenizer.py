@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import codecs
 import json
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -64,6 +65,7 @@ class K3Tokenizer:
         # past a gap): refused in prompts and never sampled (engine.py), so no output can fail to decode.
         self.holes = tuple(i for i in range(self.vocab_size) if i not in known)
         self._holes = frozenset(self.holes)
+        self._special_pattern = re.compile("|".join(re.escape(n) for n in sorted(self.specials, key=len, reverse=True)))
         self.open_id, self.close_id = self.specials[OPEN], self.specials[CLOSE]
         self.sep_id, self.end_of_msg_id = self.specials[SEP], self.specials[END_OF_MSG]
 
@@ -86,14 +88,21 @@ class K3Tokenizer:
         return self.num_ranks + len(self.specials)
 
     def encode(self, text: str, *, special: bool = False) -> list[int]:
-        """special=True: `<|...|>` names become their special ids; False: they are plain text."""
+        """special=True: `<|...|>` names become their special ids; False: they are plain text.
+
+        With specials, the names are taken out before long inputs are cut (split_long_input), so a cut never
+        falls inside one: an image block is `<|media_pad|>` thousands of times over, one run of non-space
+        characters far past the cutting length, and a name cut in two would become text."""
+        if not special:
+            return [t for piece in split_long_input(text) for t in self.encoding.encode(piece, disallowed_special=())]
         ids: list[int] = []
-        for piece in split_long_input(text):
-            if special:
-                ids += self.encoding.encode(piece, allowed_special="all")
-            else:
-                ids += self.encoding.encode(piece, disallowed_special=())
-        return ids
+        start = 0
+        for m in self._special_pattern.finditer(text):
+            if m.start() > start:
+                ids += self.encode(text[start:m.start()])
+            ids.append(self.specials[m.group()])
+            start = m.end()
+        return ids + self.encode(text[start:]) if start < len(text) else ids
 
     def encode_segments(self, segments: Iterable) -> list[int]:
         """Segments (`.text`, `.special`) encoded one by one: segment edges are BPE boundaries."""
