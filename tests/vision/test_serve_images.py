@@ -4,6 +4,7 @@ every kind of bad image answered with a 400 that names it, the server serving on
 from __future__ import annotations
 
 import base64
+import io
 import os
 import shutil
 
@@ -65,9 +66,32 @@ def test_local_files_only_under_the_allowed_directory(server, tmp_path):
     url, _, media_dir = server
     assert _ask(url, [_part(str(media_dir / "cat.png"))]).status_code == 200
     assert _ask(url, [_part("file://" + str(media_dir / "cat.png"))]).status_code == 200
+    assert _ask(url, [_part("FILE://" + str(media_dir / "cat.png"))]).status_code == 200     # a scheme has no case
     shutil.copy(media_dir / "cat.png", tmp_path / "secret.png")
     r = _ask(url, [_part(str(tmp_path / "secret.png"))])
     assert r.status_code == 400 and "outside the directory" in r.json()["error"]["message"]
+
+
+def test_a_fifo_or_a_missing_file_is_a_400_that_shows_no_server_path(server):
+    url, _, media_dir = server
+    fifo = media_dir / "pipe.png"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    for name, message in (("pipe.png", "is not a regular file"), ("gone.png", "cannot read the image file gone.png")):
+        r = _ask(url, [_part(name)])                                  # a FIFO used to hang the request for good
+        assert r.status_code == 400 and message in r.json()["error"]["message"], r.text
+        assert str(media_dir) not in r.text
+
+
+@pytest.mark.parametrize("size", [(1, 79_000_000), (79_000_000, 1)], ids=["tall-strip", "wide-strip"])
+def test_extreme_aspect_ratios_are_400s_not_500s(server, size):
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("L", size).save(buf, "PNG")                             # ~100 KB that decode to 79 M pixels
+    r = _ask(url := server[0], [_part(_url(buf.getvalue()))])
+    assert r.status_code == 400 and "less extreme aspect ratio" in r.json()["error"]["message"], r.text
+    assert httpx.get(url + "/health").json()["status"] == "ok"
 
 
 BAD = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import stat
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +54,7 @@ class PreparedImage:
 
 def prepare_image(source, media: MediaConfig = MediaConfig(), limits: ImageLimits = ImageLimits()) -> PreparedImage:
     """source: bytes, a path, or a PIL image -> PreparedImage. Bad input raises ImageError."""
-    img = _open(source, limits)
+    img = _open(source, limits, media)
     width, height = img.size
     plan = plan_resize(width, height, media)
     try:
@@ -63,6 +64,8 @@ def prepare_image(source, media: MediaConfig = MediaConfig(), limits: ImageLimit
         img = composite(img, media)
     except (OSError, ValueError) as e:
         raise ImageError(f"the image could not be decoded ({e}); send an intact PNG, JPEG or WebP file") from None
+    except MemoryError:
+        raise ImageError(f"the image ({width}x{height}) is too large to resize here; send a smaller image") from None
     rgb = np.asarray(img, dtype=np.uint8)
     padded = np.pad(rgb, ((0, plan.pad_height), (0, plan.pad_width), (0, 0)))
     p, h, w = media.patch_size, plan.grid_h, plan.grid_w
@@ -87,13 +90,14 @@ def _pil():
     return Image
 
 
-def _open(source, limits: ImageLimits):
+def _open(source, limits: ImageLimits, media: MediaConfig = MediaConfig()):
     Image = _pil()
     if isinstance(source, Image.Image):
         _check_pixels(source.size, limits)
+        _check_resize(source.size, media)
         return source
     if isinstance(source, (str, os.PathLike)):
-        source = _read_file(Path(source), limits)
+        source = _read_file(source if hasattr(source, "shown") else Path(source), limits)
     if not isinstance(source, (bytes, bytearray, memoryview)):
         raise ImageError(f"an image is bytes, a file path or a PIL image, not {type(source).__name__}")
     if len(source) > limits.max_bytes:
@@ -105,6 +109,7 @@ def _open(source, limits: ImageLimits):
             if img.format not in FORMATS:
                 raise ImageError(f"{img.format or 'this'} images are not accepted; send PNG, JPEG or WebP")
             _check_pixels(img.size, limits)
+            _check_resize(img.size, media)
             img.load()
     except ImageError:
         raise
@@ -116,14 +121,22 @@ def _open(source, limits: ImageLimits):
     return img
 
 
-def _read_file(path: Path, limits: ImageLimits) -> bytes:
+def _read_file(path, limits: ImageLimits) -> bytes:
+    """A regular file's bytes, named in errors as its reader gave it (`path.shown`, sources.LocalFile: a
+    server's own directory never appears in a reply). Opened without blocking and checked to be a regular
+    file before reading: a FIFO or a device would hang the reader."""
+    shown = getattr(path, "shown", str(path))
     try:
-        size = path.stat().st_size
-        if size > limits.max_bytes:
-            raise ImageError(f"{path} is {size:,} bytes, over the limit of {limits.max_bytes:,}")
-        return path.read_bytes()
+        fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
-        raise ImageError(f"cannot read the image file {path}: {e.strerror or e}") from None
+        raise ImageError(f"cannot read the image file {shown}: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ImageError(f"{shown} is not a regular file; send an image file")
+        if info.st_size > limits.max_bytes:
+            raise ImageError(f"{shown} is {info.st_size:,} bytes, over the limit of {limits.max_bytes:,}")
+        return f.read(limits.max_bytes + 1)
 
 
 def _check_pixels(size: tuple[int, int], limits: ImageLimits) -> None:
@@ -133,6 +146,21 @@ def _check_pixels(size: tuple[int, int], limits: ImageLimits) -> None:
     if w * h > limits.max_pixels:
         raise ImageError(f"the image is {w}x{h} = {w * h:,} pixels, over the limit of {limits.max_pixels:,}; "
                          "send a smaller image (K3 sees at most 7168 pixels a side after its own resize)")
+
+
+# Bytes of bicubic filter weights Pillow may build for one resize: a window of about 4 x (input / output) taps
+# for each output pixel of an axis, in doubles. A 1 x 79,000,000 strip shrunk to 7,168 would need ~2.5 GB.
+MAX_RESIZE_WEIGHTS = 256 << 20
+
+
+def _check_resize(size: tuple[int, int], media: MediaConfig) -> None:
+    plan = plan_resize(*size, media)
+    for axis, (before, after) in enumerate(zip(size, (plan.width, plan.height))):
+        weights = after * (4 * before / after + 2) * 8
+        if weights > MAX_RESIZE_WEIGHTS:
+            raise ImageError(f"the image is {size[0]}x{size[1]}: its {'width' if axis == 0 else 'height'} would "
+                             f"shrink {before / after:,.0f}-fold, more than a resize can take here; send an image "
+                             "with a less extreme aspect ratio")
 
 
 def _resize(img, size: tuple[int, int]):

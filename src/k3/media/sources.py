@@ -24,12 +24,13 @@ def image_bytes_or_object(source, *, local_root: str | Path | None = None, trust
         source = os.fspath(source)
     if not isinstance(source, str):
         raise ImageError(f"an image is a data: URL, a file path, bytes or a PIL image, not {type(source).__name__}")
-    if source.startswith("data:"):
+    scheme = source[:8].lower()
+    if scheme.startswith("data:"):
         return from_data_url(source)
-    if source.lower().startswith(REMOTE):
+    if scheme.startswith(REMOTE):
         raise ImageError("k3 does not fetch images from the network; send the image inline as a "
                          "data:image/...;base64,... URL")
-    path = Path(unquote(urlparse(source).path)) if source.startswith("file:") else Path(source)
+    path = Path(unquote(urlparse(source).path)) if scheme.startswith("file:") else Path(source)
     if trusted:
         return path
     return _under(path, local_root)
@@ -62,4 +63,14 @@ def _under(path: Path, root) -> Path:
     resolved = (base / path).resolve() if not path.is_absolute() else path.resolve()
     if resolved != base and base not in resolved.parents:
         raise ImageError(f"{path} is outside the directory this server reads images from")
-    return resolved
+    return LocalFile(resolved, str(path))
+
+
+class LocalFile(os.PathLike):
+    """A file under a server's media directory, named in errors as the request named it (`shown`)."""
+
+    def __init__(self, path: Path, shown: str):
+        self.path, self.shown = path, shown
+
+    def __fspath__(self) -> str:
+        return str(self.path)
