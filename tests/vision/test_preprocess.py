@@ -4,6 +4,7 @@ normalisation and patch order; and bad input refused by name, before it costs me
 from __future__ import annotations
 
 import base64
+import os
 import struct
 import zlib
 
@@ -138,8 +139,9 @@ def test_sources_data_urls_and_local_files(tmp_path):
     (tmp_path / "ok" / "a.png").write_bytes(png)
     (tmp_path / "secret.png").write_bytes(png)
     (tmp_path / "ok" / "link.png").symlink_to(tmp_path / "secret.png")
-    assert image_bytes_or_object(str(tmp_path / "ok" / "a.png"), local_root=tmp_path / "ok") == tmp_path / "ok" / "a.png"
-    assert image_bytes_or_object("file://" + str(tmp_path / "ok" / "a.png"), local_root=tmp_path / "ok").is_file()
+    found = image_bytes_or_object(str(tmp_path / "ok" / "a.png"), local_root=tmp_path / "ok")
+    assert os.fspath(found) == str(tmp_path / "ok" / "a.png") and found.shown == str(tmp_path / "ok" / "a.png")
+    assert os.path.isfile(image_bytes_or_object("file://" + str(tmp_path / "ok" / "a.png"), local_root=tmp_path / "ok"))
     for outside in (str(tmp_path / "secret.png"), str(tmp_path / "ok" / ".." / "secret.png"), str(tmp_path / "ok" / "link.png")):
         with pytest.raises(ImageError, match="outside the directory"):
             image_bytes_or_object(outside, local_root=tmp_path / "ok")
