@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from k3.cli.engine_args import add_engine_arguments, engine_config
-from k3.cli.vision_args import add_image_limit_arguments
+from k3.cli.vision_args import add_image_limit_arguments, add_image_work_arguments, image_work
 
 
 def add_arguments(p) -> None:
@@ -24,6 +24,7 @@ def add_arguments(p) -> None:
     p.add_argument("--shutdown-timeout", type=float, default=30.0,
                    help="on SIGTERM, seconds requests in flight get to finish before they are cut")
     add_image_limit_arguments(p)
+    add_image_work_arguments(p)
     add_engine_arguments(p)
 
 
@@ -73,6 +74,7 @@ def run(args) -> int:
     path = resolve_model(model_argument(args))
     check_tokenizer(path, args.tokenizer, "the server")
     config = engine_config(args)   # every engine flag checked before the port is taken or the model loads
+    work = image_work(args)
     sock = bind(args.host, args.port)
     thread = EngineThread()    # the model is built where it will be stepped (engine/thread.py says why)
     llm = thread.call(LLM, str(path), config, tokenizer=args.tokenizer)
@@ -80,7 +82,8 @@ def run(args) -> int:
     served_len = args.max_model_len or min(llm.engine.max_model_len, DEFAULT_MAX_MODEL_LEN)
     server = Server(engine, llm.tokenizer, args.served_model_name or served_name(model_argument(args), path), args.api_key, args.request_timeout,
                     max_model_len=served_len, public_metrics=args.public_metrics, media=llm.media,
-                    image_limits=llm.image_limits, allowed_local_media_path=args.allowed_local_media_path)
+                    image_limits=llm.image_limits, allowed_local_media_path=args.allowed_local_media_path,
+                    image_work=work)
     print(f"k3 serve: {server.model_name} on http://{args.host}:{args.port} (max_model_len "
           f"{server.max_model_len:,})", file=sys.stderr, flush=True)
     healthy = serve(server, sock, args.shutdown_timeout)

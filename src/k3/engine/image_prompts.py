@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from k3.media import ImageError, ImageLimits, prepare_image
+from k3.media.image import measure
 from k3.media.sources import image_bytes_or_object
 
 PLACEHOLDER = "<|kimi_image_placeholder|>"
@@ -20,16 +21,25 @@ class Prompt:
 
 
 def prepare_all(sources: list, media, limits: ImageLimits, *, local_root=None, trusted: bool = True) -> list:
-    """Each source (bytes, path, PIL image, data: URL) -> a PreparedImage; ImageError names the image."""
+    """Each source (bytes, path, PIL image, data: URL) -> a PreparedImage; ImageError names the image. Every
+    image's header is read and checked, and the prompt's image tokens counted, before any is decoded."""
     if len(sources) > limits.max_images:
         raise ImageError(f"{len(sources)} images in one prompt, over the limit of {limits.max_images}")
-    out = []
-    for i, src in enumerate(sources):
-        try:
-            out.append(prepare_image(image_bytes_or_object(src, local_root=local_root, trusted=trusted), media, limits))
-        except ImageError as e:
-            raise ImageError(f"image {i + 1} of {len(sources)}: {e}") from None
-    return out
+    measured = [_each(i, len(sources), lambda: measure(image_bytes_or_object(src, local_root=local_root,
+                                                                            trusted=trusted), media, limits))
+                for i, src in enumerate(sources)]
+    tokens = sum(m[3] for m in measured)
+    if tokens > limits.max_image_tokens:
+        raise ImageError(f"the images take {tokens:,} image tokens together, over the limit of "
+                         f"{limits.max_image_tokens:,} a prompt; send fewer or smaller images")
+    return [_each(i, len(sources), lambda: prepare_image(m[0], media, limits)) for i, m in enumerate(measured)]
+
+
+def _each(i: int, n: int, work):
+    try:
+        return work()
+    except ImageError as e:
+        raise ImageError(f"image {i + 1} of {n}: {e}") from None
 
 
 def dict_prompt(tok, prompt: dict, media, limits: ImageLimits) -> Prompt:

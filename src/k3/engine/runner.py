@@ -10,7 +10,7 @@ rows to sample plus any prompt log-probabilities asked for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -107,8 +107,7 @@ class ModelRunner:
             if images is None or first > images.last_position:
                 continue
             if images.rows is None:
-                pixels, grid = stack_images(images.images)
-                images.rows = torch.cat(self.model.encode_images(pixels.to(self.device), grid))
+                images.rows = self._rows(images)
             end = first + c.num_tokens
             picked = [(p, images.row_of[p]) for p in range(first, min(end, images.last_position + 1)) if p in images.row_of]
             if picked:
@@ -119,6 +118,16 @@ class ModelRunner:
         if not parts:
             return None
         return Splice(torch.tensor(positions, dtype=torch.long, device=self.device), torch.cat(parts))
+
+    def _rows(self, images) -> torch.Tensor:
+        """A request's image rows: those its images brought (encoded ahead, in a server's image pool; taken
+        once, so their memory goes with the prefill), else the tower's now."""
+        ahead = [im.rows for im in images.images]
+        if all(r is not None for r in ahead):
+            images.images = [replace(im, rows=None) for im in images.images]
+            return torch.cat(ahead).to(self.device)
+        pixels, grid = stack_images(images.images)
+        return torch.cat(self.model.encode_images(pixels.to(self.device), grid))
 
     def keep_windows(self, result: StepOutput, kept: dict[str, int]) -> None:
         """kept: request id -> positions of its verify window to keep. KDA state of the positions not

@@ -35,6 +35,8 @@ class ImageLimits:
     max_pixels: int = 80_000_000              # width x height as the header states it (7168 x 7168 is 51 M; under
                                               # Pillow's own bomb threshold, so this limit is the one that speaks)
     max_images: int = 16                      # in one prompt
+    max_image_tokens: int = 65_536            # image rows (pad tokens) in one prompt, all images together: four
+                                              # images at the released processor's largest (16,384 each)
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,6 +47,7 @@ class PreparedImage:
     height: int
     num_tokens: int                # the rows it becomes, and the `<|media_pad|>` tokens it takes
     digest: str                    # sha256 of the size and pixels: the prefix cache keys on it
+    rows: torch.Tensor | None = None   # the tower's output, when it ran ahead of the engine (a server's image pool)
 
     @property
     def block(self) -> str:
@@ -76,6 +79,17 @@ def prepare_image(source, media: MediaConfig = MediaConfig(), limits: ImageLimit
     return PreparedImage(patches, (1, h, w), width, height, plan.num_tokens, digest)
 
 
+def measure(source, media: MediaConfig = MediaConfig(), limits: ImageLimits = ImageLimits()):
+    """(the source as bytes or a PIL image, its width, height and image tokens) from the header alone, every
+    limit a header can answer checked: no pixel is decoded, so a request's images are bounded before any
+    of them costs work."""
+    if isinstance(source, (str, os.PathLike)):
+        source = _read_file(source if hasattr(source, "shown") else Path(source), limits)
+    img = _open(source, limits, media, load=False)
+    width, height = img.size
+    return source, width, height, plan_resize(width, height, media).num_tokens
+
+
 def stack_images(images: list[PreparedImage]) -> tuple[torch.Tensor, torch.Tensor]:
     """Several images -> (pixel_values [sum h*w, 3, p, p], grid_thw [n, 3] int64) for `model.encode_images`."""
     return (torch.cat([i.pixel_values for i in images]),
@@ -90,7 +104,7 @@ def _pil():
     return Image
 
 
-def _open(source, limits: ImageLimits, media: MediaConfig = MediaConfig()):
+def _open(source, limits: ImageLimits, media: MediaConfig = MediaConfig(), load: bool = True):
     Image = _pil()
     if isinstance(source, Image.Image):
         _check_pixels(source.size, limits)
@@ -110,7 +124,8 @@ def _open(source, limits: ImageLimits, media: MediaConfig = MediaConfig()):
                 raise ImageError(f"{img.format or 'this'} images are not accepted; send PNG, JPEG or WebP")
             _check_pixels(img.size, limits)
             _check_resize(img.size, media)
-            img.load()
+            if load:
+                img.load()
     except ImageError:
         raise
     except (Image.DecompressionBombWarning, Image.DecompressionBombError):

@@ -24,6 +24,7 @@ from k3.serve import chat_route, completion_route
 from k3.serve.info import install_info
 from k3.serve.async_engine import AdmissionFailed, AsyncEngine, EngineUnavailable, QueueFull
 from k3.serve.guard import MAX_BODY_BYTES, MAX_BODY_BYTES_WITH_IMAGES, Guard
+from k3.serve.image_work import ImageWork
 from k3.serve.metrics import Metrics
 from k3.serve.protocol import (ChatRequest, ClientGone, CompletionRequest, DetokenizeRequest, RequestError, TokenizeRequest,
                                error_response)
@@ -35,19 +36,27 @@ class Server:
     def __init__(self, engine: AsyncEngine, tokenizer, model_name: str, api_key: str | None = None,
                  request_timeout: float = 600.0, max_model_len: int | None = None, public_metrics: bool = False,
                  media: MediaConfig | None = None, image_limits: ImageLimits | None = None,
-                 allowed_local_media_path: str | None = None):
+                 allowed_local_media_path: str | None = None, image_work: ImageWork | None = None):
         """max_model_len: prompt + completion tokens one request may use (default: the engine's).
         public_metrics: /metrics answers without the API key (for a scraper that cannot send one).
         media, image_limits: the checkpoint's image preprocessing and the limits on a request's images;
-        allowed_local_media_path: a directory requests may name image files in (None: data: URLs only)."""
+        allowed_local_media_path: a directory requests may name image files in (None: data: URLs only);
+        image_work: where images are prepared (image_work.py; default one thread, four waiting)."""
         self.engine, self.tokenizer, self.model_name, self.api_key = engine, tokenizer, model_name, api_key
         self.request_timeout, self.public_metrics = request_timeout, public_metrics
         self.max_model_len = max_model_len or engine.engine.max_model_len
         self.metrics = engine.metrics = engine.metrics or Metrics()
         self.media, self.image_limits = media or MediaConfig(), image_limits or ImageLimits()
         self.allowed_local_media_path = allowed_local_media_path
+        self.image_work = image_work or ImageWork()
         vision = getattr(engine.engine.model, "vision", None) is not None
         self.max_request_bytes = MAX_BODY_BYTES_WITH_IMAGES if vision else MAX_BODY_BYTES   # images come inline
+
+    async def images(self, messages) -> list | None:
+        """The request's images, prepared in the image pool (a 429 when it is saturated); None without any."""
+        if not image_sources(messages):
+            return None
+        return await self.image_work.run(self.prepare_images, messages)
 
     def prepare_images(self, messages) -> list | None:
         """The request's images, prepared (None when it has none); a 400 naming the image and the problem."""
@@ -58,10 +67,24 @@ class Server:
             raise RequestError("this model takes text only (its checkpoint has no vision tower, or the server was "
                                "started with --no-vision): send text", "messages")
         try:
-            return prepare_all(sources, self.media, self.image_limits, local_root=self.allowed_local_media_path,
-                               trusted=False)
+            images = prepare_all(sources, self.media, self.image_limits, local_root=self.allowed_local_media_path,
+                                 trusted=False)
         except ImageError as e:
             raise RequestError(str(e), "messages") from None
+        return [self.encode_ahead(im) for im in images]
+
+    def encode_ahead(self, image):
+        """The image through the tower here, in the image pool (its threads' lower priority goes to the tower's
+        own threads, which they start), so the engine's thread only places the rows: a large image's tower
+        pass (seconds) no longer holds every text request's steps."""
+        from dataclasses import replace
+
+        from k3.media.image import stack_images
+
+        model = self.engine.engine.model
+        pixels, grid = stack_images([image])
+        [rows] = model.encode_images(pixels.to(next(model.parameters()).device), grid)
+        return replace(image, rows=rows)
 
     def tokenizer_info(self) -> dict:
         names = {i: n for n, i in self.tokenizer.specials.items()}
@@ -188,7 +211,8 @@ def build_app(server: Server) -> FastAPI:
     async def tokenize(req: TokenizeRequest):
         """As /v1/completions tokenizes a prompt: special names (`[EOS]`) are their ids, as in vLLM, whose
         add_special_tokens adds a BOS; K3 adds none, so the flag is accepted and changes nothing."""
-        ids = await asyncio.to_thread(_tokenize, server, req)   # off the loop: a large prompt stalls no one
+        images = await server.images(req.messages) if req.messages is not None else None
+        ids = await asyncio.to_thread(_tokenize, server, req, images)   # off the loop: a large prompt stalls no one
         return {"tokens": ids, "count": len(ids), "max_model_len": server.max_model_len}
 
     @app.post("/detokenize")
@@ -198,14 +222,14 @@ def build_app(server: Server) -> FastAPI:
     return app
 
 
-def _tokenize(server: Server, req: TokenizeRequest) -> list[int]:
+def _tokenize(server: Server, req: TokenizeRequest, images: list | None = None) -> list[int]:
     if (req.prompt is None) == (req.messages is None):
         raise HTTPException(400, "give exactly one of prompt or messages")
     if req.prompt is not None:
         server.check_text_size(len(req.prompt.encode()), "prompt")
         return server.tokenizer.encode(req.prompt, special=True)
     chat = ChatRequest(model=server.model_name, messages=req.messages)
-    return chat_route.prompt_ids(chat, server.tokenizer, server.check_text_size, server.prepare_images(req.messages))[0]
+    return chat_route.prompt_ids(chat, server.tokenizer, server.check_text_size, images)[0]
 
 
 def _install_guards(app: FastAPI, server: Server) -> None:

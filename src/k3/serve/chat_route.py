@@ -95,13 +95,12 @@ def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None, images: list |
     return tokenizer.encode_segments(segments), {"thinking": thinking, "tools": tool_names(tools)}
 
 
-def admitted(server, req: ChatRequest) -> tuple[list[int], dict, list[SamplingParams], list | None]:
+def admitted(server, req: ChatRequest, images: list | None) -> tuple[list[int], dict, list[SamplingParams], list | None]:
     """Prompt ids, parser options, one SamplingParams per choice (within the server's max_model_len), and
-    the prepared images."""
+    the images (prepared in the image pool: Server.images)."""
     thinking = thinking_on(req, server.tokenizer.thinking)
     check_tools(req.tools)
     structured = request_constraint(req, "think" if thinking else "response")   # its 400 names the field
-    images = server.prepare_images(req.messages)
     ids, options = prompt_ids(req, server.tokenizer, server.check_text_size, images)
     asked = req.max_completion_tokens or req.max_tokens
     room = server.check_length(len(ids), asked)
@@ -133,7 +132,8 @@ def usage(prompt_len: int, outs, tokenizer, reasoning_texts) -> dict:
 
 
 async def complete(server, req: ChatRequest, request=None) -> dict:
-    ids, options, params, images = await asyncio.to_thread(admitted, server, req)   # validation, tokenizing off the loop
+    images = await server.images(req.messages)          # in the image pool, bounded: a 429 when it is saturated
+    ids, options, params, images = await asyncio.to_thread(admitted, server, req, images)   # off the loop
     outs = await server.run_all(ids, params, request, images=images)
     messages = [parse_message(server.tokenizer, o.token_ids, **options) for o in outs]
     choices = [{"index": i, "message": m.to_openai(), "finish_reason": finish_reason(o, m),
@@ -147,7 +147,8 @@ async def complete(server, req: ChatRequest, request=None) -> dict:
 async def stream(server, req: ChatRequest):
     """SSE chunks per choice: role, then reasoning/content/tool-call deltas, then the finish reason;
     then [usage] and [DONE]. With n > 1 the choices' chunks interleave, each tagged with its index."""
-    ids, options, params, images = await asyncio.to_thread(admitted, server, req)
+    images = await server.images(req.messages)
+    ids, options, params, images = await asyncio.to_thread(admitted, server, req, images)
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk", "created": int(time.time()),
             "model": server.model_name}
     with server.engine.reserve(len(params)) as ticket:    # every choice, or a 429 for the request
