@@ -30,6 +30,8 @@ ABOUT = {
     "challenge": "the sim3d agent challenge run whole by the scripted agents (reference, do-nothing, cheat) and the bundled "
                  "model in-process on a few samples: the leaderboard their logs make, each task's time by part (reference, "
                  "one task at a time), the challenge's size",
+    "image_starvation": "a text-only chat beside six clients of heavy images on one `k3 serve`: its latency alone and "
+                        "under load, the image requests answered and refused, peak memory",
     "native_build": "building the native kernels: a first build, a rebuild after an edit to one unit and to the shared "
                     "header, a later process importing the published library (seconds)",
 }
