@@ -68,6 +68,7 @@ def test_console_script_demo(tmp_path):
     out = subprocess.run([sys.executable, "-m", "k3.cli.main", "demo", "--out", str(tmp_path / "d")],
                          capture_output=True, text=True, check=True).stdout
     assert "RANDOM-WEIGHT" in out and "relative error" in out
+    assert "an image in a chat: a 640x480 PNG becomes" in out        # the default preset has a vision tower
 
 
 def test_generate_streams_and_summarises(tiny_checkpoint, capsys):

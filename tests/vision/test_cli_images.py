@@ -60,3 +60,24 @@ def test_the_plan_counts_the_tower_and_no_vision_leaves_it_out(capsys):
 def test_serve_refuses_bad_image_limits_before_loading(flag, value, capsys):
     assert main(["serve", "--port", "0", flag, value]) == 2
     assert "--limit-mm-per-prompt" in capsys.readouterr().err
+
+
+def test_a_tiny_vision_model_for_everyone_and_image_arguments_checked_before_loading(tmp_path, capsys, monkeypatch):
+    """`k3 synth --preset tiny-vision` makes an image-capable checkpoint in seconds; a text-only model, an image
+    that is not one, or --no-vision is refused before any model loads."""
+    out = tmp_path / "tiny-vision"
+    assert main(["synth", str(out), "--preset", "tiny-vision"]) == 0
+    picture, junk = tmp_path / "p.png", tmp_path / "junk.png"
+    picture.write_bytes(encoded(size=(640, 480), noise=5))
+    junk.write_bytes(b"not an image")
+    argv = ["generate", "--max-tokens", "2", "--cache-memory", "64MiB", "--prompt", "What?"]
+    assert main([*argv, "--model", str(out), "--image", str(picture)]) == 0
+    capsys.readouterr()
+    import k3.engine
+
+    monkeypatch.setattr(k3.engine, "LLM", lambda *a, **k: pytest.fail("a model loaded before the check"))
+    for extra, message in ((["--model", "default", "--image", str(picture)], "takes text only here (its checkpoint"),
+                           (["--model", str(out), "--image", str(picture), "--no-vision"], "--no-vision was given"),
+                           (["--model", str(out), "--image", str(junk)], "corrupt, truncated or not an image")):
+        assert main([*argv, *extra]) == 2
+        assert message in capsys.readouterr().err

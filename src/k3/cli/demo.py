@@ -11,7 +11,8 @@ import time
 
 def add_arguments(p) -> None:
     p.add_argument("--out", default="demo-checkpoint", help="where to write the random checkpoint")
-    p.add_argument("--preset", default="tiny-chat", help="checkpoint size (tiny-chat, tiny7, mid)")
+    p.add_argument("--preset", default="tiny-vision",
+                   help="checkpoint size (tiny-vision: tiny-chat with a vision tower; tiny-chat, tiny7, mid)")
     p.add_argument("--tokens", type=int, default=24, help="prompt length for the forward pass")
 
 
@@ -58,6 +59,8 @@ def run(args) -> int:
     model = k3.load(args.out)
     t1 = time.perf_counter()
     ids = torch.randint(0, config.vocab_size, (1, args.tokens), generator=torch.Generator().manual_seed(0))
+    if config.vision is not None:      # an image's pad id claims an image's rows: none in a text prompt
+        ids = torch.where(ids == config.vision.media_pad_id, 0, ids)
     with torch.inference_mode():
         logits = model(ids)
         state = model.new_state()
@@ -80,7 +83,27 @@ def run(args) -> int:
     if llm.tokenizer is None:
         return 0
     _chat(llm)
+    if config.vision is not None:
+        _image_chat(llm)
     return 0
+
+
+def _image_chat(llm) -> None:
+    """An image in a chat, as a user sends one: a 640x480 picture made here, its block of image tokens."""
+    import io
+
+    from PIL import Image
+
+    from k3.engine import SamplingParams
+
+    buf = io.BytesIO()
+    Image.linear_gradient("L").resize((640, 480)).convert("RGB").save(buf, "PNG")
+    messages = [{"role": "user", "content": [{"type": "text", "text": "What is in this picture?"},
+                                             {"type": "image", "image": buf.getvalue()}]}]
+    t0 = time.perf_counter()
+    out = llm.chat(messages, SamplingParams(max_tokens=8, temperature=0.0))[0]
+    print(f"\n== an image in a chat: a 640x480 PNG becomes {len(out.output.prompt_token_ids)} prompt tokens (its "
+          f"image rows through the tower), answered in {time.perf_counter() - t0:.2f} s (random weights)")
 
 
 def _chat(llm) -> None:

@@ -68,6 +68,28 @@ def _ids(text: str) -> list[int]:
         raise ValueError(f"--prompt-ids: expected comma-separated integers, got {text!r}") from None
 
 
+def check_images(args, model) -> None:
+    """Before the model loads: each --image is a file whose header reads as an image within the limits, and the
+    model has a tower to see it (a text-only checkpoint used to fail only after loading)."""
+    if not args.image:
+        return
+    from k3.config import load_config
+    from k3.media import ImageError
+    from k3.media.image import measure
+
+    for f in args.image:
+        if not Path(f).is_file():
+            raise ValueError(f"--image {f}: no such file")
+        try:
+            measure(f)
+        except ImageError as e:
+            raise ValueError(f"--image {f}: {e}") from None
+    if getattr(args, "no_vision", False) or load_config(model).vision is None:
+        why = "--no-vision was given" if getattr(args, "no_vision", False) else "its checkpoint has no vision tower"
+        raise ValueError(f"--image: {model} takes text only here ({why}); use a checkpoint with a tower (the "
+                         "released one, or `k3 synth DIR --preset tiny-vision` to try images)")
+
+
 def run(args) -> int:
     from k3.engine import LLM, SamplingParams
 
@@ -78,11 +100,9 @@ def run(args) -> int:
                             top_k=args.top_k, min_p=args.min_p, repetition_penalty=args.repetition_penalty,
                             stop=tuple(args.stop), seed=args.seed, ignore_eos=args.ignore_eos)
     set_threads(args.threads)
-    missing = [f for f in args.image if not Path(f).is_file()]
-    if missing:
-        raise ValueError(f"--image {missing[0]}: no such file")
     args.prompt = _prompt_text(args)
     model = resolve_model(args.model)
+    check_images(args, model)
     if args.prompt is not None:
         check_tokenizer(model, args.tokenizer, "a text prompt")
     llm = LLM(model, engine_config(args), tokenizer=args.tokenizer)

@@ -143,7 +143,7 @@ def prose_drafter(**changes) -> K3Config:
     return base.replace(**changes) if changes else base
 
 
-PRESETS = {"k3": released, "tiny": tiny, "tiny-chat": tiny_chat, "tiny7": tiny7, "prose": prose,
+PRESETS = {"k3": released, "tiny": tiny, "tiny-chat": tiny_chat, "tiny-vision": tiny_chat_vision, "tiny7": tiny7, "prose": prose,
            "prose-drafter": prose_drafter, "mid": mid}
 
 
