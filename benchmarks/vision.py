@@ -2,6 +2,8 @@
 stored, fp32 compute: the CPU default), side by side in one run:
 
   tower:  seconds per image at 448x448, 896x896 and 1344x1344 (the tower and projector; preprocessing apart),
+          its FLOPs counted and its time over the floor (FLOPs / the machine's measured torch.mm rate, in fp32
+          as the tower computes, and in the fastest precision the CPU has),
           split into patch embedding, q/k/v and output projections, attention itself (2-D rotary and the
           softmax over the image), the MLP and the projector; and the process's peak RSS after each size
           (sizes run smallest first, so each new peak is that size's);
@@ -111,6 +113,42 @@ def tower_run(tower, projector, v: VisionConfig, size: int, runs: int) -> dict:
             "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9}
 
 
+def flops(v: VisionConfig, patches: int) -> dict:
+    """Multiply-adds x 2 of one image through the tower and projector: the products (q, k, v and output
+    projections, the MLP, the projector) and attention's two L x L products per layer."""
+    D, Q, F, L = v.hidden_size, v.qkv_size, v.intermediate_size, patches
+    linear = v.num_layers * L * (2 * D * 3 * Q + 2 * Q * D + 2 * 2 * D * F)
+    merged = v.merged_width
+    projector = (L // 4) * (2 * merged * merged + 2 * merged * v.text_hidden_size)
+    attention = v.num_layers * 4 * L * L * Q
+    return {"linear": linear + projector, "attention": attention, "total": linear + projector + attention}
+
+
+def gemm_rate(dtype: torch.dtype, m: int = 4096, k: int = 1024, n: int = 4096, runs: int = 5) -> float:
+    """FLOP/s of torch.mm at the tower's MLP shape ([patches, D] x [D, F]) in `dtype`: the machine's measured
+    product rate, the floor's unit."""
+    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+    torch.mm(a, b)
+    start = time.perf_counter()
+    for _ in range(runs):
+        torch.mm(a, b)
+    return 2 * m * k * n * runs / (time.perf_counter() - start)
+
+
+def with_floor(results: list[dict], v: VisionConfig) -> dict:
+    """Each size's FLOPs and time over the floor: FLOPs / the fp32 product rate (the tower computes in fp32),
+    and over the fastest rate the CPU has (bf16, where it has AVX512_BF16 or AMX)."""
+    rates = {"fp32": gemm_rate(torch.float32), "bf16": gemm_rate(torch.bfloat16)}
+    for r in results:
+        f = flops(v, r["patches"])
+        r["gflop"] = round(f["total"] / 1e9, 1)
+        r["attention_share_of_flops"] = round(f["attention"] / f["total"], 3)
+        r["floor_fp32_s"] = round(f["total"] / rates["fp32"], 3)
+        r["over_floor_fp32"] = round(r["seconds"] / r["floor_fp32_s"], 3)
+        r["over_floor_best"] = round(r["seconds"] * max(rates.values()) / f["total"], 3)
+    return {k: round(x / 1e9, 1) for k, x in rates.items()}
+
+
 def ttft(size: int) -> dict:
     """A small text model in K3's layout with the real tower: first token with and without one image."""
     from k3 import LLM, SamplingParams
@@ -148,12 +186,16 @@ def main() -> None:
     sizes = sorted(int(s) for s in args.sizes.split(","))
     results = [tower_run(tower, projector, v, s, args.runs) for s in sizes]
     del tower, projector
+    rates = with_floor(results, v)
     first = ttft(min(sizes))
-    print(f"{'image':>10} {'patches':>8} {'tokens':>7} {'tower s':>9} {'peak RSS GB':>12}  largest part")
+    print(f"{'image':>10} {'patches':>8} {'tokens':>7} {'tower s':>9} {'GFLOP':>8} {'/ fp32 floor':>12} "
+          f"{'/ best floor':>12} {'peak RSS GB':>12}  largest part")
     for r in results:
         top, secs = next(iter(r["parts"].items()))
         print(f"{r['size']:>5}x{r['size']:<4} {r['patches']:>8,} {r['image_tokens']:>7,} {r['seconds']:>9.2f} "
+              f"{r['gflop']:>8,.0f} {r['over_floor_fp32']:>12.2f} {r['over_floor_best']:>12.2f} "
               f"{r['peak_rss_gb']:>12.2f}  {top} ({secs / r['seconds']:.0%})")
+    print(f"measured product rate (torch.mm, 4096x1024x4096): fp32 {rates['fp32']} GFLOP/s, bf16 {rates['bf16']} GFLOP/s")
     print(f"weights loaded: peak RSS {base_rss:.2f} GB")
     print(f"TTFT, prose-sized text model: {first['ttft_text_s'] * 1e3:.0f} ms without the image, "
           f"{first['ttft_image_s'] * 1e3:.0f} ms with one {first['size']}x{first['size']} image "
@@ -161,7 +203,7 @@ def main() -> None:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(json.dumps({"bench": "vision", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       "commit": commit, "command": " ".join(["benchmarks/vision.py", *sys.argv[1:]]),
-                      "weights_rss_gb": base_rss, "tower": results, "ttft": first}))
+                      "weights_rss_gb": base_rss, "gemm_gflops": rates, "tower": results, "ttft": first}))
 
 
 if __name__ == "__main__":
