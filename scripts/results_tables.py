@@ -152,12 +152,19 @@ def _eval_harness(r: dict) -> list[str]:
 
 
 def _vision(r: dict) -> list[str]:
-    rows = ["| image | patches | image tokens | tower + projector (s) | largest part | peak RSS (GB) |",
-            "|---|---|---|---|---|---|"]
+    floor = "gflop" in r["tower"][0]          # records before the floor was measured have no FLOPs
+    head = "| image | patches | image tokens | tower + projector (s) |" + (
+        " GFLOP | / fp32 floor | / best floor |" if floor else "") + " largest part | peak RSS (GB) |"
+    rows = [head, "|" + "---|" * (head.count("|") - 1)]
     for t in r["tower"]:
         part, secs = next(iter(t["parts"].items()))
+        extra = f" {_fmt(t['gflop'])} | {_fmt(t['over_floor_fp32'])} | {_fmt(t['over_floor_best'])} |" if floor else ""
         rows.append(f"| {t['size']}x{t['size']} | {_fmt(t['patches'])} | {_fmt(t['image_tokens'])} | "
-                    f"{_fmt(t['seconds'])} | {part} ({secs / t['seconds']:.0%}) | {_fmt(t['peak_rss_gb'])} |")
+                    f"{_fmt(t['seconds'])} |{extra} {part} ({secs / t['seconds']:.0%}) | {_fmt(t['peak_rss_gb'])} |")
+    if floor:
+        g = r["gemm_gflops"]
+        rows += ["", f"Floor: FLOPs over the measured `torch.mm` rate at the tower's MLP shape: fp32 {_fmt(g['fp32'])} "
+                     f"GFLOP/s (the tower computes in fp32), bf16 {_fmt(g['bf16'])} GFLOP/s (the best this CPU has)."]
     f = r["ttft"]
     rows += ["", "| time to first token (small text model in K3's layout) | value |", "|---|---|",
              f"| without an image ({f['prompt_tokens_text']} tokens) | {_fmt(f['ttft_text_s'] * 1e3)} ms |",
