@@ -3,7 +3,8 @@ stored, fp32 compute: the CPU default), side by side in one run:
 
   tower:  seconds per image at 448x448, 896x896 and 1344x1344 (the tower and projector; preprocessing apart),
           its FLOPs counted and its time over the floor (FLOPs / the machine's measured torch.mm rate, in fp32
-          as the tower computes, and in the fastest precision the CPU has),
+          as the tower computes, and in the fastest precision the CPU has), and the same with
+          --vision-dtype bfloat16 (bf16 products and attention through PyTorch's GEMMs) beside it,
           split into patch embedding, q/k/v and output projections, attention itself (2-D rotary and the
           softmax over the image), the MLP and the projector; and the process's peak RSS after each size
           (sizes run smallest first, so each new peak is that size's);
@@ -91,14 +92,29 @@ class Timers:
         return s
 
 
-def tower_run(tower, projector, v: VisionConfig, size: int, runs: int) -> dict:
+def precision(bf16: bool):
+    """The tower's compute as K3Model.encode_images runs it: exact fp32, or (vision_dtype=bfloat16) bf16
+    products and attention through PyTorch's own GEMMs."""
+    import contextlib
+
+    from k3.ops.dispatch import reference_only
+
+    if not bf16:
+        return contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    stack.enter_context(reference_only())
+    stack.enter_context(torch.autocast("cpu", dtype=torch.bfloat16))
+    return stack
+
+
+def tower_run(tower, projector, v: VisionConfig, size: int, runs: int, bf16: bool = False) -> dict:
     image = prepare_image(noise_image(size, size))
     _, h, w = image.grid
     best, parts = float("inf"), {}
     for _ in range(runs):
         timers = Timers(tower, projector)
         start = time.perf_counter()
-        with torch.inference_mode():
+        with torch.inference_mode(), precision(bf16):
             y = tower(image.pixel_values, [image.grid])
             rows = projector(merge_2x2(y, 1, h, w))
         took = time.perf_counter() - start
@@ -185,8 +201,13 @@ def main() -> None:
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
     sizes = sorted(int(s) for s in args.sizes.split(","))
     results = [tower_run(tower, projector, v, s, args.runs) for s in sizes]
+    fast = [tower_run(tower, projector, v, s, args.runs, bf16=True) for s in sizes]
     del tower, projector
     rates = with_floor(results, v)
+    with_floor(fast, v)
+    for r, b in zip(results, fast):
+        r["bf16_seconds"], r["bf16_speedup"] = round(b["seconds"], 3), round(r["seconds"] / b["seconds"], 2)
+        r["bf16_over_floor_best"] = b["over_floor_best"]
     first = ttft(min(sizes))
     print(f"{'image':>10} {'patches':>8} {'tokens':>7} {'tower s':>9} {'GFLOP':>8} {'/ fp32 floor':>12} "
           f"{'/ best floor':>12} {'peak RSS GB':>12}  largest part")
@@ -196,6 +217,9 @@ def main() -> None:
               f"{r['gflop']:>8,.0f} {r['over_floor_fp32']:>12.2f} {r['over_floor_best']:>12.2f} "
               f"{r['peak_rss_gb']:>12.2f}  {top} ({secs / r['seconds']:.0%})")
     print(f"measured product rate (torch.mm, 4096x1024x4096): fp32 {rates['fp32']} GFLOP/s, bf16 {rates['bf16']} GFLOP/s")
+    for r in results:
+        print(f"{r['size']}x{r['size']} with --vision-dtype bfloat16: {r['bf16_seconds']:.2f} s ({r['bf16_speedup']:.2f}x "
+              f"faster; {r['bf16_over_floor_best']:.2f}x the bf16 floor)")
     print(f"weights loaded: peak RSS {base_rss:.2f} GB")
     print(f"TTFT, prose-sized text model: {first['ttft_text_s'] * 1e3:.0f} ms without the image, "
           f"{first['ttft_image_s'] * 1e3:.0f} ms with one {first['size']}x{first['size']} image "

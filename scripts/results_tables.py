@@ -161,6 +161,10 @@ def _vision(r: dict) -> list[str]:
         extra = f" {_fmt(t['gflop'])} | {_fmt(t['over_floor_fp32'])} | {_fmt(t['over_floor_best'])} |" if floor else ""
         rows.append(f"| {t['size']}x{t['size']} | {_fmt(t['patches'])} | {_fmt(t['image_tokens'])} | "
                     f"{_fmt(t['seconds'])} |{extra} {part} ({secs / t['seconds']:.0%}) | {_fmt(t['peak_rss_gb'])} |")
+    if r["tower"] and "bf16_seconds" in r["tower"][0]:
+        rows += ["", "| image | float32 (s) | `--vision-dtype bfloat16` (s) | speed-up | bf16 / its floor |", "|---|---|---|---|---|"]
+        rows += [f"| {t['size']}x{t['size']} | {_fmt(t['seconds'])} | {_fmt(t['bf16_seconds'])} | "
+                 f"{_fmt(t['bf16_speedup'])} | {_fmt(t['bf16_over_floor_best'])} |" for t in r["tower"]]
     if floor:
         g = r["gemm_gflops"]
         rows += ["", f"Floor: FLOPs over the measured `torch.mm` rate at the tower's MLP shape: fp32 {_fmt(g['fp32'])} "

@@ -33,6 +33,9 @@ def add_engine_arguments(p, *, max_num_seqs: int = 8, cache_memory: str = "1GiB"
     add_trunk_argument(g)
     g.add_argument("--no-vision", action="store_true",
                    help="load the text model alone (a checkpoint's vision tower is not read; images are refused)")
+    g.add_argument("--vision-dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="the vision tower's compute: float32 (exact against the reference) or bfloat16 (faster where "
+                        "the CPU has AMX or AVX512_BF16; about 1e-2 relative from float32)")
     g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True,
                    help="reuse the state of earlier prompts' prefixes (exact; on by default)")
     g.add_argument("--prefix-cache-memory", metavar="SIZE",
@@ -56,7 +59,7 @@ def engine_config(args, **fixed):
                     max_num_batched_tokens=args.max_num_batched_tokens, cache_memory=args.cache_memory,
                     memory_budget=args.memory_budget, max_model_len=args.max_model_len, block_size=args.block_size,
                     max_resident_seqs=args.max_resident_seqs, state_offload_dir=args.state_offload_dir,
-                    trunk=args.trunk, vision=not args.no_vision, enable_prefix_caching=args.enable_prefix_caching,
+                    trunk=args.trunk, vision=not args.no_vision, vision_dtype=args.vision_dtype, enable_prefix_caching=args.enable_prefix_caching,
                     prefix_cache_memory=args.prefix_cache_memory, prefix_cache_spill_dir=args.prefix_cache_spill_dir,
                     prefix_cache_spill_bytes=args.prefix_cache_spill_bytes, speculative_config=args.speculative_config)
     if hasattr(args, "max_image_bytes"):   # k3 serve's image limits (cli/vision_args.py)

@@ -33,6 +33,7 @@ class EngineConfig:
     memory_budget: int | None = None            # bytes for weights + cache_memory; experts, then layers, beyond it stream
     trunk: str | None = None                    # "int8": quantise the trunk's matrices as they load
     vision: bool = True                         # load the checkpoint's vision tower (when it has one)
+    vision_dtype: str = "float32"               # the tower's compute: float32 (exact) or bfloat16 (AMX/AVX512_BF16)
     image_limits: ImageLimits = field(default_factory=ImageLimits)
     # The engine
     max_num_seqs: int = 8                       # sequences decoded together
@@ -93,7 +94,12 @@ def _normalised(c: EngineConfig) -> dict:
     return out
 
 
+VISION_DTYPES = ("float32", "bfloat16")
+
+
 def _check(c: EngineConfig) -> None:
+    if c.vision_dtype not in VISION_DTYPES:
+        raise ValueError(f"vision_dtype: one of {', '.join(VISION_DTYPES)}, got {c.vision_dtype!r}")
     for name in ("max_num_seqs", "max_num_batched_tokens", "block_size"):
         _positive(name, getattr(c, name))
     for name in ("max_resident_seqs", "max_model_len"):

@@ -57,6 +57,8 @@ class LLM:
             self.media = load_media_config(model)
             if tokenizer is None and (Path(model) / VOCAB_FILE).is_file():
                 tokenizer = model
+        if getattr(self.model, "vision", None) is not None:
+            self.model.vision_dtype = config.vision_dtype
         if str(config.device).startswith("cpu"):
             from k3.ops.dispatch import prepare
 

@@ -21,6 +21,7 @@ from k3.model.block import DecoderLayer
 from k3.model.plan import Registers, output_steps, run_steps
 from k3.model.plan_binding import decode_rows, layer_steps
 from k3.model.vision import Splice, splice_for
+from k3.ops.dispatch import reference_only
 from k3.model.vision import attach as attach_vision
 from k3.model.vision import encode as encode_images
 from k3.ops.linear import linear
@@ -93,8 +94,15 @@ class K3ForCausalLM(nn.Module):
             raise ValueError("this model has no vision tower: its checkpoint has none, or it was loaded with "
                              "vision=False (--no-vision)")
         with torch.inference_mode():
-            return encode_images(self.vision_tower, self.mm_projector, self.vision, pixel_values, grid_thw,
-                                 self.compute_dtype)
+            if getattr(self, "vision_dtype", "float32") != "bfloat16":
+                return encode_images(self.vision_tower, self.mm_projector, self.vision, pixel_values, grid_thw,
+                                     self.compute_dtype)
+            # Opt-in (EngineConfig.vision_dtype): products and attention in bf16, through PyTorch's own GEMMs (AMX
+            # or AVX512_BF16 where the CPU has them), not the exact fp32 path; results: docs/benchmarks/results.md.
+            with reference_only(), torch.autocast(pixel_values.device.type, dtype=torch.bfloat16):
+                rows = encode_images(self.vision_tower, self.mm_projector, self.vision, pixel_values, grid_thw,
+                                     self.compute_dtype)
+            return [r.to(self.compute_dtype) for r in rows]
 
     def state_layout(self) -> StateLayout:
         return state_layout(self.config)
