@@ -26,8 +26,9 @@ def shard_name(i: int, n: int) -> str:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """`text` into `path` whole or not at all: a temporary file beside it (UTF-8), then a rename."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -169,9 +169,10 @@ def _leaderboard(paths: list[str], prices: dict, out: Path | None) -> int:
     text = challenge_report.markdown(boards)
     print(text)
     if out is not None:
+        from k3.checkpoint.writer import atomic_write_text
+
         out.mkdir(parents=True, exist_ok=True)
-        (out / "leaderboard.md.tmp").write_text(text, encoding="utf-8")
-        (out / "leaderboard.md.tmp").replace(out / "leaderboard.md")
+        atomic_write_text(out / "leaderboard.md", text)
     print(json.dumps({"leaderboard": {k: [{c: r[c] for c in r if c != "rows"} for r in rows]
                                       for k, rows in boards.items()}}, default=str))
     return 0

@@ -6,6 +6,7 @@ A local model costs nothing to call. For endpoints, pass `k3 eval --prices FILE`
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from pathlib import Path
 
 
@@ -31,3 +32,17 @@ def cost(model: str, input_tokens: int, output_tokens: int, table: dict[str, dic
     if p is None:
         return None
     return (input_tokens * p["input"] + output_tokens * p["output"]) / 1e6
+
+
+def usage(samples, table: dict) -> dict:
+    """Tokens of Inspect samples (their `model_usage`) by model, in all, and their cost (None when a model
+    has no price)."""
+    by_model: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for s in samples:
+        for model, u in (s.model_usage or {}).items():
+            by_model[model][0] += u.input_tokens
+            by_model[model][1] += u.output_tokens
+    costs = [cost(m, i, o, table) for m, (i, o) in by_model.items()]
+    return {"input_tokens": sum(i for i, _ in by_model.values()), "output_tokens": sum(o for _, o in by_model.values()),
+            "by_model": {m: {"input_tokens": i, "output_tokens": o} for m, (i, o) in by_model.items()},
+            "cost_usd": None if None in costs else sum(costs)}

@@ -83,8 +83,7 @@ def measure(source, media: MediaConfig = MediaConfig(), limits: ImageLimits = Im
     """(the source as bytes or a PIL image, its width, height and image tokens) from the header alone, every
     limit a header can answer checked: no pixel is decoded, so a request's images are bounded before any
     of them costs work."""
-    if isinstance(source, (str, os.PathLike)):
-        source = _read_file(source if hasattr(source, "shown") else Path(source), limits)
+    source = _read_path(source, limits)
     img = _open(source, limits, media, load=False)
     width, height = img.size
     return source, width, height, plan_resize(width, height, media).num_tokens
@@ -110,8 +109,7 @@ def _open(source, limits: ImageLimits, media: MediaConfig = MediaConfig(), load:
         _check_pixels(source.size, limits)
         _check_resize(source.size, media)
         return source
-    if isinstance(source, (str, os.PathLike)):
-        source = _read_file(source if hasattr(source, "shown") else Path(source), limits)
+    source = _read_path(source, limits)
     if not isinstance(source, (bytes, bytearray, memoryview)):
         raise ImageError(f"an image is bytes, a file path or a PIL image, not {type(source).__name__}")
     if len(source) > limits.max_bytes:
@@ -134,6 +132,13 @@ def _open(source, limits: ImageLimits, media: MediaConfig = MediaConfig(), load:
         raise ImageError(f"the image is corrupt, truncated or not an image ({type(e).__name__}: {e}); "
                          "send an intact PNG, JPEG or WebP file") from None
     return img
+
+
+def _read_path(source, limits: ImageLimits):
+    """A path's bytes (sources.LocalFile keeps the name its request gave); anything else as it is."""
+    if isinstance(source, (str, os.PathLike)):
+        return _read_file(source if hasattr(source, "shown") else Path(source), limits)
+    return source
 
 
 def _read_file(path, limits: ImageLimits) -> bytes:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from k3.eval.challenge.spec import Challenge, ChallengeError
@@ -66,8 +64,7 @@ def freeze(directory: Path, tree: dict[str, bytes], challenge: Challenge) -> dic
         raise ChallengeError(f"{challenge.name}: prompts or repository changed but the version is still "
                              f"{challenge.version}: raise \"version\" first (results of the two never compare)")
     raw["frozen"] = new
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".challenge.", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    from k3.checkpoint.writer import atomic_write_text   # (here: it imports torch, which listing a challenge needs not)
+
+    atomic_write_text(path, json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
     return new

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from inspect_ai.log import EvalLog, read_eval_log
 
-from k3.eval.prices import cost
+from k3.eval.prices import usage
 from k3.eval.stats import rate
 
 TASK = "k3/challenge"
@@ -57,21 +57,14 @@ def row(log: EvalLog, prices: dict | None = None) -> dict:
         who.update(i["who"] for i in records.get("interventions", []))
         hallucinations += len(records.get("hallucinations", []))
         turns += (sc.metadata or {}).get("totals", {}).get("turns", 0)
-    usage = Counter()
-    for s, _ in scored:
-        for model, u in (s.model_usage or {}).items():
-            usage[(model, "in")] += u.input_tokens
-            usage[(model, "out")] += u.output_tokens
-    models = {m for m, _ in usage}
-    costs = [cost(m, usage[(m, "in")], usage[(m, "out")], prices or {}) for m in models]
+    spent = usage([s for s, _ in scored], prices or {})
     return {"model": log.eval.model, "challenge": meta.get("challenge"), "fingerprint": meta.get("fingerprint"),
             "log": log.location, "epochs": epochs, "tasks": meta.get("tasks"),
             "completed": completed / epochs, "steps_run": steps / epochs, "pass_rate": rate(completed, steps),
             "interventions": sum(kinds.values()) / epochs, "by_kind": dict(kinds), "by_who": dict(who),
             "hallucinations": hallucinations / epochs, "turns": turns / epochs,
-            "input_tokens": sum(v for (m, d), v in usage.items() if d == "in"),
-            "output_tokens": sum(v for (m, d), v in usage.items() if d == "out"),
-            "cost_usd": None if None in costs else round(sum(costs), 4),
+            "input_tokens": spent["input_tokens"], "output_tokens": spent["output_tokens"],
+            "cost_usd": None if spent["cost_usd"] is None else round(spent["cost_usd"], 4),
             "time_s": round(sum(s.total_time or 0 for s, _ in scored) / epochs, 1), "rows": tasks(log)}
 
 

@@ -20,7 +20,7 @@ from inspect_ai.log import EvalLog, read_eval_log
 from k3.eval.inspect import challenge_report
 from k3.eval.inspect.interventions import interventions
 from k3.eval.metrics import quality
-from k3.eval.prices import cost
+from k3.eval.prices import usage as token_usage
 from k3.eval.stats import rate
 
 
@@ -55,21 +55,9 @@ def _one_version_a_task(logs: list[EvalLog]) -> None:
                              "versions are not compared; report them apart")
 
 
-def _usage(samples, prices: dict) -> dict:
-    by_model: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for s in samples:
-        for model, u in (s.model_usage or {}).items():
-            by_model[model][0] += u.input_tokens
-            by_model[model][1] += u.output_tokens
-    costs = [cost(m, i, o, prices) for m, (i, o) in by_model.items()]
-    return {"input_tokens": sum(i for i, _ in by_model.values()), "output_tokens": sum(o for _, o in by_model.values()),
-            "by_model": {m: {"input_tokens": i, "output_tokens": o} for m, (i, o) in by_model.items()},
-            "cost_usd": None if None in costs else sum(costs)}
-
-
 def task_report(log: EvalLog, prices: dict | None = None) -> dict:
     samples = log.samples or []
-    usage = _usage(samples, prices or {})
+    usage = token_usage(samples, prices or {})
     limits: dict[str, int] = defaultdict(int)
     for s in samples:
         if s.limit is not None:
