@@ -92,9 +92,13 @@ def _image_chat(llm) -> None:
     """An image in a chat, as a user sends one: a 640x480 picture made here, its block of image tokens."""
     import io
 
-    from PIL import Image
-
     from k3.engine import SamplingParams
+
+    try:
+        from PIL import Image
+    except ImportError:
+        print("\n== (an image chat needs Pillow: pip install 'k3[vision]')")
+        return
 
     buf = io.BytesIO()
     Image.linear_gradient("L").resize((640, 480)).convert("RGB").save(buf, "PNG")
