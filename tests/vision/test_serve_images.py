@@ -35,10 +35,10 @@ def server(vision_checkpoint, tmp_path_factory):
         yield url, llm, media_dir
 
 
-def _ask(url: str, content, **extra) -> httpx.Response:
+def _ask(url: str, content, timeout: float = 60, **extra) -> httpx.Response:
     body = {"model": "default", "max_tokens": 3, "temperature": 0,
             "messages": [{"role": "user", "content": content}], **extra}
-    return httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+    return httpx.post(url + "/v1/chat/completions", json=body, timeout=timeout)
 
 
 def test_an_image_url_part_is_answered_and_counted(server):
@@ -174,7 +174,10 @@ def test_ordinary_photos_of_every_size_are_answered_with_the_reference_pad_count
 
     url, llm, _ = server
     pads = plan_resize(*size).num_tokens
-    r = _ask(url, [{"type": "text", "text": "Describe it."}, _part(_url(encoded(size=size, fmt="JPEG"), "image/jpeg"))])
+    # (a phone photo's 62,208 patches take the tower many seconds, at the image pool's lower priority while the
+    # other test worker runs: the time is benchmarks/vision.py's to measure, not this test's)
+    r = _ask(url, [{"type": "text", "text": "Describe it."}, _part(_url(encoded(size=size, fmt="JPEG"), "image/jpeg"))],
+             timeout=600)
     assert r.status_code == 200, r.text
     pad_id = llm.model.config.vision.media_pad_id
     assert llm.tokenizer.encode(image_block(*size, pads), special=True).count(pad_id) == pads
