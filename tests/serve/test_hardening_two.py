@@ -28,6 +28,13 @@ def _chat(base, timeout=60, headers=None, **body):
                       timeout=timeout, headers=headers)
 
 
+def _nested_refs(n: int) -> dict:
+    """Definitions each holding a `$ref` to the next inside a property: nested n deep (no alias chain)."""
+    defs = {f"d{i}": {"type": "object", "properties": {"x": {"$ref": f"#/$defs/d{i + 1}"}}} for i in range(n)}
+    defs[f"d{n}"] = {"type": "string"}
+    return {"$defs": defs, "$ref": "#/$defs/d0"}
+
+
 def _ref_chain(n: int) -> dict:
     defs = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(n)}
     defs[f"d{n}"] = {"type": "string"}
@@ -67,8 +74,8 @@ def test_a_grammar_that_crashes_the_library_costs_a_400_not_the_server(base, mon
     """Past the caps (lifted here), the library's crash happens in the checker's child process."""
     from k3.engine.structured import bounds
 
-    monkeypatch.setattr(bounds, "MAX_REFS", 10 ** 6)
-    schema = _ref_chain(5000)
+    monkeypatch.setattr(bounds, "MAX_REF_DEPTH", 10 ** 6)
+    schema = _nested_refs(5000)
     r = _chat(base, response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
     assert r.status_code == 400 and "crashed" in r.json()["error"]["message"], r.text
     assert httpx.get(base + "/health").json()["status"] == "ok"

@@ -71,7 +71,10 @@ def test_calls_validate_streamed_and_not_with_n(base, name):
             assert calls and all(check.is_valid(json.loads(c["function"]["arguments"])) for c in calls), choice
         got = streamed[choice["index"]]
         assert got["finish"] == choice["finish_reason"]
-        assert [c["arguments"] for c in got["calls"].values()] == [c["function"]["arguments"] for c in calls]
+        streamed_args = [c["arguments"] for c in got["calls"].values()]
+        if choice["finish_reason"] == "length":    # a call the output ended inside streamed, and is left out whole
+            streamed_args = streamed_args[:len(calls)]
+        assert streamed_args == [c["function"]["arguments"] for c in calls]
 
 
 def test_vllms_enable_thinking_is_honoured(base):
@@ -134,7 +137,7 @@ def test_a_tool_call_cut_by_max_tokens_is_flagged(base):
     for budget in range(20, 40, 2):
         choice = _chat(base, max_tokens=budget, seed=1, tools=tools, tool_choice="required",
                        chat_template_kwargs={"thinking": False}).json()["choices"][0]
-        if choice["finish_reason"] == "length" and choice["message"].get("tool_calls"):
-            flagged += 1
-            assert "tool call" in choice["warning"] and "forecast" in choice["warning"], choice
+        if choice["finish_reason"] == "length" and "tool call" in choice.get("warning", ""):
+            flagged += 1     # the cut call is named, and never returned as a call
+            assert "forecast" in choice["warning"] and not choice["message"].get("tool_calls"), choice
     assert flagged

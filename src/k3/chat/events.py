@@ -71,15 +71,17 @@ class ParsedMessage:
 
     def cut_warning(self) -> str | None:
         """A line for the API's `warning` when the output ended inside a tool call, else None."""
-        cut = [c.name for c in self.tool_calls if not c.complete]
-        return (f"the output ended inside the tool call to {cut[0]!r}: its arguments hold only what was generated "
-                "(closed so they parse); do not run it as it stands") if cut else None
+        cut = [c for c in self.tool_calls if not c.complete]
+        return (f"the output ended inside the tool call to {cut[0].name!r} (arguments so far: {cut[0].arguments!r}); "
+                "it is not returned as a call: raise max_tokens") if cut else None
 
     def to_openai(self) -> dict:
-        """The assistant message as OpenAI's chat API returns it (plus `reasoning_content`)."""
-        msg: dict = {"role": "assistant", "content": self.content or (None if self.tool_calls else "")}
+        """The assistant message as OpenAI's chat API returns it (plus `reasoning_content`). A call the output
+        ended inside is left out (cut_warning names it): a client must never run half a call."""
+        calls = [c for c in self.tool_calls if c.complete]
+        msg: dict = {"role": "assistant", "content": self.content or (None if calls else "")}
         if self.reasoning_content:
             msg["reasoning_content"] = self.reasoning_content
-        if self.tool_calls:
-            msg["tool_calls"] = [c.to_openai() for c in self.tool_calls]
+        if calls:
+            msg["tool_calls"] = [c.to_openai() for c in calls]
         return msg

@@ -158,8 +158,9 @@ def _closing_instructions(w: Writer, tool_choice, response_format) -> None:
         schema = compact_json(deep_sorted(_schema(response_format)))
         w.system_message("response-format", "The system is invoked with `response_format=json_schema`.\n"
                          f"{RAW_JSON}\nThe JSON data must match the following schema:\n```json\n{schema}\n```")
-    elif kind not in (None, "text"):
-        raise ChatFormatError(f"response_format type {kind!r}: use 'text', 'json_object' or 'json_schema'")
+    elif kind not in (None, "text", "structural_tag"):   # a structural tag's tags are the prompt's to explain
+        raise ChatFormatError(f"response_format type {kind!r}: use 'text', 'json_object', 'json_schema' or "
+                              "'structural_tag'")
 
 
 def _schema(response_format: dict):

@@ -59,6 +59,9 @@ def check_message(m: dict, where: str) -> None:
 MAX_TOOLS = 128   # tools one request may offer (OpenAI's limit; thousands stalled rendering and grammar building)
 
 
+FUNCTION_KEYS = {"name", "description", "parameters", "strict"}   # `strict`: calls are enforced either way
+
+
 def check_tools(tools, where: str = "tools") -> None:
     """OpenAI declarations {"type": "function", "function": {"name", "description", "parameters"}};
     a bare {"name": ...} (K3's dynamic tool declarations) is accepted too. At most MAX_TOOLS of them."""
@@ -82,6 +85,12 @@ def check_tools(tools, where: str = "tools") -> None:
             fn = tool
         if not isinstance(fn.get("name"), str) or not fn["name"].strip():
             raise ChatFormatError(f"{at}.name: must be a non-empty string")
+        unknown = sorted(set(fn) - FUNCTION_KEYS) + sorted(set(tool) - {"type", "function"} if fn is not tool else [])
+        if unknown:
+            raise ChatFormatError(f"{at}: unknown field(s) {', '.join(unknown)}; a tool takes type and function "
+                                  f"({', '.join(sorted(FUNCTION_KEYS))})")
+        if fn.get("strict") is not None and not isinstance(fn["strict"], bool):
+            raise ChatFormatError(f"{at}.strict: true or false")
         _optional_str(fn, "description", at)
         params = fn.get("parameters")
         if params is not None and not isinstance(params, dict):

@@ -26,6 +26,7 @@ from k3.engine.config import EngineConfig
 from k3.engine.detokenize import OutputText
 from k3.engine.emit import emit
 from k3.engine.memory.offload import StateOffloader
+from k3.engine.structured.check import output_problem
 from k3.engine.request import Request, RequestOutput, SamplingParams, Status
 from k3.engine.runner import ModelRunner
 from k3.engine.sampler import Sampler
@@ -213,10 +214,15 @@ class LLMEngine:
         order = self.scheduler.snapshot_order(req) if reason != "error" else None
         if order is not None:  # where the next turn of its conversation begins
             self.runner.take_snapshots([order])
+        if reason == "length" and req.constraint is not None:
+            if req.constraint.answered():
+                reason = "stop"      # only K3's closing frame was left: the answer is whole
+            else:
+                req.warning = ("max_tokens ended the output before its structured-outputs grammar was complete; "
+                               "raise max_tokens")
+        if reason == "stop" and req.params.structured_outputs is not None:
+            reason = self._checked(req)
         req.finish_reason, req.error = reason, error
-        if reason == "length" and req.constraint is not None and not req.constraint.complete:
-            req.warning = ("max_tokens ended the output before its structured-outputs grammar was complete; "
-                           "raise max_tokens")
         self.scheduler.remove(req)
         self.runner.forget(req.request_id)
         if self.drafter is not None:
@@ -225,6 +231,18 @@ class LLMEngine:
         self.counters["finished"] += 1
         self.counters["errors"] += reason == "error"
         return self._output(req, new)
+
+    def _checked(self, req: Request) -> str:
+        """"stop", or "invalid" (with a warning) when an unframed JSON output fails its whole schema (check.py;
+        a chat answer's JSON and tool calls are checked where its message is parsed)."""
+        so = req.params.structured_outputs
+        if so.frame is not None:
+            return "stop"
+        problem = output_problem(so, req.text or "")
+        if problem is None:
+            return "stop"
+        req.warning = f"the output does not validate against the schema {problem}"
+        return "stop" if not so.enforced else "invalid"
 
     def _save(self, req: Request) -> None:
         state = self.runner.save_state(req, self.allocator.placement(req.request_id))

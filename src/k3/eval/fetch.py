@@ -71,12 +71,12 @@ def _download(pin: Pinned) -> Path:
 
 
 def main() -> int:
-    from k3.eval import sets
+    from k3.eval import schema_corpus, sets
     from k3.eval.challenge import source, spec
 
     try:
         print(f"{path(source.pin(spec.load(spec.INFLECTION)), fetch=True)}")
-        for pin in sets.PINS.values():
+        for pin in [*sets.PINS.values(), *schema_corpus.PINS.values()]:
             print(f"{path(pin, fetch=True)}")
     except (FetchError, ValueError) as e:
         print(f"k3 fetch: {e}", file=sys.stderr)

@@ -20,7 +20,8 @@ from k3.chat.images import image_sources
 from k3.config.vision import MediaConfig
 from k3.engine.image_prompts import prepare_all
 from k3.media import ImageError, ImageLimits
-from k3.serve import chat_route, completion_route
+from k3.serve import chat_route, completion_route, responses_route
+from k3.serve.responses_route import ResponsesRequest
 from k3.serve.info import install_info
 from k3.serve.async_engine import AdmissionFailed, AsyncEngine, EngineUnavailable, QueueFull
 from k3.serve.guard import MAX_BODY_BYTES, MAX_BODY_BYTES_WITH_IMAGES, Guard
@@ -199,6 +200,13 @@ def build_app(server: Server) -> FastAPI:
         if req.stream:
             return StreamingResponse(await chat_route.stream(server, req), media_type="text/event-stream")
         return await chat_route.complete(server, req, request)
+
+    @app.post("/v1/responses")
+    async def responses(req: ResponsesRequest, request: Request):
+        server.check_model(req.model)
+        if req.stream:
+            return StreamingResponse(await responses_route.stream(server, req), media_type="text/event-stream")
+        return await responses_route.create(server, req, request)
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest, request: Request):

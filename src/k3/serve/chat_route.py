@@ -15,6 +15,7 @@ from k3.chat import (ContentDelta, MessageParser, ReasoningDelta, ToolCallDelta,
 from k3.chat.tools import tool_name, tool_names
 from k3.chat.validate import check_tool_choice, check_tools
 from k3.engine.request import SamplingParams
+from k3.engine.structured.check import output_problem
 from k3.serve.protocol import ChatRequest, RequestError
 from k3.serve.structured import request_constraint
 from k3.serve.sse import interleaved, next_output
@@ -110,17 +111,33 @@ def admitted(server, req: ChatRequest, images: list | None) -> tuple[list[int], 
                           for i in range(req.n)], images
 
 
-def finish_reason(out, message) -> str:
+RESAMPLES = 2   # fresh tries for a non-streamed choice whose output fails its schema (check.py)
+
+
+def problem(so, out, message) -> str | None:
+    """Why a finished chat answer breaks its whole schema (JSON answer or tool calls), or None."""
+    if so is None or out.finish_reason != "stop":
+        return None
+    return output_problem(so, message.content, message.tool_calls)
+
+
+def finish_reason(out, message, so=None) -> str:
     """OpenAI's reason; "error" (as the engine says it) when generation failed, so a failed stream never
-    ends claiming a normal stop."""
-    if out.finish_reason in ("length", "error"):
+    ends claiming a normal stop; "invalid" when the answer fails its schema (check.py: never returned as
+    a valid one), unless the schema was not enforced (`strict: false`: a warning says so)."""
+    if out.finish_reason in ("length", "error", "invalid"):
         return out.finish_reason
-    return "tool_calls" if message.tool_calls else "stop"
+    if so is not None and so.enforced and problem(so, out, message):
+        return "invalid"
+    return "tool_calls" if any(c.complete for c in message.tool_calls) else "stop"
 
 
-def warning(out, message) -> dict:
-    """The choice's `warning` field (k3's, beside OpenAI's): a grammar or a tool call that max_tokens cut."""
-    lines = [w for w in (out.warning, message.cut_warning()) if w]
+def warning(out, message, so=None) -> dict:
+    """The choice's `warning` field (k3's, beside OpenAI's): a grammar or a tool call that max_tokens cut,
+    an answer that fails its schema."""
+    broken = problem(so, out, message)
+    lines = [w for w in (out.warning, message.cut_warning(),
+                         broken and f"the answer does not validate against its schema: {broken}") if w]
     return {"warning": "; ".join(lines)} if lines else {}
 
 
@@ -136,8 +153,17 @@ async def complete(server, req: ChatRequest, request=None) -> dict:
     ids, options, params, images = await asyncio.to_thread(admitted, server, req, images)   # off the loop
     outs = await server.run_all(ids, params, request, images=images)
     messages = [parse_message(server.tokenizer, o.token_ids, **options) for o in outs]
-    choices = [{"index": i, "message": m.to_openai(), "finish_reason": finish_reason(o, m),
-                "logprobs": _chat_logprobs(server.tokenizer, o) if req.logprobs else None, **warning(o, m)}
+    so = params[0].structured_outputs
+    for attempt in range(1, RESAMPLES + 1):      # choices that fail their schema are sampled again
+        failed = [i for i, (o, m) in enumerate(zip(outs, messages)) if so is not None and so.enforced
+                  and problem(so, o, m)]
+        if not failed:
+            break
+        again = await server.run_all(ids, [_reseeded(params[i], attempt) for i in failed], request, images=images)
+        for i, o in zip(failed, again):
+            outs[i], messages[i] = o, parse_message(server.tokenizer, o.token_ids, **options)
+    choices = [{"index": i, "message": m.to_openai(), "finish_reason": finish_reason(o, m, so),
+                "logprobs": _chat_logprobs(server.tokenizer, o) if req.logprobs else None, **warning(o, m, so)}
                for i, (o, m) in enumerate(zip(outs, messages))]
     return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
             "model": server.model_name, "choices": choices,
@@ -159,12 +185,12 @@ async def stream(server, req: ChatRequest):
             for g in generators:
                 await g.aclose()                               # abort the choices already admitted
             raise
-    return _sse(server, head, ids, options, req, firsts, generators)
+    return _sse(server, head, ids, options, req, firsts, generators, params[0].structured_outputs)
 
 
-async def _sse(server, head, ids, options, req, firsts, generators):
+async def _sse(server, head, ids, options, req, firsts, generators, so=None):
     done: list = []       # each choice's (output, message)
-    workers = [functools.partial(_choice, server, head, options, i, first, g)
+    workers = [functools.partial(_choice, server, head, options, i, first, g, so)
                for i, (first, g) in enumerate(zip(firsts, generators))]
     async for chunk in interleaved(workers, done):
         yield chunk
@@ -175,7 +201,7 @@ async def _sse(server, head, ids, options, req, firsts, generators):
     yield "data: [DONE]\n\n"
 
 
-async def _choice(server, head, options, index, first, generator, queue):
+async def _choice(server, head, options, index, first, generator, so, queue):
     """Streams one choice's chunks into `queue`; puts a non-string marker when done; returns (out, message).
     The parser's closing events are streamed too, so the chunks add up to the finished message."""
     parser = MessageParser(server.tokenizer, **options)
@@ -209,9 +235,16 @@ async def _choice(server, head, options, index, first, generator, queue):
     if out.finish_reason == "error":
         await queue.put("data: " + json.dumps({"error": {"message": out.error, "type": "server_error", "code": 500}})
                         + "\n\n")
-    await queue.put(chunk({}, finish_reason(out, message), extra=warning(out, message)))
+    await queue.put(chunk({}, finish_reason(out, message, so), extra=warning(out, message, so)))
     await queue.put((out, message))
     return out, message
+
+
+def _reseeded(params: SamplingParams, attempt: int) -> SamplingParams:
+    """The same request for a fresh try: another seed when one was given (greedy stays greedy)."""
+    import dataclasses
+
+    return dataclasses.replace(params, seed=None if params.seed is None else params.seed + 7919 * attempt)
 
 
 def _chat_logprobs(tokenizer, out) -> dict:

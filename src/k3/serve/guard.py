@@ -26,7 +26,7 @@ BODY_TIMEOUT_S = 60.0   # the whole body, however it is chunked (the head's time
 class BodyTimeout(Exception):
     pass
 OPEN_PATHS = ("/health",)
-KNOWN_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize",
+KNOWN_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models", "/health", "/metrics", "/tokenize",
                "/detokenize", "/", "/openapi.json", "/version", "/tokenizer_info")
 
 

@@ -39,6 +39,8 @@ class SamplingFields(Strict):
     guided_regex: str | None = None
     guided_choice: list[str] | None = None
     guided_grammar: str | None = None
+    guided_whitespace_pattern: str | None = None      # vLLM's older name for structured_outputs.whitespace_pattern
+    guided_decoding_backend: str | None = None         # refused: k3 has one grammar engine
     logit_bias: dict[str, float] | None = None         # token id (as a string, as OpenAI sends it) -> bias
     # Fields OpenAI or vLLM define that k3 does not do: refused with a 400 naming them, never ignored.
     best_of: int | None = None
@@ -52,6 +54,7 @@ class ChatRequest(SamplingFields):
     max_completion_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_CAP)
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None            # False: one call at most; true or unset: any number
     response_format: dict[str, Any] | None = None
     reasoning_effort: Literal["low", "medium", "high", "max"] | None = None
     chat_template_kwargs: dict[str, Any] | None = None

@@ -11,7 +11,8 @@ from k3.engine.structured.params import constrains_calls
 from k3.serve import grammar_check
 from k3.serve.protocol import RequestError
 
-GUIDED = {"guided_json": "json", "guided_regex": "regex", "guided_choice": "choice", "guided_grammar": "grammar"}
+GUIDED = {"guided_json": "json", "guided_regex": "regex", "guided_choice": "choice", "guided_grammar": "grammar",
+          "guided_whitespace_pattern": "whitespace_pattern"}
 
 
 def request_constraint(req, frame: str | None) -> StructuredOutputs | None:
@@ -19,10 +20,15 @@ def request_constraint(req, frame: str | None) -> StructuredOutputs | None:
     for field in ("response_format", "structured_outputs", "guided_json"):
         if getattr(req, field, None) is not None:
             check_depth(getattr(req, field), field)     # the chat layer's limit, before any grammar is built
+    if getattr(req, "guided_decoding_backend", None) is not None:
+        raise RequestError("guided_decoding_backend: k3 has one grammar engine (llguidance); leave the field out",
+                           "guided_decoding_backend")
     asked = {}
     if getattr(req, "structured_outputs", None) is not None:
         asked["structured_outputs"] = lambda: StructuredOutputs.from_request(req.structured_outputs, frame)
     guided = {k: getattr(req, k) for k in GUIDED if getattr(req, k, None) is not None}
+    if set(guided) == {"guided_whitespace_pattern"}:
+        raise RequestError("guided_whitespace_pattern: give it beside guided_json", "guided_whitespace_pattern")
     if guided:
         asked[", ".join(guided)] = lambda: StructuredOutputs.from_request(
             {GUIDED[k]: v for k, v in guided.items()}, frame)
@@ -31,7 +37,8 @@ def request_constraint(req, frame: str | None) -> StructuredOutputs | None:
         asked["response_format"] = lambda: StructuredOutputs.from_response_format(rf, frame or "response")
     tools, choice = getattr(req, "tools", None), getattr(req, "tool_choice", None)
     if constrains_calls(tools, choice, shaped=bool(asked)):
-        asked["tools"] = lambda: StructuredOutputs.from_tools(tools, choice, frame or "response")
+        parallel = getattr(req, "parallel_tool_calls", None)
+        asked["tools"] = lambda: StructuredOutputs.from_tools(tools, choice, frame or "response", parallel)
     if len(asked) > 1:
         raise RequestError(f"give one constraint, not {' and '.join(asked)}", next(iter(asked)))
     for field, make in asked.items():

@@ -1,11 +1,13 @@
 """What a constraint may ask of the grammar library, checked before any of it reaches llguidance.
 
-llguidance walks `$ref` chains and rule chains recursively: a schema whose `$ref`s chain about 3,000
-deep, or a Lark grammar of about 3,000 rules each naming the next, overflows its stack and kills the
-process (measured with an 8 MiB stack; the server's threads have the same). These caps sit well
-below that and well above what real schemas and grammars use, and each refusal names the cap.
-The server also validates in a separate process (serve/grammar_check.py), so a crash these caps
-miss costs a 400, not the server."""
+llguidance compiles `$ref`s and rule chains recursively: a schema whose references nest about 1,000
+deep (each definition holding a `$ref` to the next, directly or inside its properties), or a Lark
+grammar of about 3,000 rules each naming the next, overflows its stack and kills the process
+(measured with an 8 MiB stack; the server's threads have the same). So the cap is on how deep
+references nest, not on how many there are: a configuration-file schema with 700 `$ref`s nests a
+dozen deep. These caps sit well below the crash and well above what real schemas and grammars use,
+and each refusal names the cap. The server also validates in a separate process
+(serve/grammar_check.py), so a crash these caps miss costs a 400, not the server."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import re
 
 from k3.chat.validate import MAX_TOOLS
 
-MAX_REFS = 512               # `$ref`s in one schema (all tools of a request together)
-MAX_SCHEMA_NODES = 20_000    # objects and arrays in one schema
+MAX_REF_DEPTH = 256          # `$ref`s nested in one another (the crash is at about 1,000)
+MAX_SCHEMA_NODES = 200_000   # objects and arrays in one schema (compile time: benchmarks/schema_corpus.py)
 MAX_RULES = 1_000            # rules in a user's Lark grammar
 MAX_CHOICES = 20_000         # strings of a `choice` (compiled in 0.4 s at the cap; a regex takes more)
 MAX_CHOICE_BYTES = 256 << 10
@@ -23,23 +25,77 @@ RULE = re.compile(r"(?m)^\s*[?!]?[A-Za-z_][A-Za-z_0-9]*(?:\.-?\d+)?\s*:")
 
 
 def check_schema(schema, where: str) -> None:
-    """Raise ValueError when a JSON schema is past the caps (nodes, `$ref`s)."""
-    nodes = refs = 0
-    stack = [schema]
+    """Raise ValueError when a JSON schema is past the caps (nodes, nesting of `$ref`s)."""
+    nodes, stack = 0, [schema]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
             nodes += 1
-            refs += "$ref" in item
             stack.extend(item.values())
         elif isinstance(item, list):
             nodes += 1
             stack.extend(item)
         if nodes > MAX_SCHEMA_NODES:
             raise ValueError(f"{where}: a schema of more than {MAX_SCHEMA_NODES:,} objects and arrays is not accepted")
-    if refs > MAX_REFS:
-        raise ValueError(f"{where}: {refs:,} `$ref`s is over the limit of {MAX_REFS} (long `$ref` chains crash "
-                         "the grammar library); inline the definitions or simplify the schema")
+    roots = schema if isinstance(schema, list) else [schema]
+    depth = max((ref_depth(root) for root in roots), default=0)
+    if depth > MAX_REF_DEPTH:
+        raise ValueError(f"{where}: `$ref`s nest {depth:,} deep, over the limit of {MAX_REF_DEPTH} (references nested "
+                         "about 1,000 deep crash the grammar library); flatten the definitions")
+
+
+def ref_depth(root) -> int:
+    """How deep local `$ref`s nest from the root: the longest chain of definitions each reached through a
+    `$ref` inside the one before (a reference back into the chain, recursion, ends it). Iterative: the
+    schemas this guards against are the ones too deep for recursion."""
+    memo: dict[str, int] = {}
+    on_path: set[str] = set()
+    frames = [("", local_refs(root), 0)]          # (pointer, refs left to follow, deepest child so far)
+    while frames:
+        pointer, refs, best = frames[-1]
+        if refs:
+            target = refs.pop()
+            if target in memo:
+                frames[-1] = (pointer, refs, max(best, memo[target]))
+            elif target not in on_path:
+                on_path.add(target)
+                frames.append((target, local_refs(resolve(root, target)), 0))
+            continue
+        frames.pop()
+        on_path.discard(pointer)
+        memo[pointer] = best + (pointer != "")
+        if frames:
+            parent, left, deepest = frames[-1]
+            frames[-1] = (parent, left, max(deepest, memo[pointer]))
+    return memo[""]
+
+
+def local_refs(node) -> list[str]:
+    """The document-local `$ref` targets ("#/..." pointers) in a schema node, nested ones included."""
+    out, stack = [], [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            ref = item.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#"):
+                out.append(ref[1:])
+            stack.extend(v for k, v in item.items() if k != "$ref")
+        elif isinstance(item, list):
+            stack.extend(item)
+    return list(dict.fromkeys(out))
+
+
+def resolve(root, pointer: str):
+    node = root
+    for part in pointer.lstrip("/").split("/") if pointer else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
 
 
 def check_text(text: str, where: str, grammar: bool = False) -> None:

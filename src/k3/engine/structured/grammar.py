@@ -18,32 +18,56 @@ import json
 
 from k3.chat.specials import CLOSE, OPEN, SEP
 from k3.engine.structured.params import StructuredOutputs
+from k3.engine.structured.cycles import loosen_cyclic_refs
 from k3.engine.structured.finite import finite_numbers
 from k3.engine.structured.patterns import ecma_patterns
+from k3.engine.structured.structural_tag import LarkWriter, slashes
 from k3.engine.structured.tool_args import xtml_arguments
 
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+# What the grammar cannot enforce token by token (uniqueItems, not, if/then/else, propertyNames, oneOf's
+# exclusivity, min/maxProperties over optional keys, unknown formats) it approximates by the nearest
+# schema it can (`lenient`, `coerce_one_of`: a superset), and check.py checks the output against the whole
+# schema. `exact` requests keep the library's refusal instead.
+APPROXIMATE = {"lenient": True, "coerce_one_of": True}
 RESPONSE_TAIL = f'{CLOSE} "response" {SEP} {CLOSE} "message" {SEP}'
 THINK_HEAD = f'THINK {CLOSE} "think" {SEP} {OPEN} "response" {SEP}'
 
 
-MAX_CALLS = 4   # calls one constrained answer may make
-
-
+NUMBERED = 8    # calls whose index the grammar writes exactly (1, 2, ...); any further call takes any index
 
 
 def llguidance_grammar(so: StructuredOutputs) -> str:
     """The whole definition, as the JSON text llguidance's LLMatcher takes."""
     grammars = [{"lark_grammar": lark_grammar(so)}]
-    user = _user_grammar(so)
-    if user is not None:
-        grammars.append({"name": "user", "lark_grammar": user})
+    grammars += _user_grammars(so)
     return json.dumps({"grammars": grammars})
 
 
-def for_library(schema):
-    """A JSON schema as validators read it, rewritten for the grammar library (patterns.py, finite.py)."""
-    return finite_numbers(ecma_patterns(schema))
+def for_library(schema, so: StructuredOutputs | None = None):
+    """A JSON schema as validators read it, rewritten for the grammar library (patterns.py, finite.py),
+    with the request's JSON style and approximation options (APPROXIMATE) at its top."""
+    closed = so is not None and so.disable_additional_properties
+    schema = ecma_patterns(schema)
+    if not (so is not None and so.exact):
+        schema = loosen_cyclic_refs(schema)
+    schema = finite_numbers(schema, closed=closed)
+    if not isinstance(schema, dict):
+        return schema
+    return {**schema, "x-guidance": {**json_style(so), **schema.get("x-guidance", {})}}
+
+
+def json_style(so: StructuredOutputs | None, approximate: bool = True) -> dict:
+    """llguidance's JSON options: k3's compact separators, or the request's whitespace; APPROXIMATE unless
+    the request asked for `exact` enforcement (or `approximate` is off: structural tags)."""
+    style = dict(JSON_STYLE)
+    if so is not None and so.disable_any_whitespace:
+        style.update(item_separator=",", key_separator=":")
+    elif so is not None and so.whitespace_pattern is not None:
+        style = {"whitespace_flexible": True, "whitespace_pattern": so.whitespace_pattern}
+    if approximate and not (so is not None and so.exact):
+        style.update(APPROXIMATE)
+    return style
 
 
 def lark_grammar(so: StructuredOutputs) -> str:
@@ -60,35 +84,46 @@ def lark_grammar(so: StructuredOutputs) -> str:
 
 def _body(so: StructuredOutputs) -> str:
     if so.json is not None or so.json_object:
-        schema = for_library({"type": "object"} if so.json_object else so.json)
-        if isinstance(schema, dict):   # compact JSON: free whitespace lets a weak model pad forever
-            schema = {**schema, "x-guidance": {**JSON_STYLE, **schema.get("x-guidance", {})}}
-        return f"body: %json {json.dumps(schema)}"
+        # compact JSON by default: free whitespace lets a weak model pad forever. Not enforced (OpenAI's
+        # strict: false): any JSON value, the schema checked afterwards.
+        schema = {"type": "object"} if so.json_object else so.json if so.enforced else True
+        return f"body: %json {json.dumps(for_library(schema, so))}"
     return "body: @user"
 
 
-def _user_grammar(so: StructuredOutputs) -> str | None:
-    """The user's constraint as a Lark grammar of its own: a regex as one terminal (its unescaped `/`s
-    escaped for Lark's delimiters), a choice as one terminal of literals (a lexeme, not parser rules: the
-    parser holds about 2,000 items a row, the lexer any number), a grammar as given."""
+def _user_grammars(so: StructuredOutputs) -> list[dict]:
+    """The user's constraint as Lark grammars of their own, the first named `user`: a regex as one
+    terminal (its unescaped `/`s escaped for Lark's delimiters), a choice as one terminal of literals (a
+    lexeme, not parser rules: the parser holds about 2,000 items a row, the lexer any number), a grammar
+    as given, a structural tag as written by structural_tag.py (its own grammars after it)."""
     if so.regex is not None:
-        return "start: /" + _slashes(so.regex) + "/"
+        return [{"name": "user", "lark_grammar": "start: /" + slashes(so.regex) + "/"}]
     if so.choice is not None:
-        return "start: CHOICE\nCHOICE: " + " | ".join(json.dumps(c) for c in so.choice)
-    return so.grammar
+        return [{"name": "user", "lark_grammar": "start: CHOICE\nCHOICE: " + " | ".join(json.dumps(c) for c in so.choice)}]
+    if so.grammar is not None:
+        return [{"name": "user", "lark_grammar": so.grammar}]
+    if so.structural_tag is not None:
+        sides: list[dict] = []
+
+        def side(text: str) -> str:
+            from llguidance.gbnf_to_lark import any_to_lark
+
+            sides.append({"name": f"user_{len(sides)}", "lark_grammar": any_to_lark(text)})
+            return "@" + sides[-1]["name"]
+
+        def json_rule(schema) -> str:
+            return "%json " + json.dumps(for_library(schema, _exact(so)))
+
+        lark = LarkWriter(json_rule, side).grammar(so.structural_tag)
+        return [{"name": "user", "lark_grammar": lark}, *sides]
+    return []
 
 
-def _slashes(regex: str) -> str:
-    """`/` -> `\\/` where it is not escaped already (`\\/` stays: both mean a slash)."""
-    out, i = [], 0
-    while i < len(regex):
-        if regex[i] == "\\" and i + 1 < len(regex):
-            out.append(regex[i:i + 2])
-            i += 2
-            continue
-        out.append("\\/" if regex[i] == "/" else regex[i])
-        i += 1
-    return "".join(out)
+def _exact(so: StructuredOutputs) -> StructuredOutputs:
+    """The request's JSON style, with nothing approximated (schemas inside structural tags)."""
+    import dataclasses
+
+    return dataclasses.replace(so, exact=True)
 
 
 def _tool_grammar(so: StructuredOutputs) -> str:
@@ -102,23 +137,36 @@ def _tool_grammar(so: StructuredOutputs) -> str:
     resp, tools = ("", "tools") if so.tool_mode == "required" else ("RESP", "tools?")
     rules = [f'start: {head} {resp} {CLOSE} "response" {SEP} {tools} {CLOSE} "message" {SEP}',
              "RESP: /(?s:.*)/", "THINK: /(?s:.*)/"]
-    nested = ""
-    for i in range(MAX_CALLS, 0, -1):
-        nested = f"call_{i}" + (f" ({nested})?" if nested else "")
-    rules.append(f'tools: {OPEN} "tools" {SEP} {nested} {CLOSE} "tools" {SEP}')
-    for i in range(1, MAX_CALLS + 1):
+    rules.append(f'tools: {OPEN} "tools" {SEP} {_calls(so)} {CLOSE} "tools" {SEP}')
+    numbered = min(so.max_calls or NUMBERED, NUMBERED)
+    for i in range(1, numbered + 1):
         rules.append(f"call_{i}: " + " | ".join(f"c_{i}_{j}" for j in range(len(so.tools))))
         for j, (name, _) in enumerate(so.tools):
             head_text = json.dumps(f'call tool="{name}" index="{i}"')
             rules.append(f'c_{i}_{j}: {OPEN} {head_text} {SEP} args_{j} {CLOSE} "call" {SEP}')
+    if so.max_calls is None:         # past NUMBERED: any number more, each index written by the model
+        rules.append("call_more: " + " | ".join(f"c_more_{j}" for j in range(len(so.tools))))
+        for j, (name, _) in enumerate(so.tools):
+            head_text = json.dumps(f'call tool="{name}" index="')
+            rules.append(f'c_more_{j}: {OPEN} {head_text} /[1-9][0-9]{{0,5}}/ "\\"" {SEP} args_{j} {CLOSE} "call" {SEP}')
     for j, (_, schema) in enumerate(so.tools):
         # Arguments as one JSON block, or (as the renderer writes them) one XTML block per argument where
         # that form constrains exactly (tool_args.py).
-        schema = for_library(schema)
-        xtml = xtml_arguments(f"xargs_{j}", schema, JSON_STYLE)
+        schema = for_library(schema, so)
+        bare = {k: v for k, v in schema.items() if k != "x-guidance"} if isinstance(schema, dict) else schema
+        xtml = xtml_arguments(f"xargs_{j}", bare, json_style(so))
         rules.append(f'args_{j}: {OPEN} "json type=\\"object\\"" {SEP} jargs_{j} {CLOSE} "json" {SEP}'
                      + (f" | xargs_{j}" if xtml else ""))
-        schema = {**schema, "x-guidance": {**JSON_STYLE, **schema.get("x-guidance", {})}}
         rules.append(f"jargs_{j}: %json {json.dumps(schema)}")
         rules += xtml or []
     return "\n".join(rules)
+
+
+def _calls(so: StructuredOutputs) -> str:
+    """The calls of one tool section: call_1, then optionally call_2 (nested), ... up to max_calls, or past
+    NUMBERED any number more (call_more*)."""
+    last = min(so.max_calls or NUMBERED, NUMBERED)
+    nested = "call_more*" if so.max_calls is None else ""
+    for i in range(last, 0, -1):
+        nested = f"call_{i}" + (f" ({nested})?" if nested else "")
+    return nested

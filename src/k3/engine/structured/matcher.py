@@ -15,8 +15,9 @@ from k3.engine.structured.params import StructuredOutputs
 
 
 class Constraint:
-    def __init__(self, matcher, vocab_size: int):
-        self.matcher, self.vocab_size = matcher, vocab_size
+    def __init__(self, matcher, vocab_size: int, frame_token: int | None = None):
+        """frame_token: the id that opens K3's closing frame (`<|close|>`); None for unframed text."""
+        self.matcher, self.vocab_size, self.frame_token = matcher, vocab_size, frame_token
         self._bits = torch.arange(32, dtype=torch.int32)
 
     def allowed(self) -> torch.Tensor:
@@ -53,6 +54,19 @@ class Constraint:
     def complete(self) -> bool:
         return self.matcher.is_accepting() or self.matcher.is_stopped()
 
+    def answered(self) -> bool:
+        """The output holds a whole answer: the grammar is complete, or all that can follow is K3's closing
+        frame (the tokens it forces start with `<|close|>`, and end it). So max_tokens spent on the frame
+        alone is not a cut answer: the caller reports "stop"."""
+        if self.complete:
+            return True
+        if self.frame_token is None:
+            return False
+        probe = self.matcher.deep_copy()
+        forced = probe.compute_ff_tokens()
+        return (bool(forced) and forced[0] == self.frame_token and probe.consume_tokens(forced) is not False
+                and (probe.is_accepting() or probe.is_stopped()))
+
     def error(self) -> str:
         return self.matcher.get_error()
 
@@ -76,7 +90,8 @@ class Grammars:
             raise ValueError(f"structured_outputs: {_short(matcher.get_error())}")
         for probe in [matcher, *(self._bare(schema) for schema in _schemas(so))]:
             _refuse_unsatisfiable(probe)
-        return Constraint(matcher, self.vocab_size)
+        frame = getattr(self.tokenizer, "close_id", None) if so.frame is not None else None
+        return Constraint(matcher, self.vocab_size, frame)
 
     def _bare(self, schema):
         import llguidance

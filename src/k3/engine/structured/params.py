@@ -1,7 +1,12 @@
 """`StructuredOutputs`: what a request's output must match (vLLM's `structured_outputs` names).
 
 Exactly one of `json` (a JSON schema, as a dict or its JSON text), `json_object` (any JSON object),
-`regex`, `choice` (one of these strings) or `grammar` (a Lark grammar in llguidance's dialect).
+`regex`, `choice` (one of these strings), `grammar` (a Lark grammar in llguidance's dialect, or a
+GBNF/EBNF one: `root ::= ...`, as llama.cpp and xgrammar take) or `structural_tag` (structural_tag.py).
+Options for JSON: `whitespace_pattern` (free whitespace matching it), `disable_any_whitespace` (none at
+all; k3's default is one space after `,` and `:`), `disable_additional_properties` (objects whose schema
+says nothing of other keys get none), and `exact`: refuse a schema with a keyword the grammar cannot
+enforce token by token, instead of approximating it and checking the output afterwards (check.py).
 `frame` is set by the chat layer: the constraint then covers the response channel of K3's assistant
 message ("think": after a free thinking channel; "response": thinking off), not the raw text.
 `tools` (chat only) is the other kind: ((name, parameters JSON schema), ...) with `tool_mode`
@@ -16,7 +21,9 @@ from dataclasses import dataclass
 
 from k3.engine.structured import bounds
 
-KINDS = ("json", "json_object", "regex", "choice", "grammar")
+KINDS = ("json", "json_object", "regex", "choice", "grammar", "structural_tag")
+OPTIONS = ("whitespace_pattern", "disable_any_whitespace", "disable_additional_properties", "exact")
+ACCEPTED = ("disable_fallback",)     # vLLM's: k3 never falls back to the prompt alone, so either value holds
 FRAMES = (None, "think", "response")
 TOOL_MODES = ("required", "auto")
 
@@ -28,9 +35,16 @@ class StructuredOutputs:
     regex: str | None = None
     choice: tuple[str, ...] | None = None
     grammar: str | None = None
+    structural_tag: object = None
     frame: str | None = None
     tools: tuple[tuple[str, dict], ...] | None = None
     tool_mode: str = "required"
+    max_calls: int | None = None          # tool calls in one answer (None: any number; 1: parallel_tool_calls off)
+    whitespace_pattern: str | None = None
+    disable_any_whitespace: bool = False
+    disable_additional_properties: bool = False
+    exact: bool = False
+    enforced: bool = True                 # False: OpenAI's `strict: false`, JSON syntax only, the schema checked after
 
     def __post_init__(self) -> None:
         if self.choice is not None:
@@ -42,7 +56,7 @@ class StructuredOutputs:
             object.__setattr__(self, "tools", tuple((str(n), dict(s)) for n, s in self.tools))
         given = [k for k in (*KINDS, "tools") if getattr(self, k) not in (None, False)]
         if len(given) != 1:
-            raise ValueError("structured_outputs: give exactly one of json, json_object, regex, choice, grammar "
+            raise ValueError(f"structured_outputs: give exactly one of {', '.join(KINDS)} "
                              f"(got {', '.join(given) or 'none'})")
         if isinstance(self.json, str):
             try:
@@ -59,7 +73,32 @@ class StructuredOutputs:
                 raise ValueError(f"structured_outputs.{name}: a non-empty string")
         if self.frame not in FRAMES:
             raise ValueError(f"structured_outputs.frame: one of {FRAMES}")
+        self._check_options()
         self._check_bounds()
+
+    def _check_options(self) -> None:
+        if self.grammar is not None and "::=" in self.grammar:
+            from llguidance.gbnf_to_lark import any_to_lark
+
+            try:     # GBNF/EBNF (llama.cpp's, xgrammar's) in the library's Lark dialect
+                object.__setattr__(self, "grammar", any_to_lark(self.grammar))
+            except Exception as e:
+                raise ValueError(f"structured_outputs.grammar: not a valid GBNF grammar ({e}); give GBNF "
+                                 "(`root ::= ...`) or Lark (`start: ...`)") from None
+        if self.structural_tag is not None:
+            from k3.engine.structured.structural_tag import normalize
+
+            object.__setattr__(self, "structural_tag", normalize(self.structural_tag, "structured_outputs.structural_tag"))
+        for name in ("disable_any_whitespace", "disable_additional_properties", "exact"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"structured_outputs.{name}: true or false")
+        if self.whitespace_pattern is not None and (not isinstance(self.whitespace_pattern, str) or
+                                                    self.disable_any_whitespace):
+            raise ValueError("structured_outputs.whitespace_pattern: a regex string, and not with "
+                             "disable_any_whitespace")
+        if self.max_calls is not None and (self.tools is None or not isinstance(self.max_calls, int)
+                                           or self.max_calls < 1):
+            raise ValueError("structured_outputs.max_calls: a count of 1 or more, for tool calls")
 
     def _check_bounds(self) -> None:
         """What the grammar library may be asked (bounds.py): refused here, before any of it is compiled."""
@@ -78,33 +117,48 @@ class StructuredOutputs:
         """vLLM's request field {"json": ..., "regex": ..., "choice": [...], "grammar": ..., "json_object": true}."""
         if not isinstance(value, dict):
             raise ValueError("structured_outputs: an object with one of json, json_object, regex, choice, grammar")
-        unknown = sorted(set(value) - set(KINDS) - {"whitespace_pattern", "disable_additional_properties"})
+        unknown = sorted(set(value) - set(KINDS) - set(OPTIONS) - set(ACCEPTED))
         if unknown:
-            raise ValueError(f"structured_outputs: unknown key(s) {', '.join(unknown)}; k3 takes {', '.join(KINDS)}")
-        return cls(**{k: value[k] for k in KINDS if k in value}, frame=frame)
+            raise ValueError(f"structured_outputs: unknown key(s) {', '.join(unknown)}; k3 takes "
+                             f"{', '.join(KINDS + OPTIONS + ACCEPTED)}")
+        if "disable_fallback" in value and not isinstance(value["disable_fallback"], bool):
+            raise ValueError("structured_outputs.disable_fallback: true or false")
+        return cls(**{k: value[k] for k in KINDS + OPTIONS if k in value}, frame=frame)
 
     @classmethod
     def from_response_format(cls, response_format: dict | None, frame: str) -> "StructuredOutputs | None":
-        """OpenAI's response_format: {"type": "text"} (None), {"type": "json_object"}, or
-        {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}."""
+        """OpenAI's response_format: {"type": "text"} (None), {"type": "json_object"}, {"type": "json_schema",
+        "json_schema": {"name", "description", "schema", "strict", "exact"}} (`strict: false`: not enforced,
+        as OpenAI; `exact`: k3's, see the module note), or vLLM's {"type": "structural_tag", ...}."""
         if response_format is None:
             return None
         kind = response_format.get("type") if isinstance(response_format, dict) else None
+        if kind == "structural_tag":
+            return cls(structural_tag=response_format, frame=frame)
+        if kind not in ("text", "json_object", "json_schema"):
+            raise ValueError(f'response_format.type: "text", "json_object", "json_schema" or "structural_tag", '
+                             f"got {kind!r}")
+        _only(response_format, {"type", "json_schema"} if kind == "json_schema" else {"type"}, "response_format")
         if kind == "text":
             return None
         if kind == "json_object":
             return cls(json_object=True, frame=frame)
-        if kind == "json_schema":
-            spec = response_format.get("json_schema")
-            if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
-                raise ValueError('response_format.json_schema: an object with "name" and "schema" (a JSON schema)')
-            return cls(json=spec.get("schema", {}), frame=frame)
-        raise ValueError(f'response_format.type: "text", "json_object" or "json_schema", got {kind!r}')
+        spec = response_format.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), (dict, bool)):
+            raise ValueError('response_format.json_schema: an object with "name" and "schema" (a JSON schema)')
+        _only(spec, {"name", "description", "schema", "strict", "exact"}, "response_format.json_schema")
+        for key in ("strict", "exact"):
+            if spec.get(key) is not None and not isinstance(spec[key], bool):
+                raise ValueError(f"response_format.json_schema.{key}: true or false")
+        return cls(json=spec.get("schema", {}), frame=frame, exact=bool(spec.get("exact")),
+                   enforced=spec.get("strict") is not False)
 
     @classmethod
-    def from_tools(cls, tools: list[dict] | None, tool_choice, frame: str) -> "StructuredOutputs | None":
+    def from_tools(cls, tools: list[dict] | None, tool_choice, frame: str,
+                   parallel: bool | None = None) -> "StructuredOutputs | None":
         """The constraint for a chat request's tools: "required" or a named function -> calls required
-        (of that function only); "auto" or unset -> calls optional; "none" or no tools -> None."""
+        (of that function only); "auto" or unset -> calls optional; "none" or no tools -> None.
+        `parallel`: OpenAI's parallel_tool_calls (False: one call at most; True or None: any number)."""
         from k3.chat.tools import tool_name
         from k3.chat.validate import check_tool_choice
 
@@ -118,8 +172,20 @@ class StructuredOutputs:
         bad = [n for n, p in specs if not isinstance(p, dict)]
         if bad:
             raise ValueError(f"tools: the parameters of {bad[0]!r} must be a JSON schema object")
+        for n, p in specs:
+            kinds = p.get("type", "object")
+            if kinds != "object" and not (isinstance(kinds, list) and kinds == ["object"]):
+                raise ValueError(f"tools: the parameters of {n!r} have type {kinds!r}; a function's parameters are "
+                                 'an object schema ({"type": "object", "properties": ...}), as OpenAI requires: '
+                                 "wrap a list or a value in a property")
         mode = "required" if name is not None or tool_choice == "required" else "auto"
-        return cls(tools=specs, tool_mode=mode, frame=frame)
+        return cls(tools=specs, tool_mode=mode, frame=frame, max_calls=1 if parallel is False else None)
+
+
+def _only(value: dict, allowed: set, where: str) -> None:
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}; it takes {', '.join(sorted(allowed))}")
 
 
 def constrains_calls(tools, tool_choice, shaped: bool) -> bool:

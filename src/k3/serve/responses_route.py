@@ -1,0 +1,214 @@
+"""POST /v1/responses: OpenAI's Responses API, for the part that maps onto chat completions.
+
+Taken: `input` (a string, or items: messages with input_text/output_text/input_image parts,
+function_call and function_call_output items), `instructions`, function `tools`, `tool_choice`,
+`parallel_tool_calls`, `text.format` (text, json_object, json_schema), `reasoning.effort`,
+`max_output_tokens`, `temperature`, `top_p`, `stream`, and the bookkeeping fields clients send (`user`,
+`store`, `metadata`). Refused with a 400 naming them: built-in tools (web search, file search, ...),
+`previous_response_id` and `conversation` (k3 keeps no responses), `background`. The request becomes a
+ChatRequest, runs through chat_route (same grammar, same checks), and its answer or its SSE chunks are
+written as Responses output items and events.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from pydantic import Field
+
+from k3.serve import chat_route
+from k3.serve.protocol import ChatRequest, MAX_TOKENS_CAP, RequestError, Strict
+
+REFUSED = {"previous_response_id": "k3 keeps no responses: send the whole conversation as `input`",
+           "conversation": "k3 keeps no conversations: send the whole conversation as `input`",
+           "background": "k3 answers in the foreground only", "prompt": "stored prompts are not kept by k3"}
+PARTS = {"input_text": "text", "output_text": "text"}
+
+
+class ResponsesRequest(Strict):
+    model: str
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    text: dict[str, Any] | None = None
+    reasoning: dict[str, Any] | None = None
+    max_output_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_CAP)
+    temperature: float = Field(1.0, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    stream: bool = False
+    user: str | None = None
+    store: bool | None = None
+    metadata: dict[str, Any] | None = None
+    previous_response_id: str | None = None
+    conversation: Any = None
+    background: bool | None = None
+    prompt: Any = None
+
+
+def chat_request(req: ResponsesRequest) -> ChatRequest:
+    """The equivalent chat completion request; a RequestError naming the field for what does not map."""
+    for field, why in REFUSED.items():
+        if getattr(req, field) not in (None, False):
+            raise RequestError(f"{field}: {why}", field)
+    messages = ([{"role": "system", "content": req.instructions}] if req.instructions else []) + _messages(req.input)
+    effort = (req.reasoning or {}).get("effort")
+    extra = {"reasoning_effort": effort} if effort in ("low", "medium", "high") else {}
+    if req.reasoning and set(req.reasoning) - {"effort", "summary"}:
+        raise RequestError(f"reasoning: unknown field(s) {sorted(set(req.reasoning) - {'effort', 'summary'})}",
+                           "reasoning")
+    return ChatRequest(model=req.model, messages=messages or [{"role": "user", "content": ""}],
+                       tools=_tools(req.tools), tool_choice=_tool_choice(req.tool_choice),
+                       parallel_tool_calls=req.parallel_tool_calls, response_format=_format(req.text),
+                       max_tokens=req.max_output_tokens, temperature=req.temperature, top_p=req.top_p,
+                       stream=req.stream, **extra)
+
+
+def _messages(items) -> list[dict]:
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    out: list[dict] = []
+    for i, item in enumerate(items):
+        kind = item.get("type", "message")
+        if kind == "message":
+            out.append({"role": item.get("role", "user"), "content": _content(item.get("content"), i)})
+        elif kind == "function_call":
+            call = {"id": item.get("call_id"), "type": "function",
+                    "function": {"name": item.get("name"), "arguments": item.get("arguments", "{}")}}
+            if out and out[-1]["role"] == "assistant" and out[-1].get("tool_calls"):
+                out[-1]["tool_calls"].append(call)
+            else:
+                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            out.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output", "")})
+        elif kind != "reasoning":       # earlier reasoning items: not fed back (K3 drops old thinking too)
+            raise RequestError(f"input[{i}].type: {kind!r} is not taken (message, function_call, "
+                               "function_call_output, reasoning)", "input")
+    return out
+
+
+def _content(content, i: int):
+    if isinstance(content, str) or content is None:
+        return content or ""
+    parts = []
+    for part in content:
+        kind = part.get("type")
+        if kind in PARTS:
+            parts.append({"type": "text", "text": part.get("text", "")})
+        elif kind == "input_image":
+            parts.append({"type": "image_url", "image_url": {"url": part.get("image_url")}})
+        else:
+            raise RequestError(f"input[{i}].content: a part of type {kind!r} is not taken (input_text, "
+                               "output_text, input_image)", "input")
+    return parts
+
+
+def _tools(tools):
+    if tools is None:
+        return None
+    out = []
+    for i, tool in enumerate(tools):
+        if tool.get("type") != "function":
+            raise RequestError(f"tools[{i}].type: {tool.get('type')!r}; k3 takes function tools (built-in tools "
+                               "such as web search run on OpenAI's side)", "tools")
+        fn = {k: v for k, v in tool.items() if k != "type"}
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def _tool_choice(choice):
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        return {"type": "function", "function": {"name": choice.get("name")}}
+    return choice
+
+
+def _format(text):
+    if not text:
+        return None
+    unknown = sorted(set(text) - {"format", "verbosity"})
+    if unknown:
+        raise RequestError(f"text: unknown field(s) {', '.join(unknown)}", "text")
+    fmt = text.get("format")
+    if fmt is None or fmt.get("type") in ("text", "json_object"):
+        return fmt
+    if fmt.get("type") != "json_schema":
+        raise RequestError(f"text.format.type: text, json_object or json_schema, got {fmt.get('type')!r}", "text")
+    spec = {k: v for k, v in fmt.items() if k != "type"}
+    return {"type": "json_schema", "json_schema": spec}
+
+
+def response(req: ResponsesRequest, completion: dict) -> dict:
+    """A chat completion (one choice) as a Responses object."""
+    choice = completion["choices"][0]
+    message, usage = choice["message"], completion["usage"]
+    items = _output_items(message)
+    incomplete = choice["finish_reason"] == "length"
+    out = {"id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": completion["created"],
+           "status": "incomplete" if incomplete else "completed", "model": completion["model"], "output": items,
+           "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None, "error": None,
+           "instructions": req.instructions, "tools": req.tools or [], "tool_choice": req.tool_choice or "auto",
+           "parallel_tool_calls": req.parallel_tool_calls is not False, "text": req.text or {"format": {"type": "text"}},
+           "temperature": req.temperature, "top_p": req.top_p, "max_output_tokens": req.max_output_tokens,
+           "metadata": req.metadata or {}, "usage": {
+               "input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
+               "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0},
+               "output_tokens_details": {"reasoning_tokens": usage["completion_tokens_details"]["reasoning_tokens"]}}}
+    if "warning" in choice:
+        out["warning"] = choice["warning"]
+    if choice["finish_reason"] == "invalid":
+        out["status"], out["error"] = "failed", {"code": "invalid_output", "message": choice.get("warning", "")}
+    return out
+
+
+def _output_items(message: dict) -> list[dict]:
+    items = []
+    if message.get("reasoning_content"):
+        items.append({"type": "reasoning", "id": f"rs_{uuid.uuid4().hex}", "status": "completed",
+                      "summary": [], "content": [{"type": "reasoning_text", "text": message["reasoning_content"]}]})
+    if message.get("content"):
+        items.append(_message_item(message["content"]))
+    for call in message.get("tool_calls") or []:
+        items.append({"type": "function_call", "id": f"fc_{uuid.uuid4().hex}", "call_id": call["id"],
+                      "name": call["function"]["name"], "arguments": call["function"]["arguments"],
+                      "status": "completed"})
+    return items
+
+
+def _message_item(text: str, status: str = "completed") -> dict:
+    return {"type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": status, "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]}
+
+
+async def create(server, req: ResponsesRequest, request=None) -> dict:
+    chat = chat_request(req)
+    if chat.n != 1:
+        raise RequestError("n: the Responses API gives one answer", "n")
+    return response(req, await chat_route.complete(server, chat, request))
+
+
+async def stream(server, req: ResponsesRequest):
+    """Responses streaming events from chat_route's chunks: created, output items and their deltas, completed."""
+    from k3.serve.protocol import StreamOptions
+
+    chat = chat_request(req).model_copy(update={"stream": True, "stream_options": StreamOptions(include_usage=True)})
+    chunks = await chat_route.stream(server, chat)
+    return _events(req, chunks)
+
+
+async def _events(req: ResponsesRequest, chunks):
+    from k3.serve.responses_stream import EventWriter
+
+    writer = EventWriter(req)
+    for event in writer.start():
+        yield event
+    async for chunk in chunks:
+        body = chunk[len("data: "):].strip()
+        if body == "[DONE]":
+            break
+        for event in writer.feed(json.loads(body)):
+            yield event
+    for event in writer.finish():
+        yield event
