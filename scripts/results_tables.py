@@ -11,6 +11,8 @@ ABOUT = {
     "engine": "the engine against a bare loop; decode against context length and batch size",
     "structured": "the cost of constrained decoding; the grammar library's time per token",
     "tool_calls": "tool calls whose arguments fail their schema, over generated and real-world schemas",
+    "schema_corpus": "structured outputs on the public schema corpus: schemas accepted per subset (k3, llguidance alone, "
+                     "xgrammar), compile time, mask time per token, decode cost of a constraint",
     "prefix_cache": "time to first token with the prefix cache on and off, multi-turn and shared-prefix",
     "speculative": "speculative decoding against plain decoding",
     "eval_harness": "the evaluation harness's own costs (sandbox, Inspect)",
@@ -105,6 +107,16 @@ def _tool_calls(r: dict) -> list[str]:
     for model, t in r["totals"].items():
         rows.append(f"| {model} | {_fmt(t['calls'])} | {_fmt(t['finished'])} | **{_fmt(t['invalid'])}** |")
     return rows
+
+
+def _schema_corpus(r: dict) -> list[str]:
+    rows = ["| subset | schemas | k3 | llguidance alone | xgrammar | compile ms (median / max) | xgrammar compile ms |",
+            "|---|---|---|---|---|---|---|"]
+    for name, t in r["subsets"].items():
+        rows.append(f"| {name} | {t['schemas']} | **{t['k3']}** | {t['llguidance_alone']} | {_fmt(t['xgrammar'])} | "
+                    f"{_fmt(t['compile_ms_median'])} / {_fmt(t['compile_ms_max'])} | {_fmt(t['xgrammar_compile_ms_median'])} |")
+    return rows + ["", "| per token | value |", "|---|---|", f"| mask, median / p99 (ms) | {_fmt(r['mask_ms_median'])} / "
+                   f"{_fmt(r['mask_ms_p99'])} |", f"| decode, constrained / free time | **{_fmt(r['cost_per_token'])}** |"]
 
 
 def _prefix_cache(r: dict) -> list[str]:
@@ -263,7 +275,7 @@ def _challenge(r: dict) -> list[str]:
 
 
 SHAPES = {"challenge": _challenge, "foreign_server": _foreign_server, "load_sweep": _load_sweep, "decode_settings": _decode_settings, "prefill_gemm": _prefill_gemm, "ops": _ops, "vision": _vision, "eval_harness": _eval_harness, "engine": _engine, "structured": _structured, "compare": _compare, "tool_calls": _tool_calls,
-          "prefix_cache": _prefix_cache, "speculative": _speculative}
+          "schema_corpus": _schema_corpus, "prefix_cache": _prefix_cache, "speculative": _speculative}
 
 
 def _table(name: str, result: dict) -> list[str]:
