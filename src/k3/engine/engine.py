@@ -236,13 +236,10 @@ class LLMEngine:
         """"stop", or "invalid" (with a warning) when an unframed JSON output fails its whole schema (check.py;
         a chat answer's JSON and tool calls are checked where its message is parsed)."""
         so = req.params.structured_outputs
-        if so.frame is not None:
-            return "stop"
-        problem = output_problem(so, req.text or "")
-        if problem is None:
-            return "stop"
-        req.warning = f"the output does not validate against the schema {problem}"
-        return "stop" if not so.enforced else "invalid"
+        problem = None if so.frame is not None else output_problem(so, req.text or "")
+        if problem is not None:
+            req.warning = f"the output does not validate against the schema {problem}"
+        return "invalid" if problem is not None and so.enforced else "stop"
 
     def _save(self, req: Request) -> None:
         state = self.runner.save_state(req, self.allocator.placement(req.request_id))
