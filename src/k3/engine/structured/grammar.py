@@ -44,17 +44,26 @@ def llguidance_grammar(so: StructuredOutputs) -> str:
     return json.dumps({"grammars": grammars})
 
 
-def for_library(schema, so: StructuredOutputs | None = None):
-    """A JSON schema as validators read it, rewritten for the grammar library (patterns.py, finite.py),
-    with the request's JSON style and approximation options (APPROXIMATE) at its top."""
-    closed = so is not None and so.disable_additional_properties
+def for_library(schema, so: StructuredOutputs | None = None, approximate: bool = True):
+    """A JSON schema as validators read it, rewritten for the grammar library (`rewrite`), with the
+    request's JSON style and approximation options at its top (`json_style`). `approximate` off: nothing
+    the library cannot enforce is approximated (structural tags)."""
+    return styled(rewrite(schema, so, approximate), so, approximate)
+
+
+def rewrite(schema, so: StructuredOutputs | None = None, approximate: bool = True):
+    """patterns.py, cycles.py (unless exact) and finite.py, in that order."""
     schema = ecma_patterns(schema)
-    if not (so is not None and so.exact):
+    if approximate and not (so is not None and so.exact):
         schema = loosen_cyclic_refs(schema)
-    schema = finite_numbers(schema, closed=closed)
+    return finite_numbers(schema, closed=so is not None and so.disable_additional_properties)
+
+
+def styled(schema, so: StructuredOutputs | None, approximate: bool = True):
+    """The schema with llguidance's JSON options (json_style) at its top, a schema's own taking precedence."""
     if not isinstance(schema, dict):
         return schema
-    return {**schema, "x-guidance": {**json_style(so), **schema.get("x-guidance", {})}}
+    return {**schema, "x-guidance": {**json_style(so, approximate), **schema.get("x-guidance", {})}}
 
 
 def json_style(so: StructuredOutputs | None, approximate: bool = True) -> dict:
@@ -112,18 +121,11 @@ def _user_grammars(so: StructuredOutputs) -> list[dict]:
             return "@" + sides[-1]["name"]
 
         def json_rule(schema) -> str:
-            return "%json " + json.dumps(for_library(schema, _exact(so)))
+            return "%json " + json.dumps(for_library(schema, so, approximate=False))
 
         lark = LarkWriter(json_rule, side).grammar(so.structural_tag)
         return [{"name": "user", "lark_grammar": lark}, *sides]
     return []
-
-
-def _exact(so: StructuredOutputs) -> StructuredOutputs:
-    """The request's JSON style, with nothing approximated (schemas inside structural tags)."""
-    import dataclasses
-
-    return dataclasses.replace(so, exact=True)
 
 
 def _tool_grammar(so: StructuredOutputs) -> str:
@@ -152,12 +154,11 @@ def _tool_grammar(so: StructuredOutputs) -> str:
     for j, (_, schema) in enumerate(so.tools):
         # Arguments as one JSON block, or (as the renderer writes them) one XTML block per argument where
         # that form constrains exactly (tool_args.py).
-        schema = for_library(schema, so)
-        bare = {k: v for k, v in schema.items() if k != "x-guidance"} if isinstance(schema, dict) else schema
-        xtml = xtml_arguments(f"xargs_{j}", bare, json_style(so))
+        schema = rewrite(schema, so)
+        xtml = xtml_arguments(f"xargs_{j}", schema, json_style(so))
         rules.append(f'args_{j}: {OPEN} "json type=\\"object\\"" {SEP} jargs_{j} {CLOSE} "json" {SEP}'
                      + (f" | xargs_{j}" if xtml else ""))
-        rules.append(f"jargs_{j}: %json {json.dumps(schema)}")
+        rules.append(f"jargs_{j}: %json {json.dumps(styled(schema, so))}")
         rules += xtml or []
     return "\n".join(rules)
 
