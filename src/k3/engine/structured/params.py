@@ -20,6 +20,7 @@ import json as _json
 from dataclasses import dataclass
 
 from k3.engine.structured import bounds
+from k3.engine.structured.structural_tag import only_fields
 
 KINDS = ("json", "json_object", "regex", "choice", "grammar", "structural_tag")
 OPTIONS = ("whitespace_pattern", "disable_any_whitespace", "disable_additional_properties", "exact")
@@ -138,7 +139,7 @@ class StructuredOutputs:
         if kind not in ("text", "json_object", "json_schema"):
             raise ValueError(f'response_format.type: "text", "json_object", "json_schema" or "structural_tag", '
                              f"got {kind!r}")
-        _only(response_format, {"type", "json_schema"} if kind == "json_schema" else {"type"}, "response_format")
+        only_fields(response_format, {"type", "json_schema"} if kind == "json_schema" else {"type"}, "response_format")
         if kind == "text":
             return None
         if kind == "json_object":
@@ -146,7 +147,7 @@ class StructuredOutputs:
         spec = response_format.get("json_schema")
         if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), (dict, bool)):
             raise ValueError('response_format.json_schema: an object with "name" and "schema" (a JSON schema)')
-        _only(spec, {"name", "description", "schema", "strict", "exact"}, "response_format.json_schema")
+        only_fields(spec, {"name", "description", "schema", "strict", "exact"}, "response_format.json_schema")
         for key in ("strict", "exact"):
             if spec.get(key) is not None and not isinstance(spec[key], bool):
                 raise ValueError(f"response_format.json_schema.{key}: true or false")
@@ -180,12 +181,6 @@ class StructuredOutputs:
                                  "wrap a list or a value in a property")
         mode = "required" if name is not None or tool_choice == "required" else "auto"
         return cls(tools=specs, tool_mode=mode, frame=frame, max_calls=1 if parallel is False else None)
-
-
-def _only(value: dict, allowed: set, where: str) -> None:
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}; it takes {', '.join(sorted(allowed))}")
 
 
 def constrains_calls(tools, tool_choice, shaped: bool) -> bool:

@@ -45,10 +45,10 @@ def normalize(value, where: str = "structural_tag") -> dict:
         return value
     value = {k: v for k, v in value.items() if k != "type" or v != "structural_tag"}
     if "format" in value:
-        _no_others(value, {"format"}, where)
+        only_fields(value, {"format"}, where)
         _check(value["format"], f"{where}.format")
         return value["format"]
-    _no_others(value, {"structures", "triggers"}, where)
+    only_fields(value, {"structures", "triggers"}, where)
     structures, triggers = value.get("structures"), value.get("triggers")
     if not isinstance(structures, list) or not structures or not isinstance(triggers, list) or not triggers:
         raise ValueError(f"{where}: `structures` (a list of begin/schema/end) and `triggers` (a list of strings)")
@@ -56,7 +56,7 @@ def normalize(value, where: str = "structural_tag") -> dict:
     for i, s in enumerate(structures):
         if not isinstance(s, dict):
             raise ValueError(f"{where}.structures[{i}]: an object with begin, schema and end")
-        _no_others(s, {"begin", "schema", "end"}, f"{where}.structures[{i}]")
+        only_fields(s, {"begin", "schema", "end"}, f"{where}.structures[{i}]")
         tags.append({"type": "tag", "begin": s.get("begin"), "end": s.get("end"),
                      "content": {"type": "json_schema", "json_schema": s.get("schema", {})}})
     fmt = {"type": "triggered_tags", "triggers": triggers, "tags": tags}
@@ -64,7 +64,8 @@ def normalize(value, where: str = "structural_tag") -> dict:
     return fmt
 
 
-def _no_others(value: dict, allowed: set, where: str) -> None:
+def only_fields(value: dict, allowed: set, where: str) -> None:
+    """ValueError naming any key of `value` outside `allowed` (a request's field k3 would otherwise drop)."""
     unknown = sorted(set(value) - allowed)
     if unknown:
         raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}; it takes {', '.join(sorted(allowed))}")
@@ -74,7 +75,7 @@ def _check(fmt, where: str) -> None:
     kind = fmt.get("type") if isinstance(fmt, dict) else None
     if kind not in FORMAT_KEYS:
         raise ValueError(f"{where}.type: one of {', '.join(FORMAT_KEYS)}, got {kind!r}")
-    _no_others(fmt, FORMAT_KEYS[kind] | {"type"}, where)
+    only_fields(fmt, FORMAT_KEYS[kind] | {"type"}, where)
     missing = sorted(REQUIRED.get(kind, set()) - set(fmt))
     if missing:
         raise ValueError(f"{where}: a {kind} needs {', '.join(missing)}")
