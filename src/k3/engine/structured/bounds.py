@@ -24,17 +24,20 @@ MAX_TEXT = 256 << 10         # characters of a regex or grammar
 RULE = re.compile(r"(?m)^\s*[?!]?[A-Za-z_][A-Za-z_0-9]*(?:\.-?\d+)?\s*:")
 
 
-def check_schema(schema, where: str) -> None:
-    """Raise ValueError when a JSON schema is past the caps (nodes, nesting of `$ref`s)."""
-    nodes, stack = 0, [schema]
+def json_nodes(value):
+    """Every object and array in a JSON value, the value itself first when it is one. Iterative: the values
+    this walks include ones nested too deep for recursion."""
+    stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, dict):
-            nodes += 1
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            nodes += 1
-            stack.extend(item)
+        if isinstance(item, (dict, list)):
+            yield item
+            stack.extend(item.values() if isinstance(item, dict) else item)
+
+
+def check_schema(schema, where: str) -> None:
+    """Raise ValueError when a JSON schema is past the caps (nodes, nesting of `$ref`s)."""
+    for nodes, _ in enumerate(json_nodes(schema), 1):
         if nodes > MAX_SCHEMA_NODES:
             raise ValueError(f"{where}: a schema of more than {MAX_SCHEMA_NODES:,} objects and arrays is not accepted")
     roots = schema if isinstance(schema, list) else [schema]
@@ -72,17 +75,8 @@ def ref_depth(root) -> int:
 
 def local_refs(node) -> list[str]:
     """The document-local `$ref` targets ("#/..." pointers) in a schema node, nested ones included."""
-    out, stack = [], [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            ref = item.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#"):
-                out.append(ref[1:])
-            stack.extend(v for k, v in item.items() if k != "$ref")
-        elif isinstance(item, list):
-            stack.extend(item)
-    return list(dict.fromkeys(out))
+    refs = (item.get("$ref") for item in json_nodes(node) if isinstance(item, dict))
+    return list(dict.fromkeys(ref[1:] for ref in refs if isinstance(ref, str) and ref.startswith("#")))
 
 
 def resolve(root, pointer: str):

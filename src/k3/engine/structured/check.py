@@ -17,6 +17,8 @@ import math
 
 import jsonschema
 
+from k3.engine.structured.bounds import json_nodes
+
 
 def json_problem(schema, text: str) -> str | None:
     """Why `text` is not a JSON value valid against `schema`, or None when it is."""
@@ -64,16 +66,9 @@ def _refuse_constant(name: str):
 
 
 def _finite(value) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return False
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return True
+    """No float in the value (itself, or held in any of its objects and arrays) is inf."""
+    held = (v for node in json_nodes(value) for v in (node.values() if isinstance(node, dict) else node))
+    return all(math.isfinite(v) for v in (value, *held) if isinstance(v, float))
 
 
 def output_problem(so, content: str | None = None, calls=()) -> str | None:

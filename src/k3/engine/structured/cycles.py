@@ -9,7 +9,7 @@ holds the output to the whole schema. Only document-local references ("#/...") a
 
 from __future__ import annotations
 
-from k3.engine.structured.bounds import local_refs, resolve
+from k3.engine.structured.bounds import json_nodes, local_refs, resolve
 from k3.engine.structured.finite import CONSTRAINING
 
 
@@ -37,17 +37,9 @@ def loosen_cyclic_refs(schema):
 def _cyclic_targets(root: dict) -> set[str]:
     """The pointers that a `$ref` beside other keywords names and that reach themselves through `$ref`s,
     or reach the root (a `#` reference)."""
-    sited = set()
-    stack = [root]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            ref = item.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#") and len(CONSTRAINING.intersection(item)) > 1:
-                sited.add(ref[1:])
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+    sited = {item["$ref"][1:] for item in json_nodes(root) if isinstance(item, dict)
+             and isinstance(item.get("$ref"), str) and item["$ref"].startswith("#")
+             and len(CONSTRAINING.intersection(item)) > 1}
     edges: dict[str, list[str]] = {}
     return {target for target in sited if _reaches(root, target, edges)}
 

@@ -18,6 +18,8 @@ its open values open. There a number may still be written unbounded, and the che
 
 from __future__ import annotations
 
+from k3.engine.structured.bounds import json_nodes
+
 LIMIT = 1e15
 ANY_NAME = "k3_any_value"
 ANY_REF = {"$ref": f"#/$defs/{ANY_NAME}"}
@@ -45,16 +47,11 @@ def finite_numbers(schema, closed: bool = False):
 def intersects(schema) -> bool:
     """Whether the library would intersect schemas anywhere in `schema` other than where _Rewrite keeps
     values open itself: an allOf, or a `$ref`, anyOf or oneOf beside other constraining keywords."""
-    stack = [schema]
-    while stack:
-        item = stack.pop()
+    for item in json_nodes(schema):
         if isinstance(item, dict):
             combined = [k for k in ("$ref", "anyOf", "oneOf") if k in item]
             if "allOf" in item or (combined and len(CONSTRAINING.intersection(item)) > 1):
                 return True
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
     return False
 
 
