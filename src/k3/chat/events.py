@@ -42,6 +42,9 @@ class MessageEnd:
 Event = ReasoningDelta | ContentDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | MessageEnd
 
 
+CUT_CALL = "the output ended inside the tool call"   # how a warning starts that names a cut call
+
+
 @dataclass
 class ToolCall:
     id: str
@@ -72,8 +75,8 @@ class ParsedMessage:
     def cut_warning(self) -> str | None:
         """A line for the API's `warning` when the output ended inside a tool call, else None."""
         cut = [c for c in self.tool_calls if not c.complete]
-        return (f"the output ended inside the tool call to {cut[0].name!r} (arguments so far: {cut[0].arguments!r}); "
-                "it is not returned as a call: raise max_tokens") if cut else None
+        return (f"{CUT_CALL} to {cut[0].name!r} (arguments so far: {cut[0].arguments!r}); it is not returned as a "
+                "call: raise max_tokens") if cut else None
 
     def to_openai(self) -> dict:
         """The assistant message as OpenAI's chat API returns it (plus `reasoning_content`). A call the output

@@ -121,24 +121,22 @@ def problem(so, out, message) -> str | None:
     return output_problem(so, message.content, message.tool_calls)
 
 
-def finish_reason(out, message, so=None) -> str:
-    """OpenAI's reason; "error" (as the engine says it) when generation failed, so a failed stream never
-    ends claiming a normal stop; "invalid" when the answer fails its schema (check.py: never returned as
-    a valid one), unless the schema was not enforced (`strict: false`: a warning says so)."""
-    if out.finish_reason in ("length", "error", "invalid"):
-        return out.finish_reason
-    if so is not None and so.enforced and problem(so, out, message):
-        return "invalid"
-    return "tool_calls" if any(c.complete for c in message.tool_calls) else "stop"
-
-
-def warning(out, message, so=None) -> dict:
-    """The choice's `warning` field (k3's, beside OpenAI's): a grammar or a tool call that max_tokens cut,
+def finish(out, message, so=None, broken: str | None = None) -> dict:
+    """A choice's `finish_reason` and, when there is something to say, its `warning` (k3's, beside OpenAI's).
+    The reason is OpenAI's; "error" (as the engine says it) when generation failed, so a failed stream never
+    ends claiming a normal stop; "invalid" when the answer fails its schema (`broken`: problem(), worked out
+    once by the caller; check.py: never returned as valid), unless the schema was not enforced (`strict:
+    false`: only the warning says so). The warning names a grammar or a tool call that max_tokens cut, and
     an answer that fails its schema."""
-    broken = problem(so, out, message)
+    if out.finish_reason in ("length", "error", "invalid"):
+        reason = out.finish_reason
+    elif broken and so.enforced:
+        reason = "invalid"
+    else:
+        reason = "tool_calls" if any(c.complete for c in message.tool_calls) else "stop"
     lines = [w for w in (out.warning, message.cut_warning(),
                          broken and f"the answer does not validate against its schema: {broken}") if w]
-    return {"warning": "; ".join(lines)} if lines else {}
+    return {"finish_reason": reason, **({"warning": "; ".join(lines)} if lines else {})}
 
 
 def usage(prompt_len: int, outs, tokenizer, reasoning_texts) -> dict:
@@ -154,17 +152,18 @@ async def complete(server, req: ChatRequest, request=None) -> dict:
     outs = await server.run_all(ids, params, request, images=images)
     messages = [parse_message(server.tokenizer, o.token_ids, **options) for o in outs]
     so = params[0].structured_outputs
+    broken = [problem(so, o, m) for o, m in zip(outs, messages)]
     for attempt in range(1, RESAMPLES + 1):      # choices that fail their schema are sampled again
-        failed = [i for i, (o, m) in enumerate(zip(outs, messages)) if so is not None and so.enforced
-                  and problem(so, o, m)]
+        failed = [i for i, b in enumerate(broken) if b and so.enforced]
         if not failed:
             break
         again = await server.run_all(ids, [_reseeded(params[i], attempt) for i in failed], request, images=images)
         for i, o in zip(failed, again):
             outs[i], messages[i] = o, parse_message(server.tokenizer, o.token_ids, **options)
-    choices = [{"index": i, "message": m.to_openai(), "finish_reason": finish_reason(o, m, so),
-                "logprobs": _chat_logprobs(server.tokenizer, o) if req.logprobs else None, **warning(o, m, so)}
-               for i, (o, m) in enumerate(zip(outs, messages))]
+            broken[i] = problem(so, outs[i], messages[i])
+    choices = [{"index": i, "message": m.to_openai(), **finish(o, m, so, b),
+                "logprobs": _chat_logprobs(server.tokenizer, o) if req.logprobs else None}
+               for i, (o, m, b) in enumerate(zip(outs, messages, broken))]
     return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
             "model": server.model_name, "choices": choices,
             "usage": usage(len(ids), outs, server.tokenizer, [m.reasoning_content for m in messages])}
@@ -235,7 +234,8 @@ async def _choice(server, head, options, index, first, generator, so, queue):
     if out.finish_reason == "error":
         await queue.put("data: " + json.dumps({"error": {"message": out.error, "type": "server_error", "code": 500}})
                         + "\n\n")
-    await queue.put(chunk({}, finish_reason(out, message, so), extra=warning(out, message, so)))
+    end = finish(out, message, so, problem(so, out, message))
+    await queue.put(chunk({}, end.pop("finish_reason"), extra=end))
     await queue.put((out, message))
     return out, message
 

@@ -14,6 +14,8 @@ import json
 import time
 import uuid
 
+from k3.chat.events import CUT_CALL
+
 
 class EventWriter:
     def __init__(self, req):
@@ -123,7 +125,7 @@ class EventWriter:
                                    arguments=item["arguments"]),
                        self._event("response.output_item.done", output_index=index, item=item)]
         if self.reason == "length":
-            cut = self.warning and "ended inside the tool call" in self.warning   # chat's cut_warning
+            cut = self.warning and CUT_CALL in self.warning   # chat's cut_warning: the stream's last call
             calls = [i for i in self.items if i["type"] == "function_call"]
             if cut and calls:            # a call the output ended inside is never returned as a call
                 self.items.remove(calls[-1])
