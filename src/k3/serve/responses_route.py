@@ -13,13 +13,14 @@ written as Responses output items and events.
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 from pydantic import Field
 
 from k3.serve import chat_route
-from k3.serve.protocol import ChatRequest, MAX_TOKENS_CAP, RequestError, Strict
+from k3.serve.protocol import ChatRequest, MAX_TOKENS_CAP, RequestError, Strict, StreamOptions
+from k3.serve.responses_items import response
+from k3.serve.responses_stream import EventWriter
 
 REFUSED = {"previous_response_id": "k3 keeps no responses: send the whole conversation as `input`",
            "conversation": "k3 keeps no conversations: send the whole conversation as `input`",
@@ -140,67 +141,18 @@ def _format(text):
     return {"type": "json_schema", "json_schema": spec}
 
 
-def response(req: ResponsesRequest, completion: dict) -> dict:
-    """A chat completion (one choice) as a Responses object."""
-    choice = completion["choices"][0]
-    message, usage = choice["message"], completion["usage"]
-    items = _output_items(message)
-    incomplete = choice["finish_reason"] == "length"
-    out = {"id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": completion["created"],
-           "status": "incomplete" if incomplete else "completed", "model": completion["model"], "output": items,
-           "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None, "error": None,
-           "instructions": req.instructions, "tools": req.tools or [], "tool_choice": req.tool_choice or "auto",
-           "parallel_tool_calls": req.parallel_tool_calls is not False, "text": req.text or {"format": {"type": "text"}},
-           "temperature": req.temperature, "top_p": req.top_p, "max_output_tokens": req.max_output_tokens,
-           "metadata": req.metadata or {}, "usage": {
-               "input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
-               "total_tokens": usage["total_tokens"], "input_tokens_details": {"cached_tokens": 0},
-               "output_tokens_details": {"reasoning_tokens": usage["completion_tokens_details"]["reasoning_tokens"]}}}
-    if "warning" in choice:
-        out["warning"] = choice["warning"]
-    if choice["finish_reason"] == "invalid":
-        out["status"], out["error"] = "failed", {"code": "invalid_output", "message": choice.get("warning", "")}
-    return out
-
-
-def _output_items(message: dict) -> list[dict]:
-    items = []
-    if message.get("reasoning_content"):
-        items.append({"type": "reasoning", "id": f"rs_{uuid.uuid4().hex}", "status": "completed",
-                      "summary": [], "content": [{"type": "reasoning_text", "text": message["reasoning_content"]}]})
-    if message.get("content"):
-        items.append(_message_item(message["content"]))
-    for call in message.get("tool_calls") or []:
-        items.append({"type": "function_call", "id": f"fc_{uuid.uuid4().hex}", "call_id": call["id"],
-                      "name": call["function"]["name"], "arguments": call["function"]["arguments"],
-                      "status": "completed"})
-    return items
-
-
-def _message_item(text: str, status: str = "completed") -> dict:
-    return {"type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": status, "role": "assistant",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}
-
-
 async def create(server, req: ResponsesRequest, request=None) -> dict:
-    chat = chat_request(req)
-    if chat.n != 1:
-        raise RequestError("n: the Responses API gives one answer", "n")
-    return response(req, await chat_route.complete(server, chat, request))
+    return response(req, await chat_route.complete(server, chat_request(req), request))
 
 
 async def stream(server, req: ResponsesRequest):
     """Responses streaming events from chat_route's chunks: created, output items and their deltas, completed."""
-    from k3.serve.protocol import StreamOptions
-
     chat = chat_request(req).model_copy(update={"stream": True, "stream_options": StreamOptions(include_usage=True)})
     chunks = await chat_route.stream(server, chat)
     return _events(req, chunks)
 
 
 async def _events(req: ResponsesRequest, chunks):
-    from k3.serve.responses_stream import EventWriter
-
     writer = EventWriter(req)
     for event in writer.start():
         yield event

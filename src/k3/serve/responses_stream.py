@@ -15,6 +15,7 @@ import time
 import uuid
 
 from k3.chat.events import CUT_CALL
+from k3.serve.responses_items import function_call, item, response
 
 
 class EventWriter:
@@ -32,8 +33,6 @@ class EventWriter:
         return f"event: {kind}\ndata: {json.dumps(body)}\n\n"
 
     def _response(self, status: str) -> dict:
-        from k3.serve.responses_route import response
-
         completion = {"choices": [{"message": {}, "finish_reason": self.reason or "stop"}], "created": self.created,
                       "model": self.req.model, "usage": self.usage or _no_usage()}
         out = response(self.req, completion) | {"id": self.id, "status": status, "output": self.items}
@@ -70,7 +69,7 @@ class EventWriter:
         events = []
         if self.open is None or self.open["type"] != kind:
             events += self._close()
-            self.open = _item(kind)
+            self.open = item(kind)
             self.items.append(self.open)
             events.append(self._event("response.output_item.added", output_index=len(self.items) - 1,
                                       item=self.open | {"status": "in_progress"}))
@@ -87,43 +86,42 @@ class EventWriter:
         events = []
         if call["index"] not in self.calls:
             events += self._close()
-            item = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex}", "call_id": call.get("id"),
-                    "name": call["function"]["name"], "arguments": "", "status": "completed"}
-            self.calls[call["index"]] = item
-            self.items.append(item)
+            added = function_call(call.get("id"), call["function"]["name"])
+            self.calls[call["index"]] = added
+            self.items.append(added)
             events.append(self._event("response.output_item.added", output_index=len(self.items) - 1,
-                                      item=item | {"status": "in_progress"}))
-        item = self.calls[call["index"]]
+                                      item=added | {"status": "in_progress"}))
+        growing = self.calls[call["index"]]
         piece = call["function"].get("arguments") or ""
         if piece:
-            item["arguments"] += piece
-            events.append(self._event("response.function_call_arguments.delta", item_id=item["id"],
-                                      output_index=self.items.index(item), delta=piece))
+            growing["arguments"] += piece
+            events.append(self._event("response.function_call_arguments.delta", item_id=growing["id"],
+                                      output_index=self.items.index(growing), delta=piece))
         return events
 
     def _close(self) -> list[str]:
         """The .done events of the reasoning or message item growing now."""
         if self.open is None:
             return []
-        item, index, self.open = self.open, self.items.index(self.open), None
-        text = item["content"][0]["text"]
-        if item["type"] == "reasoning":
-            return [self._event("response.reasoning_text.done", item_id=item["id"], output_index=index,
+        done, index, self.open = self.open, self.items.index(self.open), None
+        text = done["content"][0]["text"]
+        if done["type"] == "reasoning":
+            return [self._event("response.reasoning_text.done", item_id=done["id"], output_index=index,
                                 content_index=0, text=text),
-                    self._event("response.output_item.done", output_index=index, item=item)]
-        return [self._event("response.output_text.done", item_id=item["id"], output_index=index, content_index=0,
+                    self._event("response.output_item.done", output_index=index, item=done)]
+        return [self._event("response.output_text.done", item_id=done["id"], output_index=index, content_index=0,
                             text=text),
-                self._event("response.content_part.done", item_id=item["id"], output_index=index, content_index=0,
-                            part=item["content"][0]),
-                self._event("response.output_item.done", output_index=index, item=item)]
+                self._event("response.content_part.done", item_id=done["id"], output_index=index, content_index=0,
+                            part=done["content"][0]),
+                self._event("response.output_item.done", output_index=index, item=done)]
 
     def finish(self) -> list[str]:
         events = self._close()
-        for item in self.calls.values():
-            index = self.items.index(item)
-            events += [self._event("response.function_call_arguments.done", item_id=item["id"], output_index=index,
-                                   arguments=item["arguments"]),
-                       self._event("response.output_item.done", output_index=index, item=item)]
+        for call in self.calls.values():
+            index = self.items.index(call)
+            events += [self._event("response.function_call_arguments.done", item_id=call["id"], output_index=index,
+                                   arguments=call["arguments"]),
+                       self._event("response.output_item.done", output_index=index, item=call)]
         if self.reason == "length":
             cut = self.warning and CUT_CALL in self.warning   # chat's cut_warning: the stream's last call
             calls = [i for i in self.items if i["type"] == "function_call"]
@@ -133,14 +131,6 @@ class EventWriter:
         if self.error or self.reason in ("error", "invalid"):
             return events + [self._event("response.failed", response=self._response("failed"))]
         return events + [self._event("response.completed", response=self._response("completed"))]
-
-
-def _item(kind: str) -> dict:
-    if kind == "reasoning":
-        return {"type": "reasoning", "id": f"rs_{uuid.uuid4().hex}", "status": "completed", "summary": [],
-                "content": [{"type": "reasoning_text", "text": ""}]}
-    return {"type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": "completed", "role": "assistant",
-            "content": [{"type": "output_text", "text": "", "annotations": []}]}
 
 
 def _no_usage() -> dict:
