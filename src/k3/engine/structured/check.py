@@ -15,13 +15,13 @@ import functools
 import json
 import math
 
-import jsonschema
-
 from k3.engine.structured.bounds import json_nodes
 
 
 def json_problem(schema, text: str) -> str | None:
     """Why `text` is not a JSON value valid against `schema`, or None when it is."""
+    import jsonschema     # here, not at import: an engine that never checks an output does not load it
+
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
     except (json.JSONDecodeError, ValueError) as e:
@@ -56,6 +56,8 @@ def call_problems(tools, calls) -> list[str]:
 
 @functools.lru_cache(maxsize=256)
 def _validator(schema_text: str):
+    import jsonschema
+
     schema = json.loads(schema_text)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
