@@ -73,6 +73,8 @@ def test_gbnf_grammars_are_taken(client):
         text = _chat(client, temperature=1.0, **kw).choices[0].message.content
         assert re.fullmatch(r"yes|no|[1-9][0-9]*", text), text
     _bad(client, "grammar", extra_body={"structured_outputs": {"grammar": "root ::= ( unclosed"}})
+    _bad(client, "not a valid GBNF grammar", response_format={"type": "structural_tag", "format": {
+        "type": "tag", "begin": "<a>", "end": "</a>", "content": {"type": "grammar", "grammar": "root ::= ( x"}}})
 
 
 def test_whitespace_options_shape_the_json(client):

@@ -21,7 +21,7 @@ from k3.engine.structured.params import StructuredOutputs
 from k3.engine.structured.cycles import loosen_cyclic_refs
 from k3.engine.structured.finite import finite_numbers
 from k3.engine.structured.patterns import ecma_patterns
-from k3.engine.structured.structural_tag import LarkWriter, slashes
+from k3.engine.structured.structural_tag import LarkWriter, lark_text, slashes
 from k3.engine.structured.tool_args import xtml_arguments
 
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
@@ -115,9 +115,8 @@ def _user_grammars(so: StructuredOutputs) -> list[dict]:
         sides: list[dict] = []
 
         def side(text: str) -> str:
-            from llguidance.gbnf_to_lark import any_to_lark
-
-            sides.append({"name": f"user_{len(sides)}", "lark_grammar": any_to_lark(text)})
+            lark = lark_text(text, "structured_outputs.structural_tag (a grammar format)")
+            sides.append({"name": f"user_{len(sides)}", "lark_grammar": lark})
             return "@" + sides[-1]["name"]
 
         def json_rule(schema) -> str:

@@ -20,7 +20,7 @@ import json as _json
 from dataclasses import dataclass
 
 from k3.engine.structured import bounds
-from k3.engine.structured.structural_tag import only_fields
+from k3.engine.structured.structural_tag import lark_text, normalize, only_fields
 
 KINDS = ("json", "json_object", "regex", "choice", "grammar", "structural_tag")
 OPTIONS = ("whitespace_pattern", "disable_any_whitespace", "disable_additional_properties", "exact")
@@ -78,17 +78,9 @@ class StructuredOutputs:
         self._check_bounds()
 
     def _check_options(self) -> None:
-        if self.grammar is not None and "::=" in self.grammar:
-            from llguidance.gbnf_to_lark import any_to_lark
-
-            try:     # GBNF/EBNF (llama.cpp's, xgrammar's) in the library's Lark dialect
-                object.__setattr__(self, "grammar", any_to_lark(self.grammar))
-            except Exception as e:
-                raise ValueError(f"structured_outputs.grammar: not a valid GBNF grammar ({e}); give GBNF "
-                                 "(`root ::= ...`) or Lark (`start: ...`)") from None
+        if self.grammar is not None:
+            object.__setattr__(self, "grammar", lark_text(self.grammar, "structured_outputs.grammar"))
         if self.structural_tag is not None:
-            from k3.engine.structured.structural_tag import normalize
-
             object.__setattr__(self, "structural_tag", normalize(self.structural_tag, "structured_outputs.structural_tag"))
         for name in ("disable_any_whitespace", "disable_additional_properties", "exact"):
             if not isinstance(getattr(self, name), bool):

@@ -64,6 +64,21 @@ def normalize(value, where: str = "structural_tag") -> dict:
     return fmt
 
 
+def lark_text(grammar: str, where: str) -> str:
+    """A grammar in llguidance's Lark dialect: GBNF/EBNF (`root ::= ...`, as llama.cpp and xgrammar take it)
+    converted by the library's own converter, Lark as given; ValueError naming `where` for GBNF that does
+    not parse."""
+    if "::=" not in grammar:
+        return grammar
+    from llguidance.gbnf_to_lark import any_to_lark
+
+    try:
+        return any_to_lark(grammar)
+    except Exception as e:
+        raise ValueError(f"{where}: not a valid GBNF grammar ({e}); give GBNF (`root ::= ...`) or Lark "
+                         "(`start: ...`)") from None
+
+
 def only_fields(value: dict, allowed: set, where: str) -> None:
     """ValueError naming any key of `value` outside `allowed` (a request's field k3 would otherwise drop)."""
     unknown = sorted(set(value) - allowed)
