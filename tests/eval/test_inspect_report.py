@@ -41,6 +41,18 @@ def test_the_report_gives_both_truncation_views_and_rates_by_group(tmp_path):
     assert "counting them as failed" in paths[1].read_text()
 
 
+def test_a_sample_whose_output_holds_no_choice_is_not_truncated():
+    """An agent stopped by a limit before any answer leaves an output with no choice; the report counted it
+    through Inspect's stop_reason, which raised (seen on a loaded machine in the sim3d cheat run)."""
+    from types import SimpleNamespace
+
+    from inspect_ai.model import ModelOutput
+
+    assert report.truncated(SimpleNamespace(output=ModelOutput(model="m", choices=[]))) is False
+    cut = ModelOutput.from_content("m", "partial", stop_reason="max_tokens")
+    assert report.truncated(SimpleNamespace(output=cut)) is True
+
+
 def test_the_sweep_doubles_to_the_context_and_rules_are_checked():
     assert sweep("auto", 36864) == [1024, 2048, 4096, 8192, 16384, 32768]
     assert sweep("auto", 131072)[-1] == 65536 and sweep("500,200", 0) == [200, 500]

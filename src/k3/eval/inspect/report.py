@@ -129,7 +129,9 @@ def first_score(sample):
 
 
 def truncated(sample) -> bool:
-    return bool(sample.output and sample.output.stop_reason == "max_tokens")
+    """max_tokens cut the sample's last answer. A sample whose output holds no choice (an agent stopped by a
+    limit before a model call answered) was not cut: Inspect's stop_reason would raise on it."""
+    return bool(sample.output and sample.output.choices and sample.output.stop_reason == "max_tokens")
 
 
 def main_views(samples) -> dict:
