@@ -8,12 +8,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import threading
 
 import pytest
 
 pytest.importorskip("inspect_ai", reason="Inspect AI comes with the [eval] extra")
 
 from inspect_ai import eval as inspect_eval  # noqa: E402
+from inspect_ai.hooks import Hooks, SampleEnd, hooks  # noqa: E402
 from inspect_ai.log import read_eval_log  # noqa: E402
 from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -26,6 +28,14 @@ from sandbox_support import need_namespaces  # noqa: E402
 from scripted_server import scripted_endpoint  # noqa: E402
 
 SIM3D = spec.load(spec.BUNDLED)
+QUAT_ENDED = threading.Event()
+
+
+@hooks(name="k3-tests-quat-ended", description="tells the halfway test that quat-half-angle was scored and logged")
+class _QuatEnded(Hooks):
+    async def on_sample_end(self, data: SampleEnd) -> None:
+        if data.sample.id == "quat-half-angle":
+            QUAT_ENDED.set()
 
 
 def _agent(calls):
@@ -61,11 +71,14 @@ def test_a_run_stopped_halfway_resumes_keeping_what_it_finished(tmp_path, capsys
     need_namespaces()
     fixes = {SIM3D.prompt(SIM3D.task(t)): SIM3D.task(t).solution[0] for t in ("quat-half-angle", "seeded-scene")}
     down, asked = [True], []
+    QUAT_ENDED.clear()
 
     def reply(messages):
         edit = fixes[messages[0]["content"] if isinstance(messages[0]["content"], str) else messages[0]["content"][0]["text"]]
         asked.append(edit.file)
         if edit.file == "sim3d/scene.py" and down[0]:
+            # the endpoint dies only once the other sample is scored: an error cancels the samples still running
+            assert QUAT_ENDED.wait(timeout=600), "quat-half-angle never ended"
             raise ConnectionError("the server went away")
         if sum(m["role"] == "assistant" for m in messages):
             return "Fixed."
