@@ -267,3 +267,27 @@ def test_malformed_spill_metadata_is_a_miss_and_the_directory_is_private(tmp_pat
         os.chown(other, 12345, 12345)
         with pytest.raises(ValueError, match="owned by another user"):
             _spilling(other)
+
+
+def test_the_spill_directory_reads_only_regular_files_of_its_own(tmp_path):
+    """Issue 69: a dangling symlink named *.safetensors stopped the engine at start with a traceback, and a
+    symlink to a FIFO hung it for good. Links, FIFOs and folders are passed over (with a warning); a link to a
+    real spilled file is not followed either: only files written there are read."""
+    spill, elsewhere = tmp_path / "spill", tmp_path / "elsewhere"
+    engine = _spilling(elsewhere)
+    first = list(range(1, 12))
+    _run(engine, [first])
+    _run(engine, [list(range(20, 31)), list(range(30, 41))])
+    engine.prefix_cache.store.spill.close()
+    spill.mkdir(mode=0o700)
+    os.mkfifo(tmp_path / "fifo")
+    (spill / "dangling.safetensors").symlink_to(tmp_path / "missing")
+    (spill / "to-fifo.safetensors").symlink_to(tmp_path / "fifo")
+    os.mkfifo(spill / "fifo.safetensors")
+    (spill / "folder.safetensors").mkdir()
+    for i, f in enumerate(sorted(elsewhere.glob("*.safetensors"))):
+        (spill / f"linked-{i}.safetensors").symlink_to(f)
+    again = _spilling(spill)
+    assert again.stats()["prefix_spill_files"] == 0
+    _run(again, [first + [3, 4]])
+    assert _hits(again) == 0

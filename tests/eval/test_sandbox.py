@@ -155,14 +155,14 @@ def test_closing_the_pipes_does_not_end_the_watch():
 
 def test_missing_bubblewrap_is_a_clear_error_and_weak_isolation_must_be_asked_for(monkeypatch, capsys):
     from k3.eval.inspect.launch import resolve
-    from k3.eval.sandbox import SandboxUnavailable, namespaces, run
+    from k3.eval.sandbox import SandboxUnavailable, namespaces
 
     monkeypatch.setattr(namespaces, "missing", lambda: "bwrap is not installed")
     with pytest.raises(SandboxUnavailable, match="apt-get install bubblewrap.*isolation=.process."):
         Sandbox()
     with pytest.raises(ValueError, match="code runs model-written code in k3's sandbox: .*bwrap is not installed"):
         resolve("code", {}, None, 1)
-    monkeypatch.setattr(run, "_warned", [])
+    monkeypatch.setattr(namespaces, "_warned", [])
     with Sandbox(isolation="process") as sb:
         assert sb.run_python("print(1)").ok
     assert "isolation 'process'" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from k3.engine.images import PromptImages
 from k3.engine.request import SamplingParams
-from k3.engine.state_file import check_resumable
+from k3.engine.state_file import check_resumable, state_key
 
 
 def check(engine, prompt_ids, params: SamplingParams, resume_state=None) -> list[int]:
@@ -34,11 +34,14 @@ def check(engine, prompt_ids, params: SamplingParams, resume_state=None) -> list
 
 
 def check_images(engine, prompt: list[int], images, resume_state, save_state_path) -> PromptImages | None:
-    """A request's images placed in its prompt, or None; ValueError where they cannot be."""
+    """A request's images placed in its prompt, or None; ValueError where they cannot be, or where the state
+    it would save could not be signed."""
     vision = getattr(engine.model, "vision", None)
+    if not images and vision is not None and vision.media_pad_id in prompt:
+        raise ValueError(f"prompt: holds image pad tokens (id {vision.media_pad_id}) but no images were given")
+    if save_state_path is not None:
+        state_key()    # an unusable signing key fails the request now, not once its tokens are generated
     if not images:
-        if vision is not None and vision.media_pad_id in prompt:
-            raise ValueError(f"prompt: holds image pad tokens (id {vision.media_pad_id}) but no images were given")
         return None
     if vision is None:
         raise ValueError("images: this model has no vision tower (its checkpoint has none, or it was loaded with "

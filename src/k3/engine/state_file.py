@@ -7,8 +7,9 @@ all its tensor bytes. A plain digest caught damage but not tampering (scale the 
 it, or relabel `token_ids` to another prompt, and the wrong tokens came out silently); the signature
 is required, covers the labels with the numbers, and only the key's holder can make one. The key is
 K3_STATE_KEY when set (to move state files between machines, set the same value on both), else a
-random key made on first use in ~/.cache/k3/state.key (mode 0600). Every metadata field is
-type-checked before use."""
+random key made on first use in ~/.cache/k3/state.key (mode 0600). The key is checked before use
+(config/private.py): at least 32 bytes, and a key file must be a regular file of this user's, readable
+by nobody else, in a folder nobody else may write. Every metadata field is type-checked before use."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from k3.config import env
+from k3.config import env, private
 from k3.engine.memory.sequence_state import SequenceState
 
 FORMAT = "k3-sequence-state"
@@ -76,7 +77,7 @@ def load_state(path: str | Path, fingerprint: str, dtype: torch.dtype) -> Sequen
         return SequenceState.from_tensors(tensors, fields["token_ids"], fields["pending_ids"], fields["kda_layers"],
                                           fields["mla_layers"])
     except (SafetensorError, OSError, KeyError, ValueError, TypeError, IndexError) as e:
-        if isinstance(e, StateFileError):
+        if isinstance(e, (StateFileError, private.NotPrivate)):
             raise
         raise StateFileError(f"state file {path} is truncated or corrupt ({e}); save it again") from None
 
@@ -92,24 +93,31 @@ def _int_list(path: Path, meta: dict, name: str) -> list[int]:
 
 
 def state_key() -> bytes:
-    """This user's key for signing state files (see the module docstring)."""
+    """This user's key for signing state files (see the module docstring); checked by config/private.py."""
     given = env.read("K3_STATE_KEY")
     if given:
-        return given.encode()
+        return private.check_key(given.encode(), "K3_STATE_KEY")
     return _key_file(env.cache_home() / "k3" / "state.key")
 
 
 @functools.cache
 def _key_file(path: Path) -> bytes:
-    """The key in `path`, made on first use: written whole to a temporary file, then linked into place, so
-    a process reading it never sees it half-written and two processes making it at once agree."""
+    """The key in `path` (a private regular file of this user's in a folder only they write), made on first use."""
     try:
-        return path.read_bytes()
+        key = private.read_file(path, "state key")
     except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
+        _make_key(path)
+        key = private.read_file(path, "state key")
+    return private.check_key(key, f"the state key {path}")
+
+
+def _make_key(path: Path) -> None:
+    """A random key written whole to a temporary file (0600), then linked into place, so a process reading it
+    never sees it half-written and two processes making it at once agree."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private.check_dir(path.parent, "the folder of the state key")
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(os.urandom(32).hex().encode())
     try:
@@ -118,7 +126,6 @@ def _key_file(path: Path) -> bytes:
         pass
     finally:
         tmp.unlink()
-    return path.read_bytes()
 
 
 def _signature(meta: dict, tensors: dict[str, torch.Tensor]) -> str:

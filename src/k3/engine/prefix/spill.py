@@ -23,20 +23,11 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from k3.config import private
 from k3.engine.memory.sequence_state import SequenceState
 from k3.engine.state_file import load_state, save_state
 
 log = logging.getLogger("k3.engine")
-
-
-def _check_private(directory: Path) -> None:
-    """The spill directory holds model state that later requests are served from: it must be ours alone."""
-    st = directory.stat()
-    if st.st_uid != os.geteuid():
-        raise ValueError(f"prefix_cache_spill_dir {directory}: owned by another user (uid {st.st_uid}); k3 will not "
-                         "serve state from a directory someone else can write: give one of your own")
-    if st.st_mode & 0o077:
-        os.chmod(directory, st.st_mode & 0o700)   # ours: make it private (it may have been made by hand)
 
 
 @dataclass
@@ -53,7 +44,7 @@ class SpilledSnapshots:
         self.dir = Path(directory)
         try:
             self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _check_private(self.dir)
+            private.check_dir(self.dir, "prefix_cache_spill_dir", tighten=True)
             probe = self.dir / ".k3-write-probe"
             probe.write_bytes(b"")
             probe.unlink()
@@ -148,8 +139,10 @@ class SpilledSnapshots:
         self.nbytes -= f.nbytes
 
     def _index_existing(self) -> None:
-        """Files a previous run left (oldest first): indexed if they belong to this model and dtype."""
-        for path in sorted(self.dir.glob("*.safetensors"), key=lambda p: p.stat().st_mtime):
+        """Files a previous run left (oldest first): indexed if they belong to this model and dtype. Only regular
+        files of this user's are looked at (by lstat: a symlink, dangling or not, a FIFO or a device is passed
+        over, never opened); a file is read only through load_state, which checks its signature."""
+        for path, st in sorted(self._own_files(), key=lambda f: f[1].st_mtime):
             try:
                 with safe_open(str(path), framework="pt") as f:
                     meta = f.metadata() or {}
@@ -158,10 +151,24 @@ class SpilledSnapshots:
                 continue
             if meta.get("model") != self.fingerprint or meta.get("dtype") != str(self.dtype) or not token_ids:
                 continue
-            size = path.stat().st_size
-            if self.nbytes + size > self.budget_bytes:
+            if self.nbytes + st.st_size > self.budget_bytes:
                 break
-            self._add(_File(path, size, self._key(token_ids)))
+            self._add(_File(path, st.st_size, self._key(token_ids)))
+
+    def _own_files(self) -> list[tuple[Path, os.stat_result]]:
+        found = []
+        with os.scandir(self.dir) as entries:
+            for entry in entries:
+                if not entry.name.endswith(".safetensors"):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                try:
+                    private.check_file(st, Path(entry.path), "spilled snapshot", secret=False)
+                except private.NotPrivate as e:
+                    log.warning("prefix cache: %s; passed over", e)
+                    continue
+                found.append((Path(entry.path), st))
+        return found
 
     def stats(self) -> dict:
         return dict(self.counters, prefix_spill_files=len(self._files), prefix_spill_bytes=self.nbytes)

@@ -27,6 +27,7 @@ from k3.eval.inspect.editor import text_editor
 from k3.eval.inspect.sandbox_env import K3SandboxEnvironment
 from k3.eval.inspect.step_interventions import StepPolicy
 from k3.eval.sandbox.paths import SandboxViolation, printable
+from k3.eval.sandbox.teardown import SandboxTeardownError
 
 TOOL_TIMEOUT = 180
 STORE_KEY = "k3_challenge"
@@ -52,7 +53,9 @@ def work(jobs: dict[str, Job], turns: int = 40, rules=(), interactive: bool = Fa
             t0 = time.perf_counter()
             try:
                 final = await _step(state, env, tools, records, policy, turns, before)
-            except SandboxViolation as e:      # a workspace that cannot be taken whole cannot pass; nothing follows
+            except (SandboxViolation, SandboxTeardownError) as e:
+                # a workspace that cannot be taken whole, or a sandbox whose processes outlived their run,
+                # cannot pass; nothing follows
                 records.step.verdict = unjudged(f"the workspace could not be judged: {e}")
                 state.store.set(STORE_KEY, records.to_dict())
                 break

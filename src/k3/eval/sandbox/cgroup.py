@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -90,6 +91,22 @@ class MemoryCgroup:
     @property
     def layer(self) -> str:
         return f"cgroup-memory-{self.limit_bytes >> 20}MiB"
+
+    def kill(self) -> None:
+        """SIGKILL every process in the cgroup: at once through `cgroup.kill` (v2, Linux 5.14+), else one by one."""
+        try:
+            (self.path / "cgroup.kill").write_text("1")
+            return
+        except OSError:
+            pass
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def pids(self) -> list[int]:
+        return [int(p) for p in _read(self.path / "cgroup.procs").split()]
 
     def close(self) -> None:
         _rmdir(self.path)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -18,3 +20,18 @@ class Limits:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def nproc_limit(processes: int) -> int:
+    """RLIMIT_NPROC for a run of `processes`: the limit counts every process of the user, so leave room for
+    those already running."""
+    uid = os.getuid()
+    mine = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == uid)
+    return mine + processes
+
+
+def _owner(proc_dir: Path) -> int | None:
+    try:
+        return proc_dir.stat().st_uid
+    except OSError:
+        return None

@@ -132,3 +132,15 @@ def command(mount: WorkspaceMount, directory: Path, files: dict[str, str], launc
     for host, inside in files.items():
         argv += ["--ro-bind", host, inside]
     return argv + ["--chdir", MOUNT_POINT]
+
+
+WEAK_WARNING = ("warning: the eval sandbox runs with isolation 'process' (no user, PID or mount namespaces, no "
+                "total disk cap); install bubblewrap for the default isolation.")
+_warned: list[bool] = []
+
+
+def warn_weak() -> None:
+    """The one warning that a run goes without namespaces (isolation "process")."""
+    if not _warned:
+        _warned.append(True)
+        print(WEAK_WARNING, file=sys.stderr)

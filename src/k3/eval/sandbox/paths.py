@@ -165,19 +165,35 @@ class WorkspaceFiles:
         with os.fdopen(fd, "rb") as f:
             return f.read(limit)
 
-    def snapshot(self, skip: tuple[str, ...], file_limit: int) -> dict[str, bytes]:
+    def snapshot(self, skip: tuple[str, ...], file_limit: int, total_limit: int) -> dict[str, bytes]:
         """Regular files (a link read through to its target) by raw name -> bytes; pipes, sockets and dangling
-        or directory links are left out. More names than MAX_LISTED is an error, never a silent cut."""
+        or directory links are left out. More names than MAX_LISTED is an error, never a silent cut.
+
+        Every name counts its file's bytes, so a file reached through many hard or symbolic links counts
+        once per name, and past `total_limit` (the workspace's cap) the snapshot stops with an error: one
+        16 MiB file and 10,000 links cannot cost the harness 156 GiB. Names of one file share one bytes
+        object, so what is held stays within the cap."""
         names, cut = self.list(skip, shown=str)    # raw names (undecodable bytes as surrogates): each file opens
         if cut:
             raise SandboxViolation(f"the workspace holds more than {MAX_LISTED} files or is deeper than {MAX_DEPTH} "
                                    "directories; it cannot be taken whole")
-        out = {}
+        out, read, total = {}, {}, 0
         for rel in names:
             try:
-                out[rel] = self.read(rel, file_limit)
+                fd, dir_fd, _ = self._open_file(rel, os.O_RDONLY)
             except (OSError, SandboxViolation):
                 continue
+            os.close(dir_fd)
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                total += min(st.st_size, file_limit)
+                if total > total_limit:
+                    raise SandboxViolation(f"the workspace's files, counted once per name (links included), hold "
+                                           f"more than {total_limit:,} bytes; it cannot be taken whole")
+                inode = (st.st_dev, st.st_ino)
+                if inode not in read:
+                    read[inode] = f.read(file_limit)
+            out[rel] = read[inode]
         return out
 
     def write(self, rel: str, data: bytes) -> None:

@@ -3,6 +3,7 @@ in a limited child (see launcher.py for the layers the child applies to itself).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -15,16 +16,25 @@ from pathlib import Path
 from k3.eval.sandbox import hidden, namespaces, teardown, wire
 from k3.eval.sandbox.cgroup import MemoryCgroup
 from k3.eval.sandbox.namespaces import SandboxUnavailable
-from k3.eval.sandbox.limits import Limits
+from k3.eval.sandbox.limits import Limits, nproc_limit
 from k3.eval.sandbox.paths import SandboxViolation, WorkspaceFiles, printable
 from k3.eval.sandbox.result import RunResult, collect, read_report
+from k3.eval.sandbox.teardown import SandboxTeardownError
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 ISOLATIONS = ("namespaces", "process")
 CGROUP_SLACK = 256 << 20   # the interpreter's own pages and kernel buffers, beyond RLIMIT_AS and the workspace
-WEAK_WARNING = ("warning: the eval sandbox runs with isolation 'process' (no user, PID or mount namespaces, no "
-                "total disk cap); install bubblewrap for the default isolation.")
-_warned = []
+
+
+def _usable(method):
+    """A sandbox whose processes could not be confirmed gone (teardown.py) refuses every later call."""
+    @functools.wraps(method)
+    def checked(self, *args, **kwargs):
+        if self._ended is not None:
+            raise SandboxTeardownError(f"this sandbox can no longer be used ({self._ended}); close it and make "
+                                       "a new one")
+        return method(self, *args, **kwargs)
+    return checked
 
 
 class Sandbox:
@@ -43,8 +53,9 @@ class Sandbox:
         if isolation == "namespaces":
             namespaces.require()
         else:
-            _warn_weak()
+            namespaces.warn_weak()
         self.limits, self.audit_hook, self.isolation = limits, audit_hook, isolation
+        self._ended: str | None = None
         self.root = Path(tempfile.mkdtemp(prefix="k3-sandbox-"))
         self.control = self.root / "control"
         self.control.mkdir()
@@ -85,6 +96,7 @@ class Sandbox:
             self._mount = None
         shutil.rmtree(self.root, ignore_errors=True)
 
+    @_usable
     def write_file(self, rel: str, text: str | bytes) -> None:
         data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
         if len(data) > self.limits.file_bytes:
@@ -94,6 +106,7 @@ class Sandbox:
     def read_file(self, rel: str, limit: int = 64 * 1024) -> str:
         return self.read_bytes(rel, limit).decode(errors="replace")
 
+    @_usable
     def read_bytes(self, rel: str, limit: int = 64 * 1024) -> bytes:
         """At most `limit` bytes of a regular file in the workspace."""
         try:
@@ -101,14 +114,17 @@ class Sandbox:
         except FileNotFoundError:
             raise FileNotFoundError(f"{printable(rel)}: no such file in the workspace") from None
 
+    @_usable
     def list_files(self) -> list[str]:
         """Files and links in the workspace, never following a link, at most paths.MAX_LISTED of them."""
         return self._files.list()[0]
 
+    @_usable
     def snapshot(self, skip: tuple[str, ...] = ("__pycache__", ".pytest_cache")) -> dict[str, bytes]:
         """Every regular file in the workspace -> its bytes: what a run left, to judge in another sandbox."""
-        return self._files.snapshot(skip, self.limits.file_bytes)
+        return self._files.snapshot(skip, self.limits.file_bytes, self.limits.workspace_bytes)
 
+    @_usable
     def run_python(self, code: str | None = None, script: Path | None = None, args: tuple[str, ...] = (),
                    stdin: bytes = b"") -> RunResult:
         """Run `code` (or a script file from outside the workspace) in the child, `stdin` (at most a pipe's
@@ -123,6 +139,7 @@ class Sandbox:
             script.write_text(code)
         return self._run(str(script), args, stdin)
 
+    @_usable
     def judge(self, check: str, answer: str | None = None, prelude: str = "", from_answer: tuple[str, ...] = (),
               checker: Path | None = None) -> RunResult:
         """Run the trusted `check` (Python source, never visible inside) in a judge process apart from the code
@@ -143,6 +160,7 @@ class Sandbox:
             files.append(str(checker))
         return self._run(str(LAUNCHER), tuple(files), b"", payload)
 
+    @_usable
     def exec(self, argv: list[str], stdin: bytes = b"", cwd: str | None = None, env: dict[str, str] | None = None,
              timeout: float | None = None) -> RunResult:
         """Run a program (a shell, the interpreter, pytest) in the workspace: unlike `run_python`, it and its
@@ -184,13 +202,14 @@ class Sandbox:
         if payload is not None:
             payload = {k: shown.get(v, v) if k in ("answer", "checker") else v for k, v in payload.items()}
         cfg.write_text(json.dumps({
-            "workspace": self.view, "limits": self.limits.to_dict(), "nproc": self._nproc(),
+            "workspace": self.view, "limits": self.limits.to_dict(), "nproc": nproc_limit(self.limits.processes),
             "script": shown[script], "args": [shown.get(a, a) for a in args], "audit_hook": self.audit_hook,
             "outside_ns": namespaces.harness_links(), "readable": readable, "listable": listable,
             "workspace_cap": self.limits.workspace_bytes if self._mount else 0,
             "judge": {"fd": judge_pipe[0], **judge} if judge_pipe else None, "program": program}))
         return self._spawn(shown, shown[str(cfg)], stdin, judge_pipe, payload, wall_s, suite)
 
+    @_usable
     def judge_tests(self, suite: dict[str, bytes], modules: list[str], timeout_s: float = 60.0) -> RunResult:
         """Run the pytest `suite` ({path: bytes}, the test files and their data) in a judge process against the
         workspace's code in the worker (pytest_judge.py): the suite lies in a directory only the judge may
@@ -219,12 +238,6 @@ class Sandbox:
 
     def _under_workspace(self, arg: str) -> bool:
         return arg == self.view or arg.startswith(self.view + "/")
-
-    def _nproc(self) -> int:
-        """RLIMIT_NPROC counts every process of the user, so leave room for those already running."""
-        uid = os.getuid()
-        mine = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == uid)
-        return mine + self.limits.processes
 
     def _argv(self, shown: dict[str, str], cfg: str, info_w: int, suite: str | None = None) -> list[str]:
         """The child's command line; `cfg` is the run's config as the child sees it, `info_w` the fd on which
@@ -267,7 +280,11 @@ class Sandbox:
             out, timed_out, exceeded = collect(proc, self.limits.wall_s if wall_s is None else wall_s,
                                               self.limits.output_bytes)
         finally:
-            teardown.end_run(proc, init)
+            try:
+                teardown.end_run(proc, init, self._cgroup)
+            except teardown.SandboxTeardownError as e:
+                self._ended = str(e)     # its processes may live on: nothing may touch its workspace again
+                raise
         layers, verdict = read_report(report_r)
         if self._mount and layers:
             layers.insert(0, "bubblewrap")
@@ -277,16 +294,3 @@ class Sandbox:
         text = [b.decode(errors="replace").replace(str(self.root), "<sandbox>") for b in out]
         return RunResult(proc.returncode, text[0], text[1], timed_out, exceeded, layers,
                          verdict if judge_pipe else None)
-
-def _warn_weak() -> None:
-    if not _warned:
-        _warned.append(True)
-        print(WEAK_WARNING, file=sys.stderr)
-
-
-def _owner(proc_dir: Path) -> int | None:
-    try:
-        return proc_dir.stat().st_uid
-    except OSError:
-        return None
-

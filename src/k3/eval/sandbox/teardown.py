@@ -71,30 +71,38 @@ class NamespaceInit:
             pass   # gone between the two calls: the pidfd reports that below
         self.fd = fd
 
-    def end(self) -> None:
-        """Kill init (and so the namespace) and wait until its exit is reported."""
+    def end(self, wait_s: float = EXIT_WAIT_S) -> bool:
+        """Kill init (and so the namespace) -> whether its exit was reported within `wait_s`."""
         if self.fd is None:
-            return
+            return True
         try:
             signal.pidfd_send_signal(self.fd, signal.SIGKILL)
         except ProcessLookupError:
             pass
         poller = select.poll()
         poller.register(self.fd, select.POLLIN)
-        exited = bool(poller.poll(EXIT_WAIT_S * 1000))
-        os.close(self.fd)
-        self.fd = None
-        if not exited:
-            raise SandboxTeardownError("the sandbox's PID namespace did not end within "
-                                       f"{EXIT_WAIT_S:.0f} s of SIGKILL; its workspace is no longer touched")
+        exited = bool(poller.poll(int(wait_s * 1000)))
+        if exited:
+            os.close(self.fd)
+            self.fd = None
+        return exited
 
 
-def end_run(proc: subprocess.Popen, init: NamespaceInit | None) -> None:
-    """Every process of the run gone, the outer process reaped, its pipes closed."""
+def end_run(proc: subprocess.Popen, init: NamespaceInit | None, cgroup=None) -> None:
+    """Every process of the run gone, the outer process reaped, its pipes closed; else SandboxTeardownError.
+
+    The namespace's init is killed first; when its end is not reported in time (a fork bomb on a loaded
+    machine), every process in the run's cgroup is killed too and the cgroup must empty, since the run's
+    first process joined it before anything else started. The caller treats the error as final: the
+    sandbox is not used again (run.py)."""
     try:
-        if init is not None:
-            init.end()
+        if init is not None and not init.end() and not _emptied(cgroup) and not init.end(EXIT_WAIT_S):
+            raise SandboxTeardownError(f"the sandbox's processes did not end within {2 * EXIT_WAIT_S:.0f} s of "
+                                       "SIGKILL; the sandbox is closed and its workspace no longer touched")
     finally:
+        if init is not None and init.fd is not None:
+            os.close(init.fd)
+            init.fd = None
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -103,3 +111,16 @@ def end_run(proc: subprocess.Popen, init: NamespaceInit | None) -> None:
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             if stream is not None and not stream.closed:
                 stream.close()
+
+
+def _emptied(cgroup) -> bool:
+    """Kill everything in the run's cgroup -> whether it emptied within EXIT_WAIT_S (False without one)."""
+    if cgroup is None:
+        return False
+    cgroup.kill()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while cgroup.pids():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
