@@ -43,7 +43,8 @@ def test_tokenizer_info_and_tokenize_serve_a_remote_tokenizer(base, llm):
     info = httpx.get(base + "/tokenizer_info").json()
     tok = llm.tokenizer
     names = {i: n for n, i in tok.specials.items()}
-    assert info["eos_token"] == names[llm.engine.eos_token_id] and info["vocab_size"] == tok.vocab_size
+    assert info["eos_token"] == names[llm.engine.eos_token_id] and info["tokenizer_vocab_size"] == tok.vocab_size
+    assert info["vocab_size"] == llm.engine.model.config.vocab_size     # the model's: the logits' width (issue 69)
     assert info["model_max_length"] == llm.engine.max_model_len
     for flag in (True, False):  # special names are their ids either way, as /v1/completions reads a prompt
         r = httpx.post(base + "/tokenize", json={"prompt": info["eos_token"] + " hi", "add_special_tokens": flag})

@@ -101,9 +101,14 @@ def test_health_answers_while_a_large_prompt_is_tokenized(llm, base):
 
 
 def test_n_choices_are_admitted_all_or_none(llm, base):
-    """max_queued is 4: n=5 must be a 429 with nothing generated, not four choices running for nobody."""
+    """max_queued is 4: with three places taken by another client, n=2 must be a 429 with nothing generated, not
+    one choice running for nobody. (n larger than the whole queue runs in turns: test_hardening_three.)"""
     before = llm.engine.stats()["generated_tokens"]
-    r = _chat(base, n=5, max_tokens=8)
+    ticket = llm.engine.driver.reserve(3)
+    try:
+        r = _chat(base, n=2, max_tokens=8)
+    finally:
+        ticket.close()
     assert r.status_code == 429, r.text
     time.sleep(0.5)
     assert wait_until_idle(llm)["generated_tokens"] == before

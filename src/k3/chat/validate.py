@@ -6,10 +6,30 @@ without recursion: a schema nested thousands deep is refused, not a RecursionErr
 
 from __future__ import annotations
 
+import re
+
 from k3.chat.segments import ChatFormatError
 
 MAX_JSON_DEPTH = 64           # far beyond any real tool schema; deep_sorted/json.dumps recurse on it
 TOOL_CHOICES = ("none", "auto", "required")
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")   # OpenAI's rule for a request's tool names
+
+
+def check_tool_names(tools, messages) -> None:
+    """A request's tool names (declared, and in its history's calls) as OpenAI allows them. The renderer
+    escapes any name, but a client sending ESC or a newline as a name has a bug a 400 shows it; run after
+    check_tools and check_message, which check the shapes."""
+    declared = [(f"tools[{i}]", t.get("function", t)) for i, t in enumerate(tools or ())]
+    for i, m in enumerate(messages):
+        declared += [(f"messages[{i}].tools[{j}]", t.get("function", t)) for j, t in enumerate(m.get("tools") or ())]
+        declared += [(f"messages[{i}].tool_calls[{j}].function", c["function"])
+                     for j, c in enumerate(m.get("tool_calls") or ())]
+    for where, fn in declared:
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            shown = name.encode("unicode_escape").decode()[:80] if isinstance(name, str) else name
+            raise ChatFormatError(f"{where}.name: tool names are 1-64 characters of a-z, A-Z, 0-9, _ and -, got "
+                                  f"{shown!r}")
 
 
 def check_depth(value, where: str, limit: int = MAX_JSON_DEPTH) -> None:

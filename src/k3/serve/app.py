@@ -92,7 +92,8 @@ class Server:
         config = self.engine.engine.model.config
         token = {key: names.get(getattr(config, f"{key}_id", None)) for key in ("bos_token", "eos_token", "pad_token")}
         return {"tokenizer_class": "K3Tokenizer", **token, "model_max_length": self.max_model_len,
-                "vocab_size": self.tokenizer.vocab_size, "chat_template": None,
+                "vocab_size": config.vocab_size, "tokenizer_vocab_size": self.tokenizer.vocab_size,   # logits' width
+                "chat_template": None,
                 "chat_template_kwargs": {"thinking": self.tokenizer.thinking}}   # the defaults a request overrides
 
     async def run_all(self, ids: list[int], params: list, request: Request | None = None, ticket=None,
@@ -198,21 +199,21 @@ def build_app(server: Server) -> FastAPI:
     async def chat(req: ChatRequest, request: Request):
         server.check_model(req.model)
         if req.stream:
-            return StreamingResponse(await chat_route.stream(server, req), media_type="text/event-stream")
+            return StreamingResponse(await chat_route.stream(server, req, request), media_type="text/event-stream")
         return await chat_route.complete(server, req, request)
 
     @app.post("/v1/responses")
     async def responses(req: ResponsesRequest, request: Request):
         server.check_model(req.model)
         if req.stream:
-            return StreamingResponse(await responses_route.stream(server, req), media_type="text/event-stream")
+            return StreamingResponse(await responses_route.stream(server, req, request), media_type="text/event-stream")
         return await responses_route.create(server, req, request)
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest, request: Request):
         server.check_model(req.model)
         if req.stream:
-            return StreamingResponse(await completion_route.stream(server, req), media_type="text/event-stream")
+            return StreamingResponse(await completion_route.stream(server, req, request), media_type="text/event-stream")
         return await completion_route.complete(server, req, request)
 
     @app.post("/tokenize")

@@ -67,16 +67,20 @@ class AsyncEngine:
     def reserve(self, n: int) -> "Ticket":
         """Admit `n` requests (every choice of one client request) all together, or none: QueueFull when they
         do not all fit. Each place is then taken by one `generate(..., ticket=)`; close the ticket when done
-        so that places never taken (a sibling failed first) are given back."""
+        so that places never taken (a sibling failed first) are given back. A request of more choices than
+        the queue has places (n > max_queued) could never fit, and retrying would never cure its 429: it
+        takes every place instead, and its choices run in turns, each later one taking the place of one
+        that finished (as vLLM runs them)."""
+        places = max(1, min(n, self.max_queued))
         with self._lock:
             if self.dead is not None:
                 raise EngineUnavailable(f"the engine has stopped: {self.dead}")
             waiting = self._pending + self.engine.stats_snapshot()["waiting"]
-            if waiting + n > self.max_queued:
-                raise QueueFull(f"{waiting} requests are waiting and this one needs {n} more places "
+            if waiting + places > self.max_queued:
+                raise QueueFull(f"{waiting} requests are waiting and this one needs {places} more places "
                                 f"(limit {self.max_queued})")
-            self._pending += n
-        return Ticket(self, n)
+            self._pending += places
+        return Ticket(self, places, n)
 
     def _release(self, n: int) -> None:
         with self._lock:
@@ -85,8 +89,11 @@ class AsyncEngine:
     async def generate(self, prompt_ids: list[int], params: SamplingParams,
                        ticket: "Ticket | None" = None, images: list | None = None) -> AsyncIterator[RequestOutput]:
         """Yields outputs as tokens arrive; leaving the iterator early (client gone) aborts the request.
-        `ticket`: a place reserved with its siblings (`reserve`); without one, a place is reserved here."""
-        (ticket or self.reserve(1)).take()
+        `ticket`: a place reserved with its siblings (`reserve`); without one, a place is reserved here.
+        A choice of a later turn waits here until an earlier one has finished."""
+        ticket = ticket or self.reserve(1)
+        await ticket.take()
+        turn = [True]       # held until this choice finishes
         request_id = f"srv-{next(self._ids)}"
         outputs: asyncio.Queue = asyncio.Queue()
         self._streams[request_id] = (asyncio.get_running_loop(), outputs)
@@ -100,10 +107,13 @@ class AsyncEngine:
                 out = await outputs.get()
                 self._observe(out, time.perf_counter() - last, first)
                 last, first = time.perf_counter(), False
+                if out.finished:
+                    _pass_turn(ticket, turn)   # the next turn may start while this output is read
                 yield out
                 if out.finished:
                     return
         finally:
+            _pass_turn(ticket, turn)
             self._streams.pop(request_id, None)
             self._commands.put(("abort", request_id))
 
@@ -193,15 +203,31 @@ class AsyncEngine:
 
 
 class Ticket:
-    """Places in the engine's queue reserved together; `take` uses one, `close` gives back the rest."""
+    """Places in the engine's queue reserved together for `choices` requests: at most `places` of them are
+    in flight at once (places < choices only for a request of more choices than the queue holds)."""
 
-    def __init__(self, engine: AsyncEngine, n: int):
-        self.engine, self.left = engine, n
+    def __init__(self, engine: AsyncEngine, places: int, choices: int | None = None):
+        self.engine, self.left, self.places = engine, places, places
+        self.choices = places if choices is None else choices
+        self._turns: asyncio.Semaphore | None = None
 
-    def take(self) -> None:
-        if self.left <= 0:
+    async def take(self) -> None:
+        """Wait for a turn, then use a reserved place, or (a later turn) the place a finished choice left."""
+        if self.choices <= 0:
             raise RuntimeError("more requests started than places reserved")
-        self.left -= 1
+        self.choices -= 1
+        if self._turns is None:
+            self._turns = asyncio.Semaphore(self.places)
+        await self._turns.acquire()
+        if self.left > 0:
+            self.left -= 1
+        else:
+            with self.engine._lock:
+                self.engine._pending += 1
+
+    def done(self) -> None:
+        """A choice has finished (or left): its turn passes on. Called once per `take`."""
+        self._turns.release()
 
     def close(self) -> None:
         if self.left:
@@ -213,6 +239,12 @@ class Ticket:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _pass_turn(ticket: Ticket, turn: list[bool]) -> None:
+    if turn[0]:
+        turn[0] = False
+        ticket.done()
 
 
 def _settle(future: asyncio.Future, setter, value) -> None:

@@ -13,12 +13,12 @@ from fastapi import HTTPException
 from k3.chat import (ContentDelta, MessageParser, ReasoningDelta, ToolCallDelta, ToolCallStart, parse_message,
                      render)
 from k3.chat.tools import tool_name, tool_names
-from k3.chat.validate import check_tool_choice, check_tools
+from k3.chat.validate import check_tool_choice, check_tool_names, check_tools
 from k3.engine.request import SamplingParams
 from k3.engine.structured.check import output_problem
 from k3.serve.protocol import ChatRequest, RequestError
 from k3.serve.structured import request_constraint
-from k3.serve.sse import interleaved, next_output
+from k3.serve.sse import first_outputs, interleaved, next_output, started
 
 DEFAULT_MAX_TOKENS = 1024
 
@@ -60,6 +60,8 @@ def refuse_unsupported(req) -> None:
 
 
 THINKING_KEYS = ("thinking", "enable_thinking")   # k3's name, and the one vLLM's users send
+# vLLM's request fields that change how the prompt is rendered: a 400 unless left at their defaults
+TEMPLATE_FIELDS = {"chat_template": None, "add_generation_prompt": True, "continue_final_message": False}
 
 
 def thinking_on(req: ChatRequest, default: bool = True) -> bool:
@@ -67,6 +69,15 @@ def thinking_on(req: ChatRequest, default: bool = True) -> bool:
     (true or false; both may be given when they agree); the model's default (its tokenizer_config.json)
     when neither is."""
     kwargs = req.chat_template_kwargs or {}
+    unknown = sorted(set(kwargs) - set(THINKING_KEYS))
+    if unknown:
+        raise RequestError(f"chat_template_kwargs: {', '.join(map(repr, unknown))} not understood; K3's chat format "
+                           "takes thinking (or enable_thinking) alone, and a key left unread would change nothing "
+                           "you meant", "chat_template_kwargs")
+    for field, unchanged in TEMPLATE_FIELDS.items():
+        if getattr(req, field) != unchanged:
+            raise RequestError(f"{field}: k3 renders K3's own chat format, always ending with the assistant's turn "
+                               "to answer; leave it out", field)
     given = {k: kwargs[k] for k in THINKING_KEYS if k in kwargs}
     if any(not isinstance(v, bool) for v in given.values()):
         raise RequestError("chat_template_kwargs: thinking / enable_thinking take true or false", "chat_template_kwargs")
@@ -91,6 +102,7 @@ def prompt_ids(req: ChatRequest, tokenizer, check_text_size=None, images: list |
         choice = "required"
     segments = render(req.messages, tools=tools, thinking=thinking, thinking_effort=req.reasoning_effort,
                       tool_choice=choice, response_format=req.response_format, images=images)
+    check_tool_names(req.tools, req.messages)      # after render, which checks their shapes
     if check_text_size is not None:   # image blocks are one pad name a row: counted as the tokens they are
         check_text_size(sum(len(seg.text.encode()) for seg in segments if not seg.special))
     return tokenizer.encode_segments(segments), {"thinking": thinking, "tools": tool_names(tools)}
@@ -169,7 +181,7 @@ async def complete(server, req: ChatRequest, request=None) -> dict:
             "usage": usage(len(ids), outs, server.tokenizer, [m.reasoning_content for m in messages])}
 
 
-async def stream(server, req: ChatRequest):
+async def stream(server, req: ChatRequest, request=None):
     """SSE chunks per choice: role, then reasoning/content/tool-call deltas, then the finish reason;
     then [usage] and [DONE]. With n > 1 the choices' chunks interleave, each tagged with its index."""
     images = await server.images(req.messages)
@@ -178,12 +190,7 @@ async def stream(server, req: ChatRequest):
             "model": server.model_name}
     with server.engine.reserve(len(params)) as ticket:    # every choice, or a 429 for the request
         generators = [server.engine.generate(ids, p, ticket=ticket, images=images) for p in params]
-        try:
-            firsts = [await anext(g) for g in generators]      # surfaces 400s before the 200 is sent
-        except BaseException:
-            for g in generators:
-                await g.aclose()                               # abort the choices already admitted
-            raise
+        firsts = await first_outputs(server, generators, request, ticket)
     return _sse(server, head, ids, options, req, firsts, generators, params[0].structured_outputs)
 
 
@@ -212,7 +219,8 @@ async def _choice(server, head, options, index, first, generator, so, queue):
         return "data: " + json.dumps(head | {"choices": [choice]}) + "\n\n"
 
     await queue.put(chunk({"role": "assistant", "content": ""}))
-    out, deadline = first, time.monotonic() + server.request_timeout
+    deadline = time.monotonic() + server.request_timeout
+    out, _ = await started(first, generator, deadline, server.request_timeout, queue)
     while True:
         for token in out.new_token_ids:
             for event in parser.feed(token):

@@ -15,7 +15,7 @@ import uuid
 from k3.serve import chat_route
 from k3.serve.structured import request_constraint
 from k3.serve.protocol import CompletionRequest, RequestError
-from k3.serve.sse import event as _event, interleaved, next_output
+from k3.serve.sse import event as _event, first_outputs, interleaved, next_output, started
 
 
 MAX_PROMPTS = 64   # one request's batched prompts (each still admitted by the engine's queue)
@@ -81,7 +81,7 @@ async def complete(server, req: CompletionRequest, request=None) -> dict:
     return _head() | {"model": server.model_name, "choices": choices, "usage": usage}
 
 
-async def stream(server, req: CompletionRequest):
+async def stream(server, req: CompletionRequest, request=None):
     """Admits every choice first (so 400/429 come back as status codes), then returns the SSE body."""
     prompts = await asyncio.to_thread(prompt_list, server, req)
     if len(prompts) > 1:
@@ -91,12 +91,7 @@ async def stream(server, req: CompletionRequest):
     plan = await asyncio.to_thread(params, server, req, ids)
     with server.engine.reserve(len(plan)) as ticket:     # every choice, or a 429 for the request
         generators = [server.engine.generate(ids, p, ticket=ticket) for p in plan]
-        try:
-            firsts = [await anext(g) for g in generators]
-        except BaseException:
-            for g in generators:
-                await g.aclose()
-            raise
+        firsts = await first_outputs(server, generators, request, ticket)
     return _sse(server, req, ids, _head() | {"model": server.model_name}, firsts, generators)
 
 
@@ -116,9 +111,10 @@ async def _choice(server, req, ids, head, index, first, generator, queue):
     def chunk(text: str, reason=None, lp=None) -> str:
         return _event(head | {"choices": [{"index": index, "text": text, "logprobs": lp, "finish_reason": reason}]})
 
-    sent, out, deadline = 0, first, time.monotonic() + server.request_timeout
+    sent, deadline = 0, time.monotonic() + server.request_timeout
     if req.echo:
         await queue.put(chunk(server.tokenizer.decode(ids)))
+    out, _ = await started(first, generator, deadline, server.request_timeout, queue)
     while True:
         text = out.text or ""
         lp = _step_logprobs(server.tokenizer, out) if req.logprobs is not None and out.new_token_ids else None

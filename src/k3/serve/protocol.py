@@ -58,6 +58,9 @@ class ChatRequest(SamplingFields):
     response_format: dict[str, Any] | None = None
     reasoning_effort: Literal["low", "medium", "high", "max"] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    chat_template: str | None = None                   # vLLM's; these three are refused unless at their defaults
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=20)
 

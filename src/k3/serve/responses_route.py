@@ -145,10 +145,10 @@ async def create(server, req: ResponsesRequest, request=None) -> dict:
     return response(req, await chat_route.complete(server, chat_request(req), request))
 
 
-async def stream(server, req: ResponsesRequest):
+async def stream(server, req: ResponsesRequest, request=None):
     """Responses streaming events from chat_route's chunks: created, output items and their deltas, completed."""
     chat = chat_request(req).model_copy(update={"stream": True, "stream_options": StreamOptions(include_usage=True)})
-    chunks = await chat_route.stream(server, chat)
+    chunks = await chat_route.stream(server, chat, request)
     return _events(req, chunks)
 
 

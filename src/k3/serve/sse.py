@@ -9,6 +9,10 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 
+from k3.engine.request import RequestOutput
+
+NOT_STARTED = RequestOutput("", [], [], [], "", False, None)   # a later turn's choice before its first output
+
 
 async def interleaved(workers: list[Callable[[asyncio.Queue], Coroutine]], results: list) -> AsyncIterator[str]:
     """Runs each worker(queue) as a task and yields the strings they put, until every worker has put
@@ -47,3 +51,29 @@ async def next_output(generator, out, deadline: float, timeout_s: float, queue: 
         await queue.put(event({"error": {"message": f"request took longer than {timeout_s:g} s", "type": "timeout",
                                          "code": 504}}))
         return dataclasses.replace(out, finished=True, finish_reason="length"), True
+
+
+async def first_outputs(server, generators: list, request, ticket) -> list:
+    """Each choice's first output (admitted, and its first token out), so that a 400 or 429 is still a status
+    code before the stream's 200. Meanwhile the request may wait its turn in the engine's queue for long:
+    a client that leaves then aborts every choice (ClientGone), never prefilled and sampled for nobody.
+    Choices of a later turn (more choices than the queue has places) start as earlier ones finish: None
+    for them here, and `started` waits for their first output."""
+    tasks = [asyncio.ensure_future(anext(g)) for g in generators[:ticket.places]]
+    try:
+        firsts = await server.all_choices(tasks, request)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)   # a generator cannot be closed while it runs
+        for g in generators:
+            await g.aclose()                               # abort the choices already admitted
+        raise
+    return list(firsts) + [None] * (len(generators) - len(tasks))
+
+
+async def started(first, generator, deadline: float, timeout_s: float, queue: asyncio.Queue):
+    """-> (a choice's first output, cut short): `first`, or for a later turn the generator's first (next_output)."""
+    if first is not None:
+        return first, False
+    return await next_output(generator, NOT_STARTED, deadline, timeout_s, queue)
