@@ -226,3 +226,43 @@ def test_many_repeated_findings_are_summarised(ckpt, capsys):
     assert main(["verify", str(ckpt), "--no-hash", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["problems_total"] >= 3000 and len(report["problems"]) <= 1000 and report["problems_by_kind"]
+
+
+def _rewrite_header_text(shard, edit) -> None:
+    """Replace the header by edit(its JSON text), padded as safetensors pads it; the data stays."""
+    raw = shard.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    text = edit(raw[8:8 + n].decode().rstrip()).encode()
+    text += b" " * (-len(text) % 8)
+    shard.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+
+
+def _first_entry(text: str) -> tuple[str, dict]:
+    header = json.loads(text)
+    name = next(k for k in header if k != "__metadata__")
+    return name, header[name]
+
+
+HOSTILE = {   # edits of a header's JSON text that k3.load refuses
+    "duplicated key, same entry": lambda t: t[:-1] + ", " + json.dumps(dict([_first_entry(t)]))[1:-1] + "}",
+    "duplicated key, other entry": lambda t: t[:-1] + ", " + json.dumps(
+        {_first_entry(t)[0]: dict(_first_entry(t)[1], data_offsets=[0, 0], shape=[0])})[1:-1] + "}",
+    "duplicated field in an entry": lambda t: t.replace('"dtype":', '"dtype": "F32", "dtype":', 1),
+    "boolean in a shape": lambda t: t.replace('"shape": [', '"shape": [true, ', 1).replace('"shape":[', '"shape":[true,', 1),
+    "offsets as text": lambda t: t.replace('"data_offsets": [', '"data_offsets": ["0", ', 1)
+                                  .replace('"data_offsets":[', '"data_offsets":["0",', 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_verify_refuses_every_header_load_refuses(ckpt, case):
+    """Issue 69: one header check for both. A duplicated key passed `k3 verify`."""
+    shard = sorted(ckpt.glob("*.safetensors"))[0]
+    _rewrite_header_text(shard, HOSTILE[case])
+    with pytest.raises(CheckpointError) as refused:
+        k3.load(ckpt)
+    problems = [p for p in verify_checkpoint(ckpt).problems if p.kind == "shard"]
+    assert problems and problems[0].file == shard.name and problems[0].message in str(refused.value)
+    if case.startswith("duplicated"):
+        assert "twice" in problems[0].message
+

@@ -26,7 +26,9 @@ def run(args) -> int:
     from k3.tools.progress import byte_progress
     from k3.tools.verify import verify_checkpoint
 
-    with byte_progress("scanning and hashing" if args.scan else "hashing") as tick:
+    hashing = bool(args.manifest) and not args.no_hash
+    label = " and ".join(["scanning"] * args.scan + ["hashing"] * hashing)
+    with byte_progress(label, enabled=bool(label)) as tick:      # silent when nothing is read in bulk
         report = verify_checkpoint(args.dir, args.manifest, check_scales=not args.no_scales,
                                    hash_files=not args.no_hash, progress=tick, scan=args.scan)
     if args.json:

@@ -162,7 +162,8 @@ def _vision_agreement(config, found: dict[str, tuple[str, TensorEntry]], unread:
         if spec.name not in found:
             if spec.name not in unread:
                 report.add("missing-tensor", f"the vision_config implies {spec.dtype}{list(spec.shape)}; not in any "
-                           "shard (or load with --no-vision)", tensor=spec.name)
+                           "shard (to use the text model alone, load it with vision=False: --no-vision on k3 generate "
+                           "or k3 serve)", tensor=spec.name)
             continue
         file, entry = found[spec.name]
         check_tensor_spec(config, spec, file, entry, report)
