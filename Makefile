@@ -16,13 +16,13 @@ MODEL_DIR := src/k3/data/default-model
 TRAIN_ARGS := --config prose --data data/prose --out runs/prose --steps 640 --batch-size 16 --seq-len 256 \
 	--lr 2e-3 --min-lr 2e-4 --warmup 40 --qat-steps 64 --eval-every 40 --save-every 40
 
-# What `make demo` needs: k3 itself, torch, Pillow (its image chat: the [vision] extra), and the native kernels
-# built once.
+# What `make demo` and the README's quickstarts need: k3 itself, torch, the server ([serve]), Pillow (image chat:
+# [vision]), and the native kernels built once.
 $(BASE): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e ".[vision]" "$(TORCH_PIN)"
+	$(PY) -m pip install -q -e ".[serve,vision]" "$(TORCH_PIN)"
 	$(PY) -m k3.ops.native || echo "k3: native kernels not built; k3 runs on its PyTorch paths"
 	touch $(BASE)
 

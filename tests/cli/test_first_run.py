@@ -5,6 +5,7 @@ loading, and `| head` ending quietly."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -31,8 +32,11 @@ def test_a_missing_extra_is_one_line_naming_it():
             "sys.exit(main(['serve']))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
-    assert out.stderr.strip().splitlines() == ["k3 serve: needs the [serve] extra (fastapi is not installed): "
-                                               "pip install 'k3[serve]'"]
+    [line] = out.stderr.strip().splitlines()
+    # run from this clone (an editable install): the fix is the clone's, since k3 is not on the package index
+    root = Path(__file__).resolve().parents[2]
+    assert line == (f"k3 serve: needs the [serve] extra (fastapi is not installed); in this clone: cd {root} && "
+                    f"{sys.executable} -m pip install -e '.[serve]' torch==2.13.0")
     assert missing_extra(ModuleNotFoundError("x", name="numpy")) is None, "not an extra's module: a real bug"
 
 
@@ -102,8 +106,9 @@ def test_plan_measures_only_when_asked_and_remembers(monkeypatch, tmp_path, caps
     monkeypatch.setattr(machine, "measure_memory", lambda: pytest.fail("memory was cached"))
     assert main(["plan", "k3", "--memory-budget", "200GB", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
-    assert (r["disk_bytes_per_s"], r["disk_bandwidth_source"]) == (1.5e9, "cached")
-    assert (r["mem_bytes_per_s"], r["memory_bandwidth_source"]) == (30e9, "cached")
+    assert r["disk_bytes_per_s"] == 1.5e9 and r["mem_bytes_per_s"] == 30e9
+    for source in (r["disk_bandwidth_source"], r["memory_bandwidth_source"]):   # when, and how to refresh it
+        assert source.startswith("cached from 20") and "--measure measures again" in source
     assert main(["plan", "k3", "--memory-budget", "200GB", "--disk-bandwidth", "5GB", "--memory-bandwidth",
                  "50GB", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)

@@ -4,6 +4,7 @@ on; concurrent builders take turns under an OS lock, and nothing half-built is e
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -157,3 +158,20 @@ def test_the_cache_directory_can_be_chosen(monkeypatch, tmp_path):
 
     monkeypatch.setenv("K3_NATIVE_CACHE", str(tmp_path))
     assert nat.cache_root() == tmp_path
+
+
+def test_a_long_build_says_how_far_it_has_come(tmp_path, monkeypatch, capsys):
+    """Issue 69: the first build was silent for minutes. While it runs, a line every HEARTBEAT_S counts the
+    units compiled so far (object files written since it began)."""
+    import time
+
+    from k3.ops.native import build
+
+    monkeypatch.setattr(build, "HEARTBEAT_S", 0.05)
+    (tmp_path / "old.o").write_bytes(b"")
+    os.utime(tmp_path / "old.o", (0, 0))                 # a previous build's: not counted
+    with build._heartbeat(tmp_path, 3):
+        (tmp_path / "a.o").write_bytes(b"")
+        time.sleep(0.3)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and lines[-1].startswith("k3: still building the CPU kernels:") and "1 of 3 units" in lines[-1]

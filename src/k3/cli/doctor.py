@@ -8,7 +8,9 @@ from k3.cli.trunk_arg import add_trunk_argument
 
 
 def add_arguments(p) -> None:
-    p.add_argument("target", help="checkpoint directory, config.json, or preset (k3 = the released model)")
+    p.add_argument("target", nargs="?", default="default",
+                   help="checkpoint directory, config.json, or preset (k3 = the released model); default: the bundled "
+                        "model")
     p.add_argument("--memory-budget", help="memory to plan for (e.g. 64GB); default 90%% of available RAM")
     p.add_argument("--cache-memory", default="1GiB", help="sequence-state cache inside the budget (as k3 plan)")
     add_trunk_argument(p)

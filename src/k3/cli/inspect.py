@@ -7,7 +7,9 @@ import sys
 
 
 def add_arguments(p) -> None:
-    p.add_argument("target", help="checkpoint directory, config.json, or preset name (k3 = the released model)")
+    p.add_argument("target", nargs="?", default="default",
+                   help="checkpoint directory, config.json, or preset name (k3 = the released model); default: the "
+                        "bundled model")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
 
 

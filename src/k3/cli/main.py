@@ -68,7 +68,24 @@ def missing_extra(error: ModuleNotFoundError) -> str | None:
     """The one-line fix for a module that an extra provides, else None."""
     root = (error.name or "").split(".")[0]
     extra = EXTRAS.get(root)
-    return None if extra is None else f"needs the [{extra}] extra ({root} is not installed): pip install 'k3[{extra}]'"
+    if extra is None:
+        return None
+    checkout = _checkout()
+    if checkout is None:
+        return f"needs the [{extra}] extra ({root} is not installed): pip install 'k3[{extra}]'"
+    return (f"needs the [{extra}] extra ({root} is not installed); in this clone: cd {checkout} && "
+            f"{sys.executable} -m pip install -e '.[{extra}]' torch==2.13.0")
+
+
+def _checkout():
+    """The clone k3 runs from (an editable install: src/k3 inside a folder with k3's pyproject.toml), else None."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    try:
+        return root if 'name = "k3"' in (root / "pyproject.toml").read_text() else None
+    except OSError:
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,9 @@ from k3.cli.trunk_arg import add_trunk_argument
 
 
 def add_arguments(p) -> None:
-    p.add_argument("target", help="checkpoint directory, config.json, or preset (k3 = the released model)")
+    p.add_argument("target", nargs="?", default="default",
+                   help="checkpoint directory, config.json, or preset (k3 = the released model); default: the bundled "
+                        "model")
     p.add_argument("--memory-budget", required=True, help="memory for weights + sequence state (e.g. 64GB)")
     p.add_argument("--cache-memory", default="1GiB", help="sequence-state cache inside the budget (default 1GiB)")
     p.add_argument("--dtype", choices=["stored", "fp32", "bf16"], default="stored",
@@ -106,17 +108,19 @@ def bandwidths(args, ckpt) -> tuple[tuple[float, str], tuple[float, str]]:
     from pathlib import Path
 
     from k3.config.units import parse_size
-    from k3.tools.bandwidth_cache import cached, remember
+    from k3.tools.bandwidth_cache import cached, measured_on, remember
     from k3.tools.machine import measure_disk, measure_memory
 
     def one(given, flag, key, measure, assumed):
         if given:
             return float(parse_size(given, flag)), "given"
         if not args.measure and cached(key) is not None:
-            return cached(key), "cached"
+            # a busy moment's measurement would stand for good: say when, and how to measure again
+            return cached(key), f"cached from {measured_on(key) or 'an earlier run'}; --measure measures again"
         if measure is None:
             return assumed, f"assumed; pass {flag} or --measure"
-        print(f"k3 plan: measuring {key.split(':')[0]} read bandwidth (once; cached for next time; {flag} skips it)",
+        print(f"k3 plan: measuring {key.split(':')[0]} read bandwidth (once; cached for next time, "
+              f"--measure measures again; {flag} skips it)",
               file=sys.stderr, flush=True)
         return remember(key, measure()), "measured"
 

@@ -26,6 +26,12 @@ def cached(key: str) -> float | None:
     return float(entry["bytes_per_s"]) if isinstance(entry, dict) and "bytes_per_s" in entry else None
 
 
+def measured_on(key: str) -> str:
+    """When the cached value of `key` was measured ("" when unknown)."""
+    entry = _load().get(key)
+    return str(entry.get("measured", "")) if isinstance(entry, dict) else ""
+
+
 def remember(key: str, bytes_per_s: float) -> float:
     from k3.checkpoint.writer import atomic_write_text
 

@@ -48,10 +48,20 @@ def diagnose(name: str, config: K3Config | None, checkpoint: Path | None, *, con
     if config is not None:
         report.format = _format(config)
         report.code_paths = code_paths(config)
+        if budget is not None and budget > machine.mem_available:
+            report.problems.append(_over_memory(budget, machine))
         budget = budget if budget is not None else int(machine.mem_available * 0.9)
         report.plan = estimate(config, budget, machine.mem_bytes_per_s, machine.disk_read_bytes_per_s,
                                int8_at_load, state_bytes).to_dict()
     return report
+
+
+def _over_memory(budget: int, machine) -> str:
+    """A budget this machine cannot give: the plan below is for a machine that has it (k3 plan plans for one)."""
+    gb = 1e9
+    return (f"--memory-budget {budget / gb:.1f} GB is more than this machine has available ({machine.mem_available / gb:.1f} "
+            f"of {machine.mem_total / gb:.1f} GB): the plan below would not run here; ask for at most "
+            f"{int(machine.mem_available * 0.9 / gb)}GB, or use `k3 plan` to plan for another machine")
 
 
 def _check_files(checkpoint: Path, report: DoctorReport) -> None:

@@ -102,9 +102,10 @@ def build(name: str, sources: list[Path], flags: list[str], build_dir: Path, fin
     from torch.utils.cpp_extension import load
 
     build_dir.mkdir(parents=True, exist_ok=True)
-    print(f"k3: building k3's CPU kernels, once, about a minute (in {build_dir})", file=sys.stderr, flush=True)
+    print(f"k3: building k3's CPU kernels ({len(sources)} units), once: a few minutes on 2 cores (in {build_dir})",
+          file=sys.stderr, flush=True)
     start = time.monotonic()
-    with _exclusive(build_dir / "k3-build.lock"):
+    with _exclusive(build_dir / "k3-build.lock"), _heartbeat(build_dir, len(sources)):
         if (final / f"{name}.so").is_file():   # the builder we waited for made this very build
             return import_from(final, name)
         # Under our lock nobody else builds here: a torch "lock" file is one a killed build left behind,
@@ -120,6 +121,41 @@ def build(name: str, sources: list[Path], flags: list[str], build_dir: Path, fin
             _publish(library, final, name)
     print(f"k3: CPU kernels built in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
     return module
+
+
+HEARTBEAT_S = 30.0
+
+
+@contextmanager
+def _heartbeat(build_dir: Path, units: int):
+    """While the compiler runs (torch's build prints nothing), a line every HEARTBEAT_S: the time so far and
+    the units compiled (object files new or rewritten since the build began)."""
+    import threading
+
+    def objects() -> dict[str, int]:
+        found = {}
+        for o in build_dir.glob("*.o"):
+            try:
+                found[o.name] = o.stat().st_mtime_ns
+            except OSError:
+                pass    # replaced by the compiler as we looked
+        return found
+
+    stop, start, before = threading.Event(), time.monotonic(), objects()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            done = sum(1 for name, written in objects().items() if before.get(name) != written)
+            print(f"k3: still building the CPU kernels: {time.monotonic() - start:.0f} s, {done} of {units} units "
+                  "compiled", file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=beat, name="k3-build-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def load_or_build(flags: list[str], cache: Path):
