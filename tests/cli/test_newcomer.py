@@ -132,3 +132,26 @@ def test_eval_max_tokens_fits_the_served_context():
 def test_synth_tiny_chat_writes_a_tokenizer_so_it_can_be_served(tmp_path, capsys):
     assert main(["synth", str(tmp_path / "c"), "--preset", "tiny-chat"]) == 0
     assert (tmp_path / "c" / "tiktoken.model").is_file() and "test tokenizer" in capsys.readouterr().out
+
+
+def test_bench_exits_non_zero_when_every_request_failed(capsys):
+    """Issue 69: a run whose every request failed printed its table and exited 0, so a script took it for a
+    result. Here nothing listens at the endpoint."""
+    from k3.testing.serving import free_port
+
+    rc = main(["bench", "--endpoint", f"http://127.0.0.1:{free_port()}", "--api", "chat", "--served-model-name", "m",
+               "--num-prompts", "3", "--input-len", "8", "--output-len", "4", "--warmup", "0", "--timeout", "10"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "every request failed (3 x" in err
+
+
+def test_progress_lines_say_the_share_done():
+    from k3.tools.progress import ProgressLines
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        lines = ProgressLines("requests", 4)
+        lines.advance()
+    assert buf.getvalue().strip() == "requests: 25 % (1/4)"

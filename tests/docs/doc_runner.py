@@ -25,6 +25,8 @@ FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 NOT_RUN = {
     "make ": "the set-up commands: CI runs make test; tests/cli/test_demo.py runs the demo",
     "python3 -m venv": "installing k3: the environment this test runs in",
+    "source .venv/bin/activate": "activating the environment this test runs in; tests/cli/test_readme_as_written.py "
+                                 "runs the README's set-up and quickstarts verbatim in a fresh clone and shell",
     ".venv/bin/pip": "installing k3: the environment this test runs in",
     "mkdocs": "tests/docs/test_docs.py builds the site",
     "inspect view": "a log viewer (a GUI)",

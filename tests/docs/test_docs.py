@@ -22,7 +22,7 @@ RUN = ["README.md", "docs/getting-started.md", "docs/guide/models.md", "docs/gui
        "docs/guide/memory.md",
        "docs/guide/bench.md",
        "docs/guide/checkpoints.md", "docs/guide/train.md", "docs/benchmarks/methodology.md", "docs/guide/eval.md",
-       "docs/guide/images.md", "docs/guide/check.md"]
+       "docs/guide/images.md", "docs/guide/check.md", "docs/troubleshooting.md"]
 # Runs sized for a test: a handful of items and short answers where the page runs a set (the tiny model's
 # answers are noise; the commands, their options and their reports are what is checked).
 SMALL = {"--limit 40": "--limit 3 --max-tokens 16",

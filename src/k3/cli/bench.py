@@ -120,4 +120,8 @@ def run(args) -> int:
         plot(args.plot, result, records)
     if args.json:
         print(json.dumps(result))
+    if result["failed"] and not result["completed"]:    # a table of nothing is not a benchmark: say so, exit 1
+        reasons = "; ".join(f"{n} x {why}" for why, n in result["failure_reasons"].items())
+        print(f"k3 bench: every request failed ({reasons})", file=sys.stderr)
+        return 1
     return 0

@@ -14,6 +14,7 @@ COMMANDS = {
     "prepare-data": ("k3.cli.prepare_data", "train a tokenizer and tokenize text files for `k3 train`"),
     "train": ("k3.cli.train", "train a K3-architecture model; exports the official layout"),
     "serve": ("k3.cli.serve", "OpenAI-compatible HTTP server (chat, completions, tokenize)"),
+    "models": ("k3.cli.models", "the models on this machine: bundled, downloaded, in the hub cache; size, complete?"),
     "download": ("k3.cli.download", "fetch a checkpoint from HTTP(S) mirrors: parallel, resumable, verified"),
     "verify": ("k3.cli.verify", "check a checkpoint is complete, intact and matches its config"),
     "doctor": ("k3.cli.doctor", "can this machine and k3 (or another engine) run this checkpoint?"),

@@ -63,6 +63,21 @@ def served_name(argument: str | None, path) -> str:
     return argument if is_repo_id(argument) and not Path(argument).exists() else path.name
 
 
+def _activity_log(engine):
+    """Throughput lines on stderr every 10 s while the server has work (serve/activity_log.py)."""
+    import logging
+
+    from k3.serve.activity_log import ActivityLog, log
+
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("INFO:     k3: %(message)s"))   # beside uvicorn's own lines
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    return ActivityLog(engine).start()
+
+
 def run(args) -> int:
     from k3.cli.target import check_tokenizer
     from k3.models import resolve_model
@@ -86,7 +101,9 @@ def run(args) -> int:
                     image_work=work)
     print(f"k3 serve: {server.model_name} on http://{args.host}:{args.port} (max_model_len "
           f"{server.max_model_len:,})", file=sys.stderr, flush=True)
+    activity = _activity_log(llm.engine)
     healthy = serve(server, sock, args.shutdown_timeout)
+    activity.stop()
     engine.shutdown()
     if not healthy:
         print(f"k3 serve: stopped because the engine did: {engine.dead}", file=sys.stderr)

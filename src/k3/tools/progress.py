@@ -23,7 +23,7 @@ class ProgressLines:
         tenth = min(10, self.done * 10 // self.total)
         if tenth > self.shown and tenth < 10:
             self.shown = tenth
-            self._line(f"{tenth * 10} %")
+            self._line(f"{self.done * 100 // self.total} %")     # the share done, not the tenth just crossed
 
     def finish(self) -> None:
         self._line(f"done in {time.monotonic() - self.start:.1f} s")
