@@ -44,12 +44,13 @@ def _script(readme: str, port: int) -> str:
     [(_, python_quick)] = _section(readme, "Quickstart: Python")
     [(_, commands)] = _section(readme, "Quickstart: command line")
     [(_, serve), (_, client)] = _section(readme, "Quickstart: server")
-    serve, client = serve.replace("8000", str(port)), client.replace("8000", str(port))
+    serve = serve.replace("8000", str(port)).split("#")[0].strip()     # its comment would swallow the `&`
+    client = client.replace("8000", str(port))
     wait = (f"python -c \"import time, urllib.request\nfor _ in range(600):\n    try:\n"
             f"        urllib.request.urlopen('http://127.0.0.1:{port}/health'); break\n    except OSError:\n"
             f"        time.sleep(0.2)\"")
     return "\n".join(["set -euo pipefail", *lines, "command -v k3", f"python - <<'PY'\n{python_quick}PY",
-                      commands, f"{serve.strip()} > serve.log 2>&1 &", wait, f"python - <<'PY'\n{client}PY",
+                      commands, f"{serve} > serve.log 2>&1 &", wait, f"python - <<'PY'\n{client}PY",
                       "kill %1", "wait %1 || true", ""])
 
 
