@@ -88,7 +88,7 @@ def test_concurrent_builders_take_turns_and_the_second_imports_the_first(tmp_pat
     assert len(results) == 2 and results.count("imported k3_native_abc") == 1
     assert (final / "k3_native.so").read_text() == "built from 1 units"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["build-x", "k3_native_abc"], "a temporary was left"
-    assert "building k3's CPU kernels, once" in capsys.readouterr().err
+    assert "building k3's CPU kernels (1 units), once" in capsys.readouterr().err
 
 
 def test_a_stale_torch_lock_does_not_block_the_next_build(tmp_path, monkeypatch):

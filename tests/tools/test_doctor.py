@@ -15,6 +15,28 @@ from k3.tools.estimate import estimate
 PER_EXPERT = 3072 * (1792 + 112) * 2 + 3584 * (1536 + 96)  # spec §3.2
 
 
+@pytest.fixture(autouse=True)
+def big_machine(monkeypatch):
+    """A machine with 1 TB available: these tests check plans, not this machine's memory (a budget over what it
+    has is a problem of its own: test_a_budget_over_this_machines_memory_is_a_problem)."""
+    from k3.tools import machine
+
+    monkeypatch.setattr(machine, "memory", lambda: (2 ** 40, 2 ** 40))
+
+
+def test_a_budget_over_this_machines_memory_is_a_problem(monkeypatch, capsys):
+    """Issue 69: `k3 doctor ... --memory-budget 200GB` on a 25 GB machine said "problems: none"."""
+    from k3.tools import machine
+
+    monkeypatch.setattr(machine, "memory", lambda: (25 * 10 ** 9, 24 * 10 ** 9))
+    code, report = doctor_json(capsys, "k3", "--memory-budget", "200GB", "--no-measure")
+    assert code == 1 and report["problems"] == [
+        "--memory-budget 200.0 GB is more than this machine has available (24.0 of 25.0 GB): the plan below would "
+        "not run here; ask for at most 21GB, or use `k3 plan` to plan for another machine"]
+    code, report = doctor_json(capsys, "k3", "--memory-budget", "20GB", "--no-measure")
+    assert code == 0 and report["problems"] == []
+
+
 def doctor_json(capsys, *args) -> tuple[int, dict]:
     code = main(["doctor", *args, "--json"])
     return code, json.loads(capsys.readouterr().out)

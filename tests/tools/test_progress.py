@@ -19,7 +19,7 @@ def test_bytes_in_gigabytes_and_uneven_ticks(capsys):
         for n in (1_000_000_000, 5, 1_999_999_995):   # jumps past several tenths at once: one line each jump
             tick(n)
     lines = capsys.readouterr().err.splitlines()
-    assert lines[0] == "writing tensors: 30 % (1.00 GB/3.00 GB)"
+    assert lines[0] == "writing tensors: 33 % (1.00 GB/3.00 GB)"     # the share done, crossing 30 %
     assert len(lines) == 2 and lines[1].startswith("writing tensors: done in ")
 
 
