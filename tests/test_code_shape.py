@@ -1,6 +1,7 @@
 """Size budgets and the one-way import order (config -> ops, checkpoint -> layers -> model -> engine, tools -> cli)."""
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "k3"
@@ -93,3 +94,13 @@ def test_only_the_environment_module_reads_k3_variables():
             if name and name.startswith("K3_"):
                 problems.append(f"{path.relative_to(SRC)}:{node.lineno} reads {name}")
     assert not problems, problems
+
+
+def test_the_server_talks_to_the_engine_client_alone():
+    """Issue 70: the server reached through `server.engine.engine.model.config`. Its modules use the EngineClient
+    interface (serve/engine_client.py); only AsyncEngine, its implementation, holds the LLMEngine."""
+    serve = SRC / "serve"
+    reaching = [f"{p.name}:{i}" for p in sorted(serve.glob("*.py")) if p.name != "async_engine.py"
+                for i, line in enumerate(p.read_text().splitlines(), 1)
+                if re.search(r"\bengine\.(engine|model)\b|\.on_death\s*=", line)]
+    assert reaching == []

@@ -8,7 +8,7 @@ from k3.serve.activity_log import ActivityLog
 
 
 class Published:
-    """An engine's stats_snapshot: a mapping replaced whole after every step."""
+    """An EngineClient's stats: a mapping replaced whole after every step."""
 
     def __init__(self, **stats):
         self.snap = MappingProxyType(stats)
@@ -16,7 +16,7 @@ class Published:
     def step(self, **stats):
         self.snap = MappingProxyType(dict(self.snap, **stats))
 
-    def stats_snapshot(self):
+    def stats(self):
         return self.snap
 
 

@@ -87,11 +87,15 @@ def test_image_tokens_and_pixels_are_limited_before_decoding(vision_checkpoint):
 def test_the_tower_ahead_in_the_pool_gives_the_engines_rows(vision_checkpoint):
     from k3.engine.image_prompts import prepare_all
 
+    from k3.serve.async_engine import AsyncEngine
+
     llm = LLM(vision_checkpoint, dtype=torch.float32, cache_memory="64MiB")
-    server = Server.__new__(Server)                                   # only what encode_ahead reads
-    server.engine = type("E", (), {"engine": llm.engine})()
+    client = AsyncEngine(llm.engine)                                  # the server's one way to the model
     [image] = prepare_all([encoded(size=(90, 60), noise=4)], llm.media, ImageLimits())
-    ahead = server.encode_ahead(image)
+    try:
+        [ahead] = client.encode_images([image])
+    finally:
+        client.shutdown()
     pixels, grid = image.pixel_values, torch.tensor([list(image.grid)])
     [rows] = llm.engine.model.encode_images(pixels, grid)
     assert torch.equal(ahead.rows, rows) and image.rows is None

@@ -101,7 +101,7 @@ def run(args) -> int:
                     image_work=work)
     print(f"k3 serve: {server.model_name} on http://{args.host}:{args.port} (max_model_len "
           f"{server.max_model_len:,})", file=sys.stderr, flush=True)
-    activity = _activity_log(llm.engine)
+    activity = _activity_log(engine)
     healthy = serve(server, sock, args.shutdown_timeout)
     activity.stop()
     engine.shutdown()

@@ -2,7 +2,7 @@
 running and waiting, prompt and generation throughput since the last line, and, when one engine step has run
 for long (a CPU prefill of a long prompt), for how long, so a silent minute reads as work, not a hang.
 
-It reads only the engine's published statistics (`stats_snapshot`, replaced whole after every step), from a
+It reads only the engine's published statistics (`EngineClient.stats`, replaced whole after every step), from a
 thread of its own: a step that runs for minutes cannot hold it up."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ log = logging.getLogger("k3.serve.activity")
 
 class ActivityLog:
     def __init__(self, engine, interval_s: float = INTERVAL_S):
-        """engine: an LLMEngine (its stats_snapshot); the first line comes interval_s after start()."""
+        """engine: the EngineClient (its published stats); the first line comes interval_s after start()."""
         self.engine, self.interval_s = engine, interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last = self.engine.stats_snapshot()
+        self._last = self.engine.stats()
         self._last_t = self._changed_t = time.monotonic()
 
     def start(self) -> "ActivityLog":
@@ -42,7 +42,7 @@ class ActivityLog:
 
     def line(self, now: float) -> str | None:
         """The line for the interval ending `now`, or None when the server was idle all along."""
-        snap = self.engine.stats_snapshot()
+        snap = self.engine.stats()
         if snap is not self._last:
             self._changed_t = now
         seconds = max(now - self._last_t, 1e-9)

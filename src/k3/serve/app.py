@@ -23,10 +23,10 @@ from k3.media import ImageError, ImageLimits
 from k3.serve import chat_route, completion_route, responses_route
 from k3.serve.responses_route import ResponsesRequest
 from k3.serve.info import install_info
-from k3.serve.async_engine import AdmissionFailed, AsyncEngine, EngineUnavailable, QueueFull
+from k3.serve.async_engine import AdmissionFailed, EngineUnavailable, QueueFull
+from k3.serve.engine_client import EngineClient
 from k3.serve.guard import MAX_BODY_BYTES, MAX_BODY_BYTES_WITH_IMAGES, Guard
 from k3.serve.image_work import ImageWork
-from k3.serve.metrics import Metrics
 from k3.serve.protocol import (ChatRequest, ClientGone, CompletionRequest, DetokenizeRequest, RequestError, TokenizeRequest,
                                error_response)
 
@@ -34,7 +34,7 @@ STATIC = Path(__file__).parent / "static"
 
 
 class Server:
-    def __init__(self, engine: AsyncEngine, tokenizer, model_name: str, api_key: str | None = None,
+    def __init__(self, engine: EngineClient, tokenizer, model_name: str, api_key: str | None = None,
                  request_timeout: float = 600.0, max_model_len: int | None = None, public_metrics: bool = False,
                  media: MediaConfig | None = None, image_limits: ImageLimits | None = None,
                  allowed_local_media_path: str | None = None, image_work: ImageWork | None = None):
@@ -45,13 +45,13 @@ class Server:
         image_work: where images are prepared (image_work.py; default one thread, four waiting)."""
         self.engine, self.tokenizer, self.model_name, self.api_key = engine, tokenizer, model_name, api_key
         self.request_timeout, self.public_metrics = request_timeout, public_metrics
-        self.max_model_len = max_model_len or engine.engine.max_model_len
-        self.metrics = engine.metrics = engine.metrics or Metrics()
+        self.max_model_len = max_model_len or engine.max_model_len
+        self.metrics = engine.metrics
         self.media, self.image_limits = media or MediaConfig(), image_limits or ImageLimits()
         self.allowed_local_media_path = allowed_local_media_path
         self.image_work = image_work or ImageWork()
-        vision = getattr(engine.engine.model, "vision", None) is not None
-        self.max_request_bytes = MAX_BODY_BYTES_WITH_IMAGES if vision else MAX_BODY_BYTES   # images come inline
+        # images come inline
+        self.max_request_bytes = MAX_BODY_BYTES_WITH_IMAGES if engine.has_vision else MAX_BODY_BYTES
 
     async def images(self, messages) -> list | None:
         """The request's images, prepared in the image pool (a 429 when it is saturated); None without any."""
@@ -64,7 +64,7 @@ class Server:
         sources = image_sources(messages)
         if not sources:
             return None
-        if getattr(self.engine.engine.model, "vision", None) is None:
+        if not self.engine.has_vision:
             raise RequestError("this model takes text only (its checkpoint has no vision tower, or the server was "
                                "started with --no-vision): send text", "messages")
         try:
@@ -72,24 +72,14 @@ class Server:
                                  trusted=False)
         except ImageError as e:
             raise RequestError(str(e), "messages") from None
-        return [self.encode_ahead(im) for im in images]
-
-    def encode_ahead(self, image):
-        """The image through the tower here, in the image pool (its threads' lower priority goes to the tower's
-        own threads, which they start), so the engine's thread only places the rows: a large image's tower
-        pass (seconds) no longer holds every text request's steps."""
-        from dataclasses import replace
-
-        from k3.media.image import stack_images
-
-        model = self.engine.engine.model
-        pixels, grid = stack_images([image])
-        [rows] = model.encode_images(pixels.to(next(model.parameters()).device), grid)
-        return replace(image, rows=rows)
+        # Through the tower here, in the image pool (its threads' lower priority goes to the tower's own threads,
+        # which they start), so the engine's thread only places the rows: a large image's tower pass (seconds)
+        # no longer holds every text request's steps.
+        return self.engine.encode_images(images)
 
     def tokenizer_info(self) -> dict:
         names = {i: n for n, i in self.tokenizer.specials.items()}
-        config = self.engine.engine.model.config
+        config = self.engine.model_config
         token = {key: names.get(getattr(config, f"{key}_id", None)) for key in ("bos_token", "eos_token", "pad_token")}
         return {"tokenizer_class": "K3Tokenizer", **token, "model_max_length": self.max_model_len,
                 "vocab_size": config.vocab_size, "tokenizer_vocab_size": self.tokenizer.vocab_size,   # logits' width
@@ -193,7 +183,7 @@ def build_app(server: Server) -> FastAPI:
 
     @app.get("/metrics")
     async def metrics():
-        return Response(server.metrics.render(server.engine.engine.stats_snapshot()), media_type=CONTENT_TYPE_LATEST)
+        return Response(server.metrics.render(server.engine.stats()), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest, request: Request):
@@ -294,6 +284,6 @@ def run(server: Server, sock, shutdown_timeout: float = 30.0) -> bool:
     from k3.serve.connection import config
 
     uv = uvicorn.Server(config(build_app(server), shutdown_timeout))
-    server.engine.on_death = lambda reason: setattr(uv, "should_exit", True)
+    server.engine.on_stop(lambda reason: setattr(uv, "should_exit", True))
     uv.run(sockets=[sock])
     return server.engine.dead is None

@@ -42,6 +42,10 @@ class AsyncEngine:
                                "shut that one down first, or give this server its own LLM")
         engine.driver = self
         self.engine = engine
+        if metrics is None:
+            from k3.serve.metrics import Metrics
+
+            metrics = Metrics()
         self.metrics = metrics
         self.max_queued = max_queued
         self._commands: queue.Queue = queue.Queue()
@@ -63,6 +67,44 @@ class AsyncEngine:
     @property
     def in_flight(self) -> int:
         return len(self._streams)
+
+    # -- what the server asks of the model (serve/engine_client.py): read-only, safe from any thread -------------
+    @property
+    def max_model_len(self) -> int:
+        return self.engine.max_model_len
+
+    @property
+    def model_config(self):
+        return self.engine.model.config
+
+    @property
+    def has_vision(self) -> bool:
+        return getattr(self.engine.model, "vision", None) is not None
+
+    def stats(self):
+        return self.engine.stats_snapshot()
+
+    def fingerprint(self) -> str:
+        return self.engine.fingerprint
+
+    def encode_images(self, images: list) -> list:
+        """Each prepared image with its rows through the vision tower, computed in the calling thread (the
+        server's image pool), so the engine's thread only places them."""
+        from dataclasses import replace
+
+        from k3.media.image import stack_images
+
+        model = self.engine.model
+        out = []
+        for image in images:
+            pixels, grid = stack_images([image])
+            [rows] = model.encode_images(pixels.to(next(model.parameters()).device), grid)
+            out.append(replace(image, rows=rows))
+        return out
+
+    def on_stop(self, callback) -> None:
+        """`callback(reason)` is called once, from the engine's thread, if the engine stops for good."""
+        self.on_death = callback
 
     def reserve(self, n: int) -> "Ticket":
         """Admit `n` requests (every choice of one client request) all together, or none: QueueFull when they

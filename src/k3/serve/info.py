@@ -45,6 +45,6 @@ def install_info(app: FastAPI, server) -> None:
 
 async def _model_card(server) -> dict:
     # The weights' fingerprint (engine.fingerprint): an evaluation refuses a judge serving the same weights.
-    fingerprint = await asyncio.to_thread(lambda: server.engine.engine.fingerprint)
+    fingerprint = await asyncio.to_thread(server.engine.fingerprint)
     return {"id": server.model_name, "object": "model", "owned_by": "k3", "created": 0, "fingerprint": fingerprint,
             "max_model_len": server.max_model_len}

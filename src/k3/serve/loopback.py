@@ -25,7 +25,7 @@ def start_server(server):
 
     port = free_port()
     uv = uvicorn.Server(config(build_app(server), host="127.0.0.1", port=port, log_level="warning"))
-    server.engine.on_death = lambda reason: setattr(uv, "should_exit", True)
+    server.engine.on_stop(lambda reason: setattr(uv, "should_exit", True))
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()
     for _ in range(100):
