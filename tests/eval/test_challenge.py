@@ -15,12 +15,12 @@ pytest.importorskip("inspect_ai", reason="Inspect AI comes with the [eval] extra
 from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
 
-from k3.eval.challenge import __main__ as challenge_cli, spec  # noqa: E402
+from k3.eval.challenge import __main__ as challenge_cli, loading, spec
 from k3.eval.challenge.spec import ChallengeError  # noqa: E402
 from k3.eval.inspect.challenge import challenge  # noqa: E402
 from sandbox_support import need_namespaces  # noqa: E402
 
-BUNDLED = spec.load(spec.INFLECTION)
+BUNDLED = loading.load(spec.INFLECTION)
 FORGED_CONFTEST = """import pytest
 
 @pytest.hookimpl(hookwrapper=True)

@@ -21,13 +21,13 @@ from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from k3.cli.main import main  # noqa: E402
-from k3.eval.challenge import spec  # noqa: E402
+from k3.eval.challenge import loading, spec
 from k3.eval.inspect import step_interventions  # noqa: E402
 from k3.eval.inspect.challenge import challenge  # noqa: E402
 from sandbox_support import need_namespaces  # noqa: E402
 from scripted_server import scripted_endpoint  # noqa: E402
 
-SIM3D = spec.load(spec.BUNDLED)
+SIM3D = loading.load(spec.BUNDLED)
 QUAT_ENDED = threading.Event()
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from k3.eval.challenge import source, spec, verdict
+from k3.eval.challenge import loading, source, spec, verdict
 from sandbox_support import need_namespaces
 
-CHALLENGE = spec.load(spec.INFLECTION)
+CHALLENGE = loading.load(spec.INFLECTION)
 TASK = CHALLENGE.task("ordinal-teens")
 JOB = source.jobs(CHALLENGE)["ordinal-teens"]
 LIB = "inflection/__init__.py"

@@ -10,7 +10,7 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
-from k3.bench.workloads import BenchPrompt
+from k3.bench.prompt import BenchPrompt
 
 
 def parse_size(text: str) -> tuple[int, int]:

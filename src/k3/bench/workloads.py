@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from k3.bench.images import row_images, user_message
+from k3.bench.prompt import BenchPrompt
 
 WORDS = ("time year people way day man thing woman life child world school state family student group "
          "country problem hand part place case week company system program question work government number "
@@ -25,16 +27,6 @@ WORDS = ("time year people way day man thing woman life child world school state
          "city community name president team minute idea kid body information back parent face others level "
          "office door health person art war history party result change morning reason research girl guy "
          "moment air teacher force education river garden letter window summer winter market music paper").split()
-
-
-@dataclass(frozen=True)
-class BenchPrompt:
-    ids: list[int] | None
-    text: str | None
-    max_tokens: int
-    messages: list[dict] | None = None
-    tag: dict = field(default_factory=dict)
-    after: int | None = None  # index of the prompt that must finish first (multi-turn)
 
 
 def _ids(rng: random.Random, n: int, vocab: int) -> list[int]:
@@ -97,8 +89,6 @@ def from_jsonl(path: str | Path, default_output_len: int, limit: int | None = No
             prompt_ids = row.get("prompt_ids")
             messages = row.get("messages")
             if row.get("images"):            # {"prompt": ..., "images": [files]}: one user message with them
-                from k3.bench.images import row_images, user_message
-
                 messages = [user_message(row.get("prompt") or "", row_images(row, Path(path).parent))]
             out.append(BenchPrompt(list(prompt_ids) if prompt_ids is not None else None, row.get("prompt"),
                                    max_tokens, messages=messages, tag={"line": i}))

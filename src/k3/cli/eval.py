@@ -149,11 +149,11 @@ def _retry(logs: list[str], out: Path, prices: dict, args) -> int:
 
 def _list(path: str | None) -> int:
     from k3.eval.challenge import __main__ as challenge_cli
-    from k3.eval.challenge import spec
+    from k3.eval.challenge import loading, spec
 
     from k3.eval.inspect.challenge import SCORER_FILES
 
-    ch = spec.load(spec.locate(path))
+    ch = loading.load(spec.locate(path))
     fingerprint = ch.fingerprint(SCORER_FILES)      # as the run's log will hold it
     challenge_cli.print_list(ch, fingerprint)
     print(json.dumps({"challenge": ch.label, "fingerprint": fingerprint,

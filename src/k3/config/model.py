@@ -8,10 +8,9 @@ no other module re-derives the schedule. Checkpoint key names are mapped in `con
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from k3.config.vision import VisionConfig
+from k3.config.errors import ConfigError   # raised here; also imported from here by many
+from k3.config.vision import VisionConfig
 
 LAYER_KDA = "kda"
 LAYER_MLA = "mla"
@@ -21,10 +20,6 @@ ACTIVATIONS = ("situ", "silu")
 EXPERT_FORMATS = (None, "mxfp4")
 TRUNK_FORMATS = (None, "int8")   # None: the trunk as released (bf16); int8: k3 quantize --trunk int8
 INT8_GROUP = 32                  # inputs per bf16 scale of an int8 trunk row (k3.ops.int8.format.GROUP is this)
-
-
-class ConfigError(ValueError):
-    """An inconsistent or unsupported config; the message names the key and the fix."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +70,7 @@ class K3Config:
     eos_token_id: int | None = 163586
     pad_token_id: int | None = 163839
     # The vision tower and projector (k3.config.vision); None for a text-only checkpoint.
-    vision: "VisionConfig | None" = None
+    vision: VisionConfig | None = None
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

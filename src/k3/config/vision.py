@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from k3.config.model import ConfigError
+from k3.config.errors import ConfigError
 
 MEDIA_PAD_ID = 163605      # `<|media_pad|>` in the released vocabulary: media_placeholder_token_id
 # The only variants K3 uses: key -> required value (vision spec §1.1).

@@ -11,7 +11,7 @@ import json
 import sys
 import time
 
-from k3.eval.challenge import frozen, parse, source, spec, verdict
+from k3.eval.challenge import frozen, loading, parse, source, spec, verdict
 from k3.eval.challenge.spec import ChallengeError
 
 
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
             made = frozen.freeze(challenge.directory, source.pristine(_unfrozen(challenge)), challenge)
             print(json.dumps({"challenge": challenge.label, "repository": made["repository"], "tasks": len(made["prompts"])}))
             return 0
-        challenge = spec.load(spec.locate(args.directory))
+        challenge = loading.load(spec.locate(args.directory))
         if args.action == "list":
             print_list(challenge)
             return 0

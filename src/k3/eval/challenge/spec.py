@@ -164,11 +164,3 @@ def locate(name_or_path: str | Path | None) -> Path:
     if (CHALLENGES / str(name_or_path) / "challenge.json").is_file() and "/" not in str(name_or_path):
         return CHALLENGES / str(name_or_path)
     return Path(name_or_path)
-
-
-def load(directory: str | Path) -> Challenge:
-    from k3.eval.challenge import frozen, parse
-
-    challenge = parse.challenge(Path(directory))
-    frozen.verify_prompts(challenge)
-    return challenge

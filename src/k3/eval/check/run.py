@@ -120,7 +120,7 @@ def calls(logs) -> list[RequestRecord]:
 
 def items(logs) -> list[dict]:
     """Per item: its task, id, score, and its calls' latency (the first call's TTFT; all calls' end-to-end)."""
-    from k3.eval.inspect.report import first_score, main_value
+    from k3.eval.inspect.sample_scores import first_score, main_value
 
     out = []
     for log in logs:

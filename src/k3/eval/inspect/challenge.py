@@ -16,7 +16,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.scorer import Score, Target, accuracy, pass_at, pass_k, scorer, stderr
 from inspect_ai.solver import TaskState
 
-from k3.eval.challenge import frozen, parse, rules, source, spec, verdict
+from k3.eval.challenge import frozen, loading, parse, rules, source, spec, verdict
 from k3.eval.inspect import agent_loop, step_interventions
 from k3.eval.inspect.sampling import stratified
 from k3.eval.inspect.task_args import listed
@@ -34,7 +34,7 @@ def challenge(path: str | None = None, tasks: str | None = None, epochs: int = 1
     task or chain ids; `limit`: that many samples drawn across kinds (bugs, features, chains); `turns`:
     model calls a step may take; `interventions`: a scripted step-interventions file; `interactive`: a
     person decides at the end of every step (step_interventions.py)."""
-    ch = spec.load(spec.locate(path))
+    ch = loading.load(spec.locate(path))
     jobs = source.jobs(ch)
     units = [(i, _steps(ch, i)) for i in (listed(tasks) if tasks else ch.ids())]
     units = stratified(units, (lambda u: _kind(ch, u[1]),), limit)

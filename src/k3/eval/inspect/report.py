@@ -19,6 +19,7 @@ from inspect_ai.log import EvalLog, read_eval_log
 
 from k3.eval.inspect import challenge_report
 from k3.eval.inspect.interventions import interventions
+from k3.eval.inspect.sample_scores import first_score, main_value, main_views, truncated
 from k3.eval.metrics import quality
 from k3.eval.prices import usage as token_usage
 from k3.eval.stats import rate
@@ -112,37 +113,6 @@ def _metrics(log: EvalLog) -> dict:
         return {}
     return {f"{s.name}" + (f" ({s.reducer})" if s.reducer and s.reducer != "mean" else ""):
             {k: m.value for k, m in s.metrics.items()} for s in log.results.scores}
-
-
-def main_value(score) -> float | None:
-    """A score's headline as a number, 1 = good: a dict score's "passed" (or its first value)."""
-    v = score.value
-    if isinstance(v, dict):
-        v = v.get("passed", next(iter(v.values()), None))
-    if isinstance(v, str):
-        return {"C": 1.0, "I": 0.0, "P": 0.5}.get(v)
-    return float(v) if isinstance(v, (int, float)) else None
-
-
-def first_score(sample):
-    return next(iter(sample.scores.values())) if sample.scores else None
-
-
-def truncated(sample) -> bool:
-    """max_tokens cut the sample's last answer. A sample whose output holds no choice (an agent stopped by a
-    limit before a model call answered) was not cut: Inspect's stop_reason would raise on it."""
-    return bool(sample.output and sample.output.choices and sample.output.stop_reason == "max_tokens")
-
-
-def main_views(samples) -> dict:
-    """The main score's mean both ways: truncated answers left out, and counted as failed (0)."""
-    rows = [(main_value(sc), truncated(s)) for s in samples if (sc := first_score(s)) is not None]
-    rows = [(v, cut) for v, cut in rows if v is not None]
-    kept = [v for v, cut in rows if not cut]
-    cut = sum(c for _, c in rows)
-    return {"n": len(rows), "truncated": cut,
-            "excluding_truncated": sum(kept) / len(kept) if kept else None,
-            "truncated_as_failed": sum(0.0 if c else v for v, c in rows) / len(rows) if rows else None}
 
 
 def groups(samples) -> dict:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from inspect_ai.model import GenerateConfig, ModelAPI, ModelOutput, ModelUsage, modelapi
 
-from k3.eval.challenge import spec
+from k3.eval.challenge import loading, spec
 
 AGENTS = ("reference", "nothing", "cheat")
 FORGED_CONFTEST = '''import pytest
@@ -66,7 +66,7 @@ class ScriptedAgentAPI(ModelAPI):
         super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config)
         if model_name not in AGENTS:
             raise ValueError(f"k3agent/{model_name}: no such scripted agent (known: {', '.join(AGENTS)})")
-        self.challenge = spec.load(spec.locate(challenge))
+        self.challenge = loading.load(spec.locate(challenge))
         self.prompts = {self.challenge.prompt(t): t for t in self.challenge.every_task}
 
     def max_connections(self) -> int:

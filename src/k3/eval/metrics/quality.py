@@ -12,7 +12,7 @@ from k3.eval.metrics.names import STAGES, short
 
 def measures(log) -> dict[str, measured.Measured]:
     """{TASK.METRIC: Measured} for one log (its samples read)."""
-    from k3.eval.inspect.report import first_score, main_value, truncated
+    from k3.eval.inspect.sample_scores import first_score, main_value, truncated
 
     task = short(log.eval.task)
     rows = []

@@ -68,21 +68,3 @@ def _download(pin: Pinned) -> Path:
         target = cache_dir() / files[0].name
         os.replace(files[0], target)       # whole or not at all: a cut download never lands in the cache
     return target
-
-
-def main() -> int:
-    from k3.eval import schema_corpus, sets
-    from k3.eval.challenge import source, spec
-
-    try:
-        print(f"{path(source.pin(spec.load(spec.INFLECTION)), fetch=True)}")
-        for pin in [*sets.PINS.values(), *schema_corpus.PINS.values()]:
-            print(f"{path(pin, fetch=True)}")
-    except (FetchError, ValueError) as e:
-        print(f"k3 fetch: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
