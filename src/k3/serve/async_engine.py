@@ -128,6 +128,11 @@ class AsyncEngine:
         with self._lock:
             self._pending -= n
 
+    def _take_back(self) -> None:
+        """A later turn's choice takes again the place a finished sibling gave up (see `reserve`)."""
+        with self._lock:
+            self._pending += 1
+
     async def generate(self, prompt_ids: list[int], params: SamplingParams,
                        ticket: "Ticket | None" = None, images: list | None = None) -> AsyncIterator[RequestOutput]:
         """Yields outputs as tokens arrive; leaving the iterator early (client gone) aborts the request.
@@ -135,7 +140,7 @@ class AsyncEngine:
         A choice of a later turn waits here until an earlier one has finished."""
         ticket = ticket or self.reserve(1)
         await ticket.take()
-        turn = [True]       # held until this choice finishes
+        turn_held = True       # until this choice finishes
         request_id = f"srv-{next(self._ids)}"
         outputs: asyncio.Queue = asyncio.Queue()
         self._streams[request_id] = (asyncio.get_running_loop(), outputs)
@@ -150,12 +155,14 @@ class AsyncEngine:
                 self._observe(out, time.perf_counter() - last, first)
                 last, first = time.perf_counter(), False
                 if out.finished:
-                    _pass_turn(ticket, turn)   # the next turn may start while this output is read
+                    ticket.done()       # the next turn may start while this output is read
+                    turn_held = False
                 yield out
                 if out.finished:
                     return
         finally:
-            _pass_turn(ticket, turn)
+            if turn_held:
+                ticket.done()
             self._streams.pop(request_id, None)
             self._commands.put(("abort", request_id))
 
@@ -248,9 +255,8 @@ class Ticket:
     """Places in the engine's queue reserved together for `choices` requests: at most `places` of them are
     in flight at once (places < choices only for a request of more choices than the queue holds)."""
 
-    def __init__(self, engine: AsyncEngine, places: int, choices: int | None = None):
-        self.engine, self.left, self.places = engine, places, places
-        self.choices = places if choices is None else choices
+    def __init__(self, engine: AsyncEngine, places: int, choices: int):
+        self.engine, self.left, self.places, self.choices = engine, places, places, choices
         self._turns: asyncio.Semaphore | None = None
 
     async def take(self) -> None:
@@ -264,8 +270,7 @@ class Ticket:
         if self.left > 0:
             self.left -= 1
         else:
-            with self.engine._lock:
-                self.engine._pending += 1
+            self.engine._take_back()
 
     def done(self) -> None:
         """A choice has finished (or left): its turn passes on. Called once per `take`."""
@@ -281,12 +286,6 @@ class Ticket:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _pass_turn(ticket: Ticket, turn: list[bool]) -> None:
-    if turn[0]:
-        turn[0] = False
-        ticket.done()
 
 
 def _settle(future: asyncio.Future, setter, value) -> None:
