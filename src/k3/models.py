@@ -37,11 +37,15 @@ def is_repo_id(name: str) -> bool:
     return len(parts) == 2 and all(parts) and not name.startswith((".", "~")) and " " not in name
 
 
+def hub_cache_root() -> Path:
+    """huggingface_hub's cache folder: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub."""
+    return Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or
+                                                       Path.home() / ".cache" / "huggingface") / "hub")
+
+
 def hub_cache_snapshot(repo: str) -> Path | None:
     """The snapshot huggingface_hub downloaded for `repo` (its `main` ref), if any."""
-    root = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or
-                                                       Path.home() / ".cache" / "huggingface") / "hub")
-    folder = root / ("models--" + repo.replace("/", "--"))
+    folder = hub_cache_root() / ("models--" + repo.replace("/", "--"))
     ref = folder / "refs" / "main"
     if ref.is_file():
         snapshot = folder / "snapshots" / ref.read_text().strip()

@@ -6,13 +6,13 @@ partial `.k3-download` file is left)."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from k3.checkpoint.reader import INDEX_FILE
+from k3.checkpoint.errors import CheckpointError
+from k3.checkpoint.reader import SINGLE_FILE, shard_map
 from k3.defaults import default_model
-from k3.models import BUNDLED, models_dir
+from k3.models import BUNDLED, hub_cache_root, hub_cache_snapshot, models_dir
 
 K3_TYPES = ("kimi_k3", "kimi_linear")
 
@@ -39,10 +39,7 @@ def local_models() -> list[LocalModel]:
 
 def _hub_snapshots() -> list[tuple[str, Path]]:
     """(ORG/NAME, snapshot) of every K3-family model in the huggingface_hub cache (its `main` ref)."""
-    from k3.models import hub_cache_snapshot
-
-    root = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or
-                                                       Path.home() / ".cache" / "huggingface") / "hub")
+    root = hub_cache_root()
     out = []
     for folder in sorted(root.glob("models--*--*")) if root.is_dir() else []:
         repo = folder.name[len("models--"):].replace("--", "/", 1)
@@ -62,18 +59,17 @@ def _model_type(path: Path) -> str | None:
 
 
 def _describe(name: str, path: Path) -> LocalModel:
-    files = [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()] + \
-            [p.resolve() for p in path.rglob("*") if p.is_symlink() and p.resolve().is_file()]
-    return LocalModel(name, str(path), sum(p.stat().st_size for p in files), _status(path))
+    """Sizes through links (a hub snapshot's files are links to its blobs)."""
+    size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return LocalModel(name, str(path), size, _status(path))
 
 
 def _status(path: Path) -> str:
     partial = list((path / ".k3-download").glob("*.part")) if (path / ".k3-download").is_dir() else []
     try:
-        weight_map = json.loads((path / INDEX_FILE).read_text()).get("weight_map", {})
-        named = set(weight_map.values()) if isinstance(weight_map, dict) else set()
-    except (OSError, ValueError):
-        named = set() if any(path.glob("*.safetensors")) else {"model.safetensors"}
+        named = set(shard_map(path))
+    except CheckpointError:      # neither an index nor a shard: the configuration alone, so far
+        named = {SINGLE_FILE}
     missing = sorted(f for f in named if not (path / f).is_file())
     if missing or partial:
         return (f"incomplete: {len(missing)} of {len(named)} shards missing"
