@@ -65,17 +65,30 @@ def install(timer: TimedKernels) -> None:
             module.native = lambda: timer
 
 
+STEP_OPS = (("k3.layers.kda", "kda_layer_step"), ("k3.layers.mla", "mla_layer_step"),
+            ("k3.layers.moe", "moe_layer_step"), ("k3.layers.mlp", "mlp_layer_step"))
+
+
 def native_plan_off():
-    """The plan op by op through the modules and the registry (model/plan.py's run_steps). Returns a
-    function that turns the native plan back on."""
+    """The plan op by op through the modules and the registry (model/plan.py's run_steps; no sublayer's
+    registered step takes a row, so each kernel is timed on its own). Returns a function that turns the
+    native plan back on."""
+    import dataclasses
+    import importlib
+
     import k3.model.k3 as k3_model
 
-    saved = k3_model.decode_rows, k3_model.layer_steps
+    saved = [(k3_model, "decode_rows", k3_model.decode_rows)]
     k3_model.decode_rows = lambda *args: None
-    k3_model.layer_steps = lambda *args: None
+    for module_name, name in STEP_OPS:
+        module = importlib.import_module(module_name)
+        op = getattr(module, name)
+        saved.append((module, name, op))
+        setattr(module, name, dataclasses.replace(op, supports=lambda *args: False))
 
     def restore() -> None:
-        k3_model.decode_rows, k3_model.layer_steps = saved
+        for module, name, value in saved:
+            setattr(module, name, value)
 
     return restore
 

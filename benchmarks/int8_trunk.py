@@ -87,7 +87,7 @@ def layer_matrices(layer: int) -> list[tuple[int, int]]:
     names = {id(m): n for n, m in model.named_modules()}
     shapes, grouped = [], set()
     for module in model.get_submodule(prefix[:-1]).modules():
-        for group in getattr(module, "_fused", {}).values():
+        for group in getattr(module, "fused", {}).values():
             members = [names[id(lin)] + ".weight" for lin in group.linears]
             if all(m in targets for m in members):
                 shapes.append((sum(group.sizes), group.linears[0].weight.shape[1]))

@@ -7,6 +7,8 @@
   docs/guide/check.md            the metric names, from k3/eval/metrics/names.py (between `<!-- metric-names -->`)
   docs/guide/eval.md             the challenge leaderboard, from benchmarks/results/challenge.jsonl
                                  (between `<!-- challenge-leaderboard -->`)
+  docs/design/kernels.md         the released model's decode program, from k3/model/plan.py
+                                 (between `<!-- decode-program -->`)
 
     .venv/bin/python scripts/gen_docs.py           # write them
     .venv/bin/python scripts/gen_docs.py --check   # exit 1 if any is stale (tests/test_docs.py runs this)
@@ -77,6 +79,14 @@ def metric_names_table() -> str:
     return "\n".join(rows)
 
 
+def decode_program() -> str:
+    """The released model's plan as pseudo-code (k3/model/plan.py's program_text), in a code block."""
+    from k3.config.presets import released
+    from k3.model.plan import program_text
+
+    return "\n".join(["```text", program_text(released()), "```"])
+
+
 def with_section(text: str, name: str, body: str) -> str:
     """`text` with what lies between its `<!-- name -->` and `<!-- /name -->` markers replaced by `body`."""
     start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
@@ -101,7 +111,9 @@ def pages() -> dict[Path, str]:
     readme = (ROOT / "README.md").read_text()
     check = (ROOT / "docs/guide/check.md").read_text()
     guide = (ROOT / "docs/guide/eval.md").read_text()
-    return {ROOT / "docs/guide/check.md": with_section(check, "metric-names", metric_names_table()),
+    kernels = (ROOT / "docs/design/kernels.md").read_text()
+    return {ROOT / "docs/design/kernels.md": with_section(kernels, "decode-program", decode_program()),
+            ROOT / "docs/guide/check.md": with_section(check, "metric-names", metric_names_table()),
             ROOT / "docs/guide/eval.md": with_section(guide, "challenge-leaderboard", leaderboard_section(records)),
             ROOT / "docs/reference/cli.md": cli,
             ROOT / "docs/reference/environment.md": environment_page(),

@@ -186,12 +186,14 @@ def test_stop_strings_aborts_and_sampled_logprobs_with_windows():
 
 def _window_paths(monkeypatch) -> dict[str, int]:
     """How the engine's verify-window steps ran: the whole decode plan in one native call, or op by op; and
-    how many KDA window steps ran as one bound native sublayer step (op by op)."""
+    how many KDA window steps ran as the layer's registered native step (op by op)."""
+    import dataclasses
+
+    import k3.layers.kda as kda
     import k3.model.k3 as k3_model
-    from k3.model import plan_binding
 
     counts = {"whole": 0, "op by op": 0, "native attention": 0}
-    whole, attention = k3_model.decode_rows, plan_binding.LayerSteps.attention
+    whole, step = k3_model.decode_rows, kda.kda_layer_step
 
     def counted_whole(model, ids, batch, *rest):
         out = whole(model, ids, batch, *rest)
@@ -199,14 +201,24 @@ def _window_paths(monkeypatch) -> dict[str, int]:
             counts["whole" if out is not None else "op by op"] += 1
         return out
 
-    def counted_attention(self, x, batch, state):
-        out = attention(self, x, batch, state)
-        counts["native attention"] += out is not None and bool(batch.windows)
-        return out
+    def counted_step(layer, x, recurrent, tails, index, replay):
+        counts["native attention"] += x.shape[0] > index.numel()   # a window: several rows a sequence
+        return step.native(layer, x, recurrent, tails, index, replay)
 
     monkeypatch.setattr(k3_model, "decode_rows", counted_whole)
-    monkeypatch.setattr(plan_binding.LayerSteps, "attention", counted_attention)
+    monkeypatch.setattr(kda, "kda_layer_step", dataclasses.replace(step, native=counted_step))
     return counts
+
+
+def _modules_only(monkeypatch) -> None:
+    """Every sublayer through its modules: no registered step takes a row."""
+    import dataclasses
+
+    import k3.layers.kda as kda
+    import k3.layers.mla as mla
+
+    for module, name in ((kda, "kda_layer_step"), (mla, "mla_layer_step")):
+        monkeypatch.setattr(module, name, dataclasses.replace(getattr(module, name), supports=lambda *a: False))
 
 
 class _Ragged:
@@ -247,8 +259,8 @@ def test_verify_windows_run_the_whole_plan_with_the_bits_of_every_other_path(tin
         assert counts["op by op"] == 0, "every window of a lone sequence is one native call"
     monkeypatch.setattr(k3_model, "decode_rows", lambda *args: None)
     steps = run("steps")
-    assert counts["native attention"] > 0, "op by op, a window's attention is one bound native step"
-    monkeypatch.setattr(k3_model, "layer_steps", lambda *args: None)
+    assert counts["native attention"] > 0, "op by op, a window's attention is one registered native step"
+    _modules_only(monkeypatch)
     modules = run("modules")
     plain_states = [load_file(tmp_path / f"plain{i}.safetensors") for i in range(batch)]
     assert whole[0] == steps[0] == modules[0] == _key(plain)

@@ -1,7 +1,9 @@
 """The decode plan (model/plan.py) run three ways gives one set of bits: the whole plan in one native call
-(decode rows), the plan op by op with each bound sublayer step one native call, and the plan op by op
-through the modules and the registry (autograd on: the dispatch still picks the kernels, since the
-weights need no gradient)."""
+(decode rows), the plan op by op with each sublayer's registered step one native call (layers/steps.py),
+and the plan op by op through the modules and the registry (autograd on: the dispatch still picks the
+kernels, since the weights need no gradient)."""
+
+import dataclasses
 
 import pytest
 import torch
@@ -9,8 +11,15 @@ import torch
 import k3
 import k3.model.k3 as k3_model
 from k3.engine import LLM, SamplingParams
+import k3.layers.kda as kda_module
+import k3.layers.mla as mla_module
+import k3.layers.mlp as mlp_module
+import k3.layers.moe as moe_module
 from k3.model import plan_binding
 from k3.ops.dispatch import reference_only
+
+STEP_OPS = {"attention": ((kda_module, "kda_layer_step"), (mla_module, "mla_layer_step")),
+            "ffn": ((moe_module, "moe_layer_step"), (mlp_module, "mlp_layer_step"))}
 
 IDS = torch.tensor([[3, 17, 40, 9, 21, 2, 33], [8, 1, 30, 12, 5, 44, 7], [19, 2, 2, 6, 50, 11, 4]])
 STEPS = ((5, 9, 1), (11, 3, 60), (1, 1, 2))
@@ -33,20 +42,28 @@ def _count_paths(monkeypatch) -> dict[str, int]:
         return out
 
     monkeypatch.setattr(k3_model, "decode_rows", counted_whole)
-    for name in ("attention", "ffn"):
-        original = getattr(plan_binding.LayerSteps, name)
+    for kind, ops in STEP_OPS.items():
+        for module, name in ops:
+            op = getattr(module, name)
 
-        def counted(self, *args, _original=original, _name=name):
-            out = _original(self, *args)
-            counts[_name] += out is not None
-            return out
+            def counted(*args, _native=op.native, _kind=kind):
+                counts[_kind] += 1
+                return _native(*args)
 
-        monkeypatch.setattr(plan_binding.LayerSteps, name, counted)
+            monkeypatch.setattr(module, name, dataclasses.replace(op, native=counted))
     return counts
 
 
 def _op_by_op(monkeypatch) -> None:
     monkeypatch.setattr(k3_model, "decode_rows", lambda *args: None)
+
+
+def _modules_only(monkeypatch) -> None:
+    """Op by op, and every sublayer through its modules (`forward_ops`): no registered step takes a row."""
+    _op_by_op(monkeypatch)
+    for ops in STEP_OPS.values():
+        for module, name in ops:
+            monkeypatch.setattr(module, name, dataclasses.replace(getattr(module, name), supports=lambda *a: False))
 
 
 @pytest.mark.parametrize("batch", [1, 3])
@@ -90,17 +107,17 @@ def test_engine_decode_runs_the_whole_plan_with_the_op_by_op_bits(tiny_checkpoin
     _op_by_op(monkeypatch)
     assert [o.token_ids for o in llm.generate(prompts, params)] == fast
     assert counts["attention"]
-    monkeypatch.setattr(k3_model, "layer_steps", lambda *args: None)
+    _modules_only(monkeypatch)
     assert [o.token_ids for o in llm.generate(prompts, params)] == fast
 
 
 def test_the_plan_binds_once_and_again_only_when_weights_change(tiny_checkpoint, monkeypatch):
-    """Nothing is checked per step: a binding is rebuilt when the weights' generation moves (a new
-    Parameter, `.to()`, `weights_changed()`), and an in-place write is read as it is."""
+    """Nothing is checked per step: a binding is rebuilt when `model.weights_changed()` says the weights
+    were replaced (no hook on torch sees a registration), and an in-place write is read as it is."""
     model = k3.load(tiny_checkpoint)
     binds = []
-    original = plan_binding._bind
-    monkeypatch.setattr(plan_binding, "_bind", lambda *a: binds.append(1) or original(*a))
+    original = plan_binding._whole_plan
+    monkeypatch.setattr(plan_binding, "_whole_plan", lambda *a: binds.append(1) or original(*a))
     with torch.inference_mode():
         _decode(model, 1)
         assert len(binds) == 1, "one binding for the prompt and every step"
@@ -111,20 +128,36 @@ def test_the_plan_binds_once_and_again_only_when_weights_change(tiny_checkpoint,
     with torch.enable_grad():
         assert all(torch.equal(a, b) for a, b in zip(_decode(model, 1), doubled))
     o_proj = model.model.layers[0].self_attn.o_proj
-    o_proj.weight = torch.nn.Parameter(o_proj.weight * 1.5, requires_grad=False)   # a registration: rebinds
+    o_proj.weight = torch.nn.Parameter(o_proj.weight * 1.5, requires_grad=False)   # a registration
+    with torch.inference_mode():
+        _decode(model, 1)
+    assert len(binds) == 1, "a registration alone is not watched: torch's global hooks are left alone"
+    model.weights_changed()
     with torch.inference_mode():
         replaced = _decode(model, 1)
     assert len(binds) == 2
     with torch.enable_grad():
         assert all(torch.equal(a, b) for a, b in zip(_decode(model, 1), replaced))
     head = model.lm_head.weight
-    head.data = head.data.flip(0).contiguous()                            # unseen: the caller says so
+    head.data = head.data.flip(0).contiguous()
     model.weights_changed()
     with torch.inference_mode():
         flipped = _decode(model, 1)
     assert len(binds) == 3
     with torch.enable_grad():
         assert all(torch.equal(a, b) for a, b in zip(_decode(model, 1), flipped))
+
+
+def test_importing_k3_registers_no_global_torch_hooks():
+    """Importing the layers leaves torch's module-wide registration hooks as they were."""
+    import torch.nn.modules.module as torch_module
+
+    import k3.layers.decode_weights  # noqa: F401
+    import k3.model.k3  # noqa: F401
+
+    assert not torch_module._global_parameter_registration_hooks
+    assert not torch_module._global_buffer_registration_hooks
+    assert not torch_module._global_module_registration_hooks
 
 
 def test_module_float_rebinds_and_runs_the_modules(tiny_checkpoint):
@@ -138,36 +171,35 @@ def test_module_float_rebinds_and_runs_the_modules(tiny_checkpoint):
         widened = _decode(model, 1)
     with torch.enable_grad():
         general = _decode(model, 1)
-    assert model.__dict__["_plan_binding"].plan is None
+    assert model.decode_binding.plan is None
     for a, b, c in zip(bf16, widened, general):
         assert torch.equal(b, c)
         assert torch.allclose(a, b, rtol=1e-3, atol=1e-3)
 
 
 def test_mla_steps_fall_back_to_the_modules_when_the_paged_kernel_declines(tiny_checkpoint, monkeypatch):
-    import types
-
     import k3.layers.mla as mla
 
     model = k3.load(tiny_checkpoint)
     with torch.inference_mode():
         fast = _decode(model, 1)
     asked = []
-    monkeypatch.setattr(mla, "mla_paged_decode", types.SimpleNamespace(supports=lambda *a: asked.append(1) and False))
+    monkeypatch.setattr(mla, "paged_takes", lambda *a: asked.append(1) and False)
     with torch.inference_mode():
         declined = _decode(model, 1)
     assert asked, "the native step asked, and was declined"
     assert all(torch.equal(a, b) for a, b in zip(fast, declined))
 
 
-def test_a_layer_with_hooks_runs_its_module_so_they_fire(tiny_checkpoint, monkeypatch):
-    """The streamed trunk reads a layer's bytes in its forward hooks: such a layer keeps to its module,
-    and the rest of the plan runs op by op with its native steps."""
+def test_module_hooks_fire_with_one_call_decode_off(tiny_checkpoint, monkeypatch):
+    """`model.one_call_decode = False` runs decode layer by layer through the modules, so a hook a user
+    set fires; each sublayer's step is still native, and the bits are the same."""
     model = k3.load(tiny_checkpoint)
     with torch.inference_mode():
         before = _decode(model, 1)
     fired = []
     model.model.layers[1].register_forward_pre_hook(lambda *a: fired.append(1))
+    model.one_call_decode = False
     counts = _count_paths(monkeypatch)
     with torch.inference_mode():
         hooked = _decode(model, 1)
@@ -261,7 +293,7 @@ def test_a_kda_step_whose_rows_do_not_match_its_state_names_the_problem(tiny_che
         pytest.skip("the native kernels are not built here (K3_NATIVE=0 or no compiler)")
     model = k3.load(tiny_checkpoint)
     layer = next(i for i, t in enumerate(model.config.layer_types) if t == "kda")
-    weights = plan_binding.binding(model, kernels).layers[layer].attention_weights
+    weights = model.model.layers[layer].self_attn.step_weights(kernels)
     attn, c = model.model.layers[layer].self_attn, model.config
     H, D = attn.num_heads, attn.head_dim
     pool = torch.zeros(2, H, D, D)
@@ -275,3 +307,27 @@ def test_a_kda_step_whose_rows_do_not_match_its_state_names_the_problem(tiny_che
         kernels.attention_step(x, weights, kernels.KdaState(recurrent=pool, tails=tails, index=index, positions=3,
                                                             replay=short))
     assert torch.equal(pool, torch.zeros_like(pool)), "a refused step leaves the state as it was"
+
+
+@pytest.mark.parametrize("preset", ["released", "tiny"])
+def test_the_program_text_names_every_layer_once_with_its_own_steps(preset):
+    """The docs' pseudo-code (plan.program_text) covers each layer exactly once, under the body its steps make."""
+    import re
+
+    from k3.config import presets
+    from k3.model.plan import _step_text, layer_steps, program_text
+
+    c = getattr(presets, preset)()
+    text = program_text(c).splitlines()
+    seen = []
+    for n, line in enumerate(text):
+        found = re.match(r"\s+(?:el)?if layer in \{(.*)\}:", line)
+        if not found:
+            continue
+        layers = [i for part in found.group(1).split(", ") for i in
+                  (range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1))]
+        body = [b.strip() for b in text[n + 1:n + 1 + len(layer_steps(c, layers[0]))]]
+        assert all(body == [_step_text(s) for s in layer_steps(c, i)] for i in layers)
+        seen += layers
+    assert sorted(seen) == list(range(c.num_hidden_layers))
+    assert text[-1].startswith("logits = ")

@@ -64,7 +64,7 @@ def test_int8_at_load_computes_the_dequantised_model(ckpt):
         lin = model.get_submodule(name.rpartition(".")[0])
         assert lin.weight.dtype == torch.int8 and lin.weight_scale.dtype == torch.bfloat16, name
     assert model.get_parameter("model.layers.3.self_attn.kv_b_proj.weight").dtype == torch.bfloat16
-    fused = [g for m in model.modules() for g in getattr(m, "_fused", {}).values()]
+    fused = [g for m in model.modules() for g in getattr(m, "fused", {}).values()]
     assert fused and all(g.intact() and g.weight.dtype == torch.int8 for g in fused)
     exact = dequantised_fp32_model(ckpt)
     with torch.inference_mode():
@@ -195,7 +195,7 @@ def test_quantize_cli_refusals_and_copy(ckpt, derived, tmp_path, monkeypatch, ca
 
 def test_a_replaced_int8_member_unfuses_its_group(ckpt):
     model = k3.load(ckpt, trunk="int8")
-    group = next(g for m in model.modules() for g in getattr(m, "_fused", {}).values())
+    group = next(g for m in model.modules() for g in getattr(m, "fused", {}).values())
     x = torch.randn(3, group.weight.shape[1])
     lin = group.linears[0]
     q, scale = quantize(torch.randn(lin.weight.shape) * 0.1)

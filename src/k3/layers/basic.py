@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from k3.layers.decode_weights import weights_changed
 from k3.ops.int8 import Int8FormatError, check_int8_pair, int8_linear, scale_shape
 from k3.ops.linear import linear
 from k3.ops.norm import rms_norm
@@ -36,7 +35,6 @@ class Linear(nn.Module):
         out, inp = self.weight.shape
         self._parameters["weight"] = frozen(out, inp, dtype=torch.int8)
         self._buffers["weight_scale"] = torch.empty(scale_shape(out, inp), dtype=torch.bfloat16)
-        weights_changed()
 
     def set_int8(self, q: torch.Tensor, scale: torch.Tensor) -> None:
         """Hold these codes and scales (k3.ops.int8.quantize's pair; refused unless they fit this layer)."""
@@ -45,7 +43,6 @@ class Linear(nn.Module):
             raise Int8FormatError(f"codes {list(q.shape)} for a {list(self.weight.shape)} weight")
         self._parameters["weight"] = nn.Parameter(q, requires_grad=False)
         self._buffers["weight_scale"] = scale
-        weights_changed()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         scale = self._buffers["weight_scale"]
@@ -58,7 +55,6 @@ def set_tensor(module: nn.Module, leaf: str, t: torch.Tensor) -> None:
         module._buffers[leaf] = t
     else:
         module._parameters[leaf] = nn.Parameter(t, requires_grad=False)
-    weights_changed()
 
 
 class RMSNorm(nn.Module):

@@ -1,51 +1,51 @@
-"""What the decode plan's native steps read from a layer's modules, and when that must be read again.
+"""What the native decode steps read from a layer's modules, and when that must be read again.
 
-A layer's `decode_weights(kernels)` returns its weights as the native structs the steps take
+A layer's `decode_weights(kernels)` returns its weights as the native structs its step takes
 (ops/native/decode_steps.cpp: `KdaWeights`, `MoeWeights`, ...), or None when its weights do not suit
-the kernels as they are (dtype, layout, a fused group undone, weights that need a gradient). The plan
-(model/plan_binding.py) builds them once and keeps them until the weights change.
+the kernels as they are (dtype, layout, a fused group undone, weights that need a gradient). The layer
+keeps what it built in its `bound` (a `Bound`), and the whole decode plan keeps its binding on the model
+(model/plan_binding.py); nothing is checked per step.
 
-Weights change through events, each of which advances one counter (`generation()`), and a plan bound
-under an older count binds again; nothing is re-checked per step:
-  - a parameter, buffer or submodule set on any module (`layer.weight = nn.Parameter(...)`,
-    `moe.experts = StreamedExperts(...)`): torch's global registration hooks;
-  - the loader, `set_int8`, the fused groups and the streamed trunk, which write `_parameters`
-    directly: they call `weights_changed()`;
-  - `model.to(...)`, `.float()`, `.half()` on the model: its `_apply`.
-Writing into a weight in place (`weight.copy_(...)`, the loader filling fused blocks) needs nothing: the
-steps hold the tensors themselves and read their values when they run. Code that gives a single
-parameter new storage some other way (`param.data = ...`, `.to()` on a submodule) calls
-`weights_changed()` (or `model.weights_changed()`) itself.
+Weight changes are explicit: whoever gives weights new storage calls `model.weights_changed()`, which
+empties every `Bound` and the plan's binding. The loader, the streamed trunk and experts and the
+model's `.to()`/`.float()` do; code that replaces a weight itself (`layer.weight = nn.Parameter(...)`,
+`param.data = ...`) calls it too. Writing into a weight in place (`weight.copy_(...)`, the loader filling
+fused blocks) needs nothing: the steps hold the tensors themselves and read their values when they run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
-from torch.nn.modules import module as torch_module
 
-_generation = 0
 _NO_SCALE = torch.empty(0)
 
 
-def weights_changed() -> None:
-    """Some module's weights were replaced: every bound decode plan binds again at its next step."""
-    global _generation
-    _generation += 1
+class Bound:
+    """A layer's weights as its native step reads them: built by `build(kernels)` on first use, kept
+    until `clear()` (model.weights_changed)."""
+
+    def __init__(self):
+        self.kernels = None
+        self.value = None
+
+    def get(self, kernels, build: Callable):
+        if self.kernels is not kernels:
+            self.value, self.kernels = build(kernels), kernels
+        return self.value
+
+    def clear(self) -> None:
+        self.kernels = self.value = None
 
 
-def generation() -> int:
-    return _generation
-
-
-def _registered(module: nn.Module, name: str, value):
-    weights_changed()
-    return None   # keep the value as given
-
-
-torch_module.register_module_parameter_registration_hook(_registered)
-torch_module.register_module_buffer_registration_hook(_registered)
-torch_module.register_module_module_registration_hook(_registered)
+def forget_bound(model: nn.Module) -> None:
+    """Every layer of `model` builds its native weights again at its next step."""
+    for module in model.modules():
+        bound = module.__dict__.get("bound")
+        if isinstance(bound, Bound):
+            bound.clear()
 
 
 def matrix(kernels, module: nn.Module, name: str):
@@ -71,7 +71,7 @@ def _matrix(kernels, w: torch.Tensor, scale: torch.Tensor | None):
 def fused_matrix(kernels, module: nn.Module, names: tuple[str, ...]):
     """(kernels.Matrix, member widths) of the group `names` (layers/fused.py), when the loader fused it,
     it is still intact and its matrix suits the GEMV; else None."""
-    group = module.__dict__.get("_fused", {}).get(names)
+    group = module.fused.get(names)
     if group is None or not group.intact():
         return None
     m = _matrix(kernels, group.weight, group.scale)

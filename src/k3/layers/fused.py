@@ -20,7 +20,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from k3.layers.decode_weights import weights_changed
 from k3.ops import huge_pages
 from k3.ops.int8 import int8_linear, scale_shape
 from k3.ops.linear import linear
@@ -55,7 +54,6 @@ class SharedInput:
         for lin, block, scale in zip(self.linears, blocks, scales):
             lin._parameters["weight"] = nn.Parameter(block, requires_grad=False)
             lin._buffers["weight_scale"] = scale
-        weights_changed()
         self._ptrs = [(b.data_ptr(), None if sc is None else sc.data_ptr()) for b, sc in zip(blocks, scales)]
         return blocks
 
@@ -84,23 +82,24 @@ class SharedInput:
 
 def fuse_inputs(model: nn.Module) -> None:
     """Attach a SharedInput for each group a layer declares (`shared_inputs()`: tuples of Linear
-    names), as `module._fused`; the loader then allocates and fills them."""
+    names) to its `fused` dict; the loader then allocates and fills them (and calls the model's
+    `weights_changed()` once every weight is in place)."""
     claimed = set()
     for module in model.modules():  # parents first: the MoE's group takes its shared expert's gate/up
         declared = getattr(module, "shared_inputs", None)
         if declared is None:
             continue
-        module._fused = {}
+        module.fused = {}
         for names in declared():
             group = SharedInput(module, names)
             if claimed.isdisjoint(map(id, group.linears)):
                 claimed.update(map(id, group.linears))
-                module._fused[names] = group
+                module.fused[names] = group
 
 
 def project(module: nn.Module, names: tuple[str, ...], x: torch.Tensor) -> list[torch.Tensor]:
     """The Linears `names` of `module` applied to x: one matmul when the loader fused them."""
-    group = module.__dict__.get("_fused", {}).get(names)
+    group = module.fused.get(names)
     if group is not None:
         return group(x)
     return [module.get_submodule(n)(x) for n in names]

@@ -4,7 +4,7 @@ Prefill of more than `CHUNK_MIN_TOKENS` tokens runs the chunked core; shorter se
 recurrence. Decode (one new token per sequence) runs the whole batch in one step on the state slots
 in place; a verify window (speculative decoding) runs that same step once per position (all positions
 in one call), and hands the step to its state view so the engine can replay a kept prefix after a
-rejection. The decode plan's native step does both in one call (`decode_state`, `begin_step`). All
+rejection. `kda_layer_step` (layers/steps.py) does both in one native call (`step_args`, `begin_step`). All
 continue from and update the sequences' state when one is given.
 """
 
@@ -15,12 +15,16 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, WeightOnly, frozen
-from k3.layers.decode_weights import float_weights, fused_matrix, matrix
-from k3.layers.state import KDAStateView
+from k3.layers.decode_weights import Bound, float_weights, fused_matrix, matrix
+from k3.layers.state import KDAStateView, SlotTensors
+from k3.layers.step_examples import example_config, random_layer
+from k3.layers.steps import rows_batch, step_kernels
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import project
 from k3.ops.conv import short_conv_silu
 from k3.ops.kda import chunk_kda, kda_gates, kda_step, kda_window, recurrent_kda
+from k3.ops.dispatch import loaded_kernels, register
+from k3.ops.harness import Example, randn
 from k3.ops.norm import gated_rms_norm, l2_norm
 
 CHUNK_MIN_TOKENS = 16
@@ -48,6 +52,8 @@ class KimiDeltaAttention(nn.Module):
         self.o_proj = Linear(P, h)
         gate = "g_proj" if c.use_full_rank_gate else "g_a_proj"
         self.input_names = ("q_proj", "k_proj", "v_proj", gate, "f_a_proj", "b_proj")
+        self.fused: dict = {}     # the loader's SharedInput groups (layers/fused.py)
+        self.bound = Bound()      # the native step's weights (step_weights)
 
     def shared_inputs(self) -> list[tuple[str, ...]]:
         """The projections of the layer input, as one matrix (see layers/fused.py)."""
@@ -130,34 +136,53 @@ class KimiDeltaAttention(nn.Module):
                                   lower_bound=self.lower_bound or 0.0, conv=[w[:, 0, :] for w in conv],
                                   o_norm=o_norm, eps=self.eps, scale=self.head_dim ** -0.5)
 
-    def decode_state(self, kernels, batch: ForwardBatch, state: KDAStateView | None, like: torch.Tensor):
-        """This step's state slots as the native step takes them (`kernels.KdaState`) when the batch is one
-        group on `state` that the step runs in one call (batch.one_call_group: one token a sequence, or
-        verify windows of one length); else None. Changes nothing: a window starts in `begin_step`.
+    def step_weights(self, kernels):
+        """`decode_weights`, built once and kept until the model's `weights_changed()`."""
+        return self.bound.get(kernels, self.decode_weights)
+
+    def step_args(self, batch: ForwardBatch, state: KDAStateView | None, like: torch.Tensor):
+        """The state tensors of `kda_layer_step` (recurrent pool, tail pools, slot index, replay) when the batch
+        is one group on `state` that the step runs in one call (batch.one_call_group: one token a sequence,
+        or verify windows of one length); else None. Changes nothing: a window starts in `begin_step`.
         `like`: a row of the step (dtype, device)."""
         group = batch.one_call_group() if state is not None else None
         if group is None:
             return None
         rec, tails, index = state.slot_tensors(group.seqs, self._zero_state(like))
-        if not all(t.is_contiguous() and t.dtype == torch.float32 for t in (rec, *tails)):
-            return None
-        replay = []
+        replay = ()
         if group.window:   # the step's inputs, written by the native step, for the rollback's replay
             b, T, H, D = len(group.seqs), group.tokens, self.num_heads, self.head_dim
-            replay = [like.new_empty(shape) for shape in ((b, T, H * D),) * 3 + ((b, T, H, D), (b, T, H))]
-        return kernels.KdaState(recurrent=rec, tails=list(tails), index=index, positions=group.tokens, replay=replay)
+            replay = tuple(like.new_empty(shape) for shape in ((b, T, H * D),) * 3 + ((b, T, H, D), (b, T, H)))
+        return rec, tuple(tails), index, replay
 
-    def begin_step(self, batch: ForwardBatch, state: KDAStateView, native_state) -> None:
-        """The native step of `decode_state`'s state is about to run: a verify window starts on the view,
-        which keeps the slots' state and the step that replays kept positions from the inputs the native
-        step writes to `native_state.replay`."""
+    def state_takes(self, recurrent, tails, index, replay) -> bool:
+        """Whether the native step reads `step_args`' tensors as they are."""
+        return index.dtype == torch.long and all(t.is_contiguous() and t.dtype == torch.float32 for t in (recurrent, *tails))
+
+    def native_state(self, kernels, rows: int, recurrent, tails, index, replay):
+        """`step_args`' tensors as the native step's `kernels.KdaState`, for `rows` rows of input."""
+        return kernels.KdaState(recurrent=recurrent, tails=list(tails), index=index, positions=rows // index.numel(),
+                                replay=list(replay))
+
+    def begin_step(self, batch: ForwardBatch, state: KDAStateView, args: tuple) -> None:
+        """The native step on `step_args`' tensors is about to run: a verify window starts on the view, which
+        keeps the slots' state and the step that replays kept positions from the inputs the native step
+        writes to the replay tensors."""
         group = batch.one_call_group()
         if group.window:
-            state.start_window(group.seqs, group.tokens, self._window_step(list(native_state.replay)),
-                               self._zero_state(native_state.recurrent))
+            state.start_window(group.seqs, group.tokens, self._window_step(list(args[3])), self._zero_state(args[0]))
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
-        """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`."""
+        """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`. Decode rows
+        the native step takes run it in one call (layers/steps.py); the rest run `forward_ops`."""
+        args = self.step_args(batch, state, x)
+        if args is not None and kda_layer_step.use_native(self, x, *args):
+            self.begin_step(batch, state, args)
+            return kda_layer_step.native(self, x, *args)
+        return self.forward_ops(x, batch, state)
+
+    def forward_ops(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
+        """The layer op by op: its modules and the registry's ops (the native step's reference)."""
         N = x.shape[0]
         H, D = self.num_heads, self.head_dim
         q, k, v, gate, f_a, b = self._project(x)
@@ -178,3 +203,35 @@ class KimiDeltaAttention(nn.Module):
         o = gated_rms_norm(o, gate.view(N, H, D), self.o_norm.weight, self.eps)
         return self.o_proj(o.reshape(N, H * D))
 
+
+
+def _step_native(layer: KimiDeltaAttention, x, recurrent, tails, index, replay) -> torch.Tensor:
+    kernels = loaded_kernels()
+    state = layer.native_state(kernels, x.shape[0], recurrent, tails, index, replay)
+    return kernels.attention_step(x, layer.step_weights(kernels), state)
+
+
+def _step_reference(layer: KimiDeltaAttention, x, recurrent, tails, index, replay) -> torch.Tensor:
+    return layer.forward_ops(x, rows_batch(index.numel(), x.shape[0] // index.numel()), SlotTensors(recurrent, tails, index))
+
+
+def _step_supports(layer: KimiDeltaAttention, x, *args) -> bool:
+    return step_kernels(layer, x) is not None and layer.state_takes(*args)
+
+
+def _step_examples(large: bool) -> list[Example]:
+    """Decode rows (1 and 3 sequences) and verify windows of 3, on slots of a pool."""
+    c = example_config(large)
+    layer = random_layer(KimiDeltaAttention(c), seed=21)
+    H, D, P, tail, slots = c.kda_num_heads, c.kda_head_dim, c.kda_proj_dim, c.short_conv_kernel_size - 1, 5
+    out = []
+    for n, T in ((1, 1), (3, 1), (2, 3)):
+        tails = tuple(randn(slots, tail, P, seed=30 + i) for i in range(3))
+        args = (layer, randn(n * T, c.hidden_size, seed=22), randn(slots, H, D, D, seed=23, scale=0.3), tails,
+                torch.tensor([slots - 1, 0, 2][:n]), ())
+        out.append(Example(f"{n} sequences x {T} positions, hidden {c.hidden_size}", args))
+    return out
+
+
+kda_layer_step = register("kda_layer_step", examples=_step_examples, reference=_step_reference, native=_step_native,
+                          supports=_step_supports)

@@ -14,14 +14,18 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm
-from k3.layers.decode_weights import float_weights, fused_matrix, matrix
+from k3.layers.decode_weights import Bound, float_weights, fused_matrix, matrix
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import project
-from k3.layers.state import MLACacheView
+from k3.layers.state import MLACacheView, PagedRows
+from k3.layers.step_examples import example_config, random_layer
+from k3.layers.steps import rows_batch, step_kernels
+from k3.ops.dispatch import loaded_kernels, register
 from k3.ops.elementwise import sigmoid
+from k3.ops.harness import Example, randn
 from k3.ops.linear import head_linear
 from k3.ops.mla import mla_absorbed, mla_sdpa, paged_decode
-from k3.ops.mla.paged import mla_paged_decode
+from k3.ops.mla.paged import paged_takes
 
 
 class GatedMLA(nn.Module):
@@ -45,6 +49,8 @@ class GatedMLA(nn.Module):
         self.o_proj = Linear(H * c.v_head_dim, h)
         self.input_names = (("q_a_proj" if c.q_lora_rank else "q_proj", "kv_a_proj_with_mqa")
                             + (("g_proj",) if c.mla_use_output_gate else ()))
+        self.fused: dict = {}     # the loader's SharedInput groups (layers/fused.py)
+        self.bound = Bound()      # the native step's weights (step_weights)
 
     def shared_inputs(self) -> list[tuple[str, ...]]:
         """The projections of the layer input, as one matrix (see layers/fused.py)."""
@@ -76,26 +82,44 @@ class GatedMLA(nn.Module):
         return kernels.MlaWeights(inputs=inputs[0], sizes=inputs[1], q_b=q_b, o_proj=o_proj, q_a_norm=q_a, kv_a_norm=kv_a,
                                   w_uk=w_kv[:, :self.nope], w_uv=w_kv[:, self.nope:], scale=self.scale)
 
-    def decode_state(self, kernels, batch: ForwardBatch, cache: MLACacheView | None, like: torch.Tensor):
-        """Where this step's latents go and what it attends over (`kernels.MlaState`: one query row per new
-        position) when the batch is one group on a cache the paged kernel reads in place and the step runs
-        in one call (batch.one_call_group: one token a sequence, or verify windows of one length); else
-        None, the cache as it was (`decode_rows` writes nothing). `like`: a row of the step (dtype, device)."""
+    def step_weights(self, kernels):
+        """`decode_weights`, built once and kept until the model's `weights_changed()`."""
+        return self.bound.get(kernels, self.decode_weights)
+
+    def step_args(self, batch: ForwardBatch, cache: MLACacheView | None, like: torch.Tensor):
+        """The cache tensors of `mla_layer_step` (pool, tables, lengths, block size, the pool rows the new
+        latents go to, positions per sequence: one query row per new position) when the batch is one group
+        on a cache the step runs in one call (batch.one_call_group: one token a sequence, or verify windows
+        of one length); else None, the cache as it was (`decode_rows` writes nothing). `like`: a row of the
+        step (dtype, device)."""
         group = batch.one_call_group() if cache is not None else None
         if group is None:
             return None
         p, new_rows = cache.decode_rows(group.seqs, self.kv_rank, self.extra, like, group.tokens)
-        # The paged kernel's own test, the row standing in for q (both fp32 here).
-        if not mla_paged_decode.supports(like, p.pool, p.tables, p.lens, p.block_size, p.rank, self.scale):
-            return None
-        return kernels.MlaState(pool=p.pool, tables=p.tables, lens=p.lens, block_size=p.block_size, new_rows=new_rows)
+        return p.pool, p.tables, p.lens, p.block_size, new_rows, group.tokens
 
-    def begin_step(self, batch: ForwardBatch, cache: MLACacheView, native_state) -> None:
+    def state_takes(self, pool, tables, lens, block_size, new_rows, positions) -> bool:
+        """Whether the native step reads `step_args`' tensors as they are (the paged kernel's own test)."""
+        return paged_takes(pool, tables, lens) and new_rows.dtype == torch.long
+
+    def native_state(self, kernels, rows: int, pool, tables, lens, block_size, new_rows, positions):
+        """`step_args`' tensors as the native step's `kernels.MlaState`."""
+        return kernels.MlaState(pool=pool, tables=tables, lens=lens, block_size=block_size, new_rows=new_rows)
+
+    def begin_step(self, batch: ForwardBatch, cache: MLACacheView, args: tuple) -> None:
         """Nothing to keep before a native step: a verify window's rows past the positions kept are never
         read, and the next step overwrites them."""
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None) -> torch.Tensor:
-        """x [N, hidden] packed (already normalised) -> [N, hidden]; appends this step's latents to `cache`."""
+        """x [N, hidden] packed (already normalised) -> [N, hidden]; appends this step's latents to `cache`.
+        Decode rows the native step takes run it in one call (layers/steps.py); the rest run `forward_ops`."""
+        args = self.step_args(batch, cache, x)
+        if args is not None and mla_layer_step.use_native(self, x, *args):
+            return mla_layer_step.native(self, x, *args)
+        return self.forward_ops(x, batch, cache)
+
+    def forward_ops(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None) -> torch.Tensor:
+        """The layer op by op: its modules and the registry's ops (the native step's reference)."""
         N = x.shape[0]
         H = self.num_heads
         q, kv_a, gate = self._project(x)
@@ -127,3 +151,45 @@ class GatedMLA(nn.Module):
             o = o * sigmoid(gate)
         return self.o_proj(o)
 
+
+
+def _step_native(layer: GatedMLA, x, pool, tables, lens, block_size, new_rows, positions) -> torch.Tensor:
+    kernels = loaded_kernels()
+    state = layer.native_state(kernels, x.shape[0], pool, tables, lens, block_size, new_rows, positions)
+    return kernels.attention_step(x, layer.step_weights(kernels), state)
+
+
+def _step_reference(layer: GatedMLA, x, pool, tables, lens, block_size, new_rows, positions) -> torch.Tensor:
+    cache = PagedRows(pool, tables, lens, block_size, layer.kv_rank, new_rows)
+    return layer.forward_ops(x, rows_batch(x.shape[0] // positions, positions), cache)
+
+
+def _step_supports(layer: GatedMLA, x, *args) -> bool:
+    return step_kernels(layer, x) is not None and layer.state_takes(*args)
+
+
+def _step_examples(large: bool) -> list[Example]:
+    """Sequences with different cached lengths on a paged pool (blocks of 4, in scattered order): decode rows
+    of 1 and 3 sequences, and verify windows of 3 for 2."""
+    c = example_config(large)
+    layer = random_layer(GatedMLA(c), seed=41)
+    width, block, blocks = c.kv_lora_rank + c.qk_rope_head_dim, 4, 12
+    out = []
+    for held, T in (((5,), 1), ((2, 9, 6), 1), ((3, 7), 3)):
+        tables, lens, new_rows, next_block = [], [], [], blocks - 1
+        for s, n in enumerate(held):
+            mine = [next_block - j for j in range(-(-(n + T) // block))]   # blocks from the end: scattered
+            next_block -= len(mine)
+            for t in range(T):                      # one query row per position, attending up to it
+                tables.append(mine + [0] * (4 - len(mine)))
+                lens.append(n + t + 1)
+                new_rows.append(mine[(n + t) // block] * block + (n + t) % block)
+        args = (layer, randn(len(lens), c.hidden_size, seed=42), randn(blocks * block, width, seed=43),
+                torch.tensor(tables, dtype=torch.int32), torch.tensor(lens, dtype=torch.int32), block,
+                torch.tensor(new_rows), T)
+        out.append(Example(f"{len(held)} sequences x {T} positions, cached {held}", args))
+    return out
+
+
+mla_layer_step = register("mla_layer_step", examples=_step_examples, reference=_step_reference, native=_step_native,
+                          supports=_step_supports)

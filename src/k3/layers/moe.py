@@ -13,12 +13,16 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, frozen
-from k3.layers.decode_weights import activation, float_weights, fused_matrix, matrix
+from k3.layers.decode_weights import Bound, activation, float_weights, fused_matrix, matrix
 from k3.layers.fused import project
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.mlp import GLUMLP
+from k3.layers.step_examples import example_config, random_layer
+from k3.layers.steps import step_kernels
+from k3.ops.dispatch import loaded_kernels, register
+from k3.ops.harness import Example, randn
 from k3.ops.linear import linear
-from k3.ops.mxfp4.expert import KEYS, moe_tokens
+from k3.ops.mxfp4.expert import KEYS, bank_takes
 from k3.ops.precision import wide
 from k3.ops.routing import sigmoid_topk_route
 
@@ -51,6 +55,8 @@ class LatentMoE(nn.Module):
         # What reads the layer input besides the router: the latent down-projection, the shared gate/up.
         self.input_names = ((("routed_expert_down_proj",) if r is not None else ())
                             + (("shared_experts.gate_proj", "shared_experts.up_proj") if c.num_shared_experts else ()))
+        self.fused: dict = {}     # the loader's SharedInput groups (layers/fused.py)
+        self.bound = Bound()      # the native step's weights (step_weights)
 
     @property
     def latent(self) -> bool:
@@ -83,7 +89,15 @@ class LatentMoE(nn.Module):
         return [self.input_names] if len(self.input_names) > 1 else []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., hidden] (already normalised) -> [..., hidden]."""
+        """x [..., hidden] (already normalised) -> [..., hidden]. Rows the native step takes run it in one
+        call (layers/steps.py); the rest run `forward_ops`."""
+        rows = x.reshape(-1, x.shape[-1])
+        if moe_layer_step.use_native(self, rows):
+            return moe_layer_step.native(self, rows).reshape(x.shape)
+        return self.forward_ops(x)
+
+    def forward_ops(self, x: torch.Tensor) -> torch.Tensor:
+        """The layer op by op: its modules and the registry's ops (the native step's reference)."""
         shape = x.shape
         x = x.reshape(-1, shape[-1])
         weights, ids = self.route(x)
@@ -114,12 +128,29 @@ class LatentMoE(nn.Module):
         if (inputs is None or router is None or up is None or down is None or bias is None or norm_w is None
                 or act is None or (shared.act, shared.beta, shared.linear_beta) != spec):
             return None
-        # What the packed-expert kernel's `supports` asks of a call, on decode rows (fp32, <= MAX_ROWS):
-        z = torch.empty((1, bank["w1_packed"].shape[-1] * 2))
-        if not moe_tokens.supports(z, bank, torch.zeros((1, 1), dtype=torch.long), torch.zeros((1, 1)),
-                                   experts.group_size, *spec):
+        if not bank_takes(bank, experts.group_size, experts.act):
             return None
         return kernels.MoeWeights(router=router, bias=bias[0], top_k=self.top_k, renormalise=self.renormalize,
                                   scaling=self.scaling, inputs=inputs[0], sizes=inputs[1], up=up, shared_down=down,
                                   bank=[bank[k] for k in KEYS], act=act,
                                   norm=kernels.NormWeights(weight=norm_w[0], eps=norm.eps))
+
+    def step_weights(self, kernels):
+        """`decode_weights`, built once and kept until the model's `weights_changed()`."""
+        return self.bound.get(kernels, self.decode_weights)
+
+
+def _step_native(layer: LatentMoE, x: torch.Tensor) -> torch.Tensor:
+    kernels = loaded_kernels()
+    return kernels.ffn_step(x, layer.step_weights(kernels))
+
+
+def _step_examples(large: bool) -> list[Example]:
+    c = example_config(large)
+    layer = random_layer(LatentMoE(c), seed=51)
+    return [Example(f"{n} rows, {c.num_experts} experts, top {c.num_experts_per_token}",
+                    (layer, randn(n, c.hidden_size, seed=52 + n))) for n in (1, 5)]
+
+
+moe_layer_step = register("moe_layer_step", examples=_step_examples, reference=lambda layer, x: layer.forward_ops(x),
+                          native=_step_native, supports=lambda layer, x: step_kernels(layer, x) is not None)

@@ -117,6 +117,40 @@ class DenseKDAState:
         return window(pools) if window is not None else torch.cat([step(t, None, pools) for t in range(T)], dim=1)
 
 
+class SlotTensors:
+    """A KDAStateView over given pools: sequence i in slot index[i] of the recurrent pool and the tail pools,
+    stepped in place (the reference of `kda_layer_step`, which takes the pools themselves)."""
+
+    def __init__(self, recurrent: torch.Tensor, tails: tuple[torch.Tensor, ...], index: torch.Tensor):
+        self.pools = recurrent, tuple(tails), index
+
+    def slot_tensors(self, seqs, zeros):
+        return self.pools
+
+    def start_window(self, seqs, T, step, zeros):
+        return self.pools
+
+    def run_window(self, seqs, T, step, zeros, window=None):
+        return window(self.pools) if window is not None else torch.cat([step(t, None, self.pools) for t in range(T)], dim=1)
+
+
+class PagedRows:
+    """An MLACacheView over a given paged pool, its tables and lengths (counting the new rows) and the pool
+    rows the new latents go to (the reference of `mla_layer_step`, which takes the pool itself)."""
+
+    def __init__(self, pool: torch.Tensor, tables: torch.Tensor, lens: torch.Tensor, block_size: int, rank: int,
+                 new_rows: torch.Tensor):
+        self.paged = PagedLatents(pool, tables, lens, block_size, rank)
+        self.new_rows = new_rows
+
+    def append_decode(self, seqs, c_kv, k_x):
+        rows = torch.cat((c_kv, k_x), dim=-1).reshape(self.new_rows.numel(), -1)
+        self.paged.pool.index_copy_(0, self.new_rows, rows.to(self.paged.pool.dtype))
+        return self.paged
+
+    append_window = append_decode   # [b, T, ...] rows go to new_rows in the same order, position by position
+
+
 @dataclass
 class TokenCount:
     """How many tokens B sequences that advance together hold: the one count, advanced by the model's

@@ -40,18 +40,19 @@ class DecoderLayer(nn.Module):
             self.block_sparse_moe = LatentMoE(c)
         else:
             self.mlp = GLUMLP(c.hidden_size, c.intermediate_size, *act)
+        self.store = None   # a streamed layer's TrunkStore: its bytes are read before the layer runs (model/streaming.py)
 
     @property
     def ffn_module(self) -> LatentMoE | GLUMLP:
         return self._modules["block_sparse_moe"] if "block_sparse_moe" in self._modules else self._modules["mlp"]
 
-    def ffn(self, x: torch.Tensor) -> torch.Tensor:
-        return self.ffn_module(x)
-
     def forward(self, h: torch.Tensor, bank: list[torch.Tensor], batch: ForwardBatch,
-                state: KDAStateView | MLACacheView | None = None, native=None) -> torch.Tensor:
-        """h [N, hidden] packed -> next layer's input [N, hidden]; may append to `bank`. `native`: this
-        layer's bound native sublayer steps for decode rows (model/plan_binding.py), or None."""
+                state: KDAStateView | MLACacheView | None = None) -> torch.Tensor:
+        """h [N, hidden] packed -> next layer's input [N, hidden]; may append to `bank`."""
+        if self.store is not None:
+            self.store.ready(self.index)
         regs = Registers(h, bank)
-        run_steps(self.steps, self, regs, batch, state, native)
+        run_steps(self.steps, self, regs, batch, state)
+        if self.store is not None:
+            self.store.done(self.index)
         return regs.h

@@ -16,10 +16,10 @@ from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, WeightOnly
 from k3.layers.batch import ForwardBatch
 from k3.layers.state import KDAStateView, MLACacheView, StateLayout, TokenCount, new_layer_states, state_layout
-from k3.layers.decode_weights import weights_changed
+from k3.layers.decode_weights import forget_bound
 from k3.model.block import DecoderLayer
 from k3.model.plan import Registers, output_steps, run_steps
-from k3.model.plan_binding import decode_rows, layer_steps
+from k3.model.plan_binding import decode_rows
 from k3.model.vision import Splice, splice_for
 from k3.ops.dispatch import reference_only
 from k3.model.vision import attach as attach_vision
@@ -57,18 +57,15 @@ class K3TextModel(nn.Module):
             self.output_attn_res_proj = WeightOnly(1, c.hidden_size)
 
     def forward(self, input_ids: torch.Tensor, batch: ForwardBatch, compute_dtype: torch.dtype,
-                layer_states: list | None = None, splice: Splice | None = None, native: list | None = None
-                ) -> torch.Tensor:
+                layer_states: list | None = None, splice: Splice | None = None) -> torch.Tensor:
         """input_ids [N] packed -> final normalised hidden states [N, hidden] in compute_dtype. `splice`:
-        image rows that replace the embeddings at their positions. `native`: each layer's bound native
-        sublayer steps for decode rows (model/plan_binding.py), or None."""
+        image rows that replace the embeddings at their positions."""
         h = self.embed_tokens.weight[input_ids].to(compute_dtype)
         if splice is not None and splice.positions.numel():
             h[splice.positions] = splice.rows.to(compute_dtype)
         bank: list[torch.Tensor] = []
-        n = len(self.layers)
-        for layer, layer_state, steps in zip(self.layers, layer_states or [None] * n, native or [None] * n):
-            h = layer(h, bank, batch, layer_state, steps)
+        for layer, layer_state in zip(self.layers, layer_states or [None] * len(self.layers)):
+            h = layer(h, bank, batch, layer_state)
         regs = Registers(h, bank)
         run_steps(self.output_steps, self, regs, batch)
         return regs.x
@@ -86,6 +83,10 @@ class K3ForCausalLM(nn.Module):
         self.vision = c.vision if vision else None
         if self.vision is not None:
             attach_vision(self, self.vision)
+        self.decode_binding = None     # the whole decode plan, bound (model/plan_binding.py)
+        # Decode rows in one native call for the whole model; False runs them layer by layer through the
+        # modules (each sublayer's step still native), so module hooks fire. The bits are the same.
+        self.one_call_decode = True
 
     def encode_images(self, pixel_values: torch.Tensor, grid_thw) -> list[torch.Tensor]:
         """pixel_values [sum t*h*w, 3, p, p], grid_thw [n, 3] (k3.media.prepare_image) -> per image its rows
@@ -125,18 +126,19 @@ class K3ForCausalLM(nn.Module):
             logits = decode_rows(self, input_ids, batch, layer_states, logits_index)
             if logits is not None:
                 return logits
-        rows = torch.empty((input_ids.numel(), self.config.hidden_size), dtype=self.compute_dtype)
-        h = self.model(input_ids, batch, self.compute_dtype, layer_states, splice, layer_steps(self, rows))
+        h = self.model(input_ids, batch, self.compute_dtype, layer_states, splice)
         return self.logits(h if logits_index is None else h[logits_index])
 
     def weights_changed(self) -> None:
-        """Tell the decode plan that weights were given new storage in a way it cannot see (`param.data =
-        ...`, `.to()` on a submodule): it binds again at the next step (layers/decode_weights.py)."""
-        weights_changed()
+        """Weights were given new storage (a load, an int8 trunk, streamed experts or trunk, `layer.weight =
+        nn.Parameter(...)`, `param.data = ...`): every native step and the whole decode plan bind again at
+        their next use (layers/decode_weights.py). Writing into a weight in place needs no call."""
+        forget_bound(self)
+        self.decode_binding = None
 
     def _apply(self, fn, recurse: bool = True):
         out = super()._apply(fn, recurse)   # .to(), .float(), .half(): parameters get new storage
-        weights_changed()
+        self.weights_changed()
         return out
 
     def forward(self, input_ids: torch.Tensor, state: K3State | None = None, logits_to_keep: int = 0, *,

@@ -42,13 +42,14 @@ def attach_streamed_experts(model, config: K3Config, path: str | Path, reader: C
     for i in config.moe_layers:
         moe = model.get_submodule(f"model.layers.{i}.block_sparse_moe")
         moe.experts = StreamedExperts(store, i, config.mxfp4_group_size, *act)
+    model.weights_changed()
     return store
 
 
 def attach_streamed_trunk(model, config: K3Config, path: str | Path, reader: CheckpointReader, plan: MemoryPlan,
                           io_threads: int = 4, direct_io: bool = True) -> TrunkStore:
-    """Bind every streamed layer's large matrices to their places in a TrunkStore's arenas and hook the
-    layer so its bytes are read before it runs. Those layers' projections run unfused: a fused matrix
+    """Bind every streamed layer's large matrices to their places in a TrunkStore's arenas and give the
+    layer the store, so its bytes are read before it runs. Those layers' projections run unfused: a fused matrix
     would need its members' bytes side by side, which their places in the shards rarely allow (the
     result is the same bit for bit: layers/fused.py)."""
     # Twice the experts' readers: a layer is one long run of large reads, and a deeper queue read it
@@ -58,10 +59,11 @@ def attach_streamed_trunk(model, config: K3Config, path: str | Path, reader: Che
     for i in plan.streamed_layers:
         layer = model.get_submodule(f"model.layers.{i}")
         for module in layer.modules():
-            module.__dict__.pop("_fused", None)
+            if "fused" in module.__dict__:
+                module.fused = {}
         for name, tensor in store.tensors[i].items():
             module_name, _, leaf = name.rpartition(".")
             set_tensor(model.get_submodule(module_name), leaf, tensor)
-        layer.register_forward_pre_hook(lambda module, args, i=i: store.ready(i))
-        layer.register_forward_hook(lambda module, args, out, i=i: store.done(i))
+        layer.store = store
+    model.weights_changed()
     return store

@@ -88,8 +88,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
         specs = [s for s in specs if s.name not in streamed]
     banks = _allocate_banks(model, device, storage, reader)
     blocks = _allocate_fused(model, device, storage, reader, int8_names)
-    # Shard by shard: a converted shard's source pages are unmapped before the next one is read,
-    # so peak memory stays near the loaded weights plus one shard.
+    # Shard by shard: a shard's source pages are unmapped before the next is read (peak: weights + one shard).
     by_file: dict[str, list[ExpectedTensor]] = {}
     for spec in specs:
         by_file.setdefault(reader.locate(spec.name)[0], []).append(spec)
@@ -106,6 +105,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     if model.vision is not None:
         load_vision(model, reader, storage, device)
     model.eval()
+    model.weights_changed()   # every weight is in place: the native steps bind at their first use
     if device.type == "cpu":
         dispatch.prepare()   # the CPU kernels are built or loaded here, not in the first forward (or inside a trace)
     return model
@@ -266,11 +266,11 @@ def _allocate_fused(model: K3ForCausalLM, device: torch.device, storage: torch.d
     names = {id(m): n for n, m in model.named_modules()}
     blocks: dict[str, torch.Tensor] = {}
     for module in model.modules():
-        for key, group in list(getattr(module, "_fused", {}).items()):
+        for key, group in list(getattr(module, "fused", {}).items()):
             members = [f"{names[id(lin)]}.weight" for lin in group.linears]
             dtypes = {torch.int8 if n in int8_names else storage or TORCH_FLOATS[reader.info(n)[1]] for n in members}
             if len(dtypes) != 1:
-                del module._fused[key]
+                del module.fused[key]
                 continue
             blocks.update(zip(members, group.allocate(dtypes.pop(), device)))
             if group.scale is not None:

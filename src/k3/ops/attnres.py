@@ -71,9 +71,15 @@ def _attn_res_native(candidates, norm_weight, proj_weight, eps):
     return out.reshape(candidates[-1].shape)
 
 
+def attn_res_takes(norm_weight: torch.Tensor, proj_weight: torch.Tensor, width: int) -> bool:
+    """Whether the native mix reads these weights for rows `width` wide (fp32 rows given): for callers with
+    no rows yet (the decode plan's binding)."""
+    return (norm_weight.dtype in (torch.float32, torch.bfloat16) and proj_weight.dtype in (torch.float32, torch.bfloat16)
+            and norm_weight.numel() == proj_weight.numel() == width)
+
+
 # What a layer calls: natively, the query is formed inside the mix (no widening per call).
 attn_res = register(
     "attn_res", examples=_attn_res_examples, reference=attn_res_reference, native=_attn_res_native,
     supports=lambda candidates, norm_weight, proj_weight, eps: (
-        norm_weight.dtype in (torch.float32, torch.bfloat16) and proj_weight.dtype in (torch.float32, torch.bfloat16)
-        and norm_weight.numel() == proj_weight.numel() == candidates[-1].shape[-1] and _fp32_alike(candidates)))
+        attn_res_takes(norm_weight, proj_weight, candidates[-1].shape[-1]) and _fp32_alike(candidates)))

@@ -69,6 +69,12 @@ def prepare() -> bool:
     return not _forced_reference() and native() is not None
 
 
+def loaded_kernels():
+    """The native kernels, for the native entry of an op registered outside k3.ops (a sublayer's decode step:
+    layers/steps.py), which runs only once `use_native` chose it, so they are built."""
+    return native()
+
+
 def decode_kernels(x: torch.Tensor):
     """The native kernels (`native()`) when decode rows x [N <= MAX_ROWS, D] (fp32, CPU) may run the decode
     plan's native steps (model/plan_binding.py), else None: the one rule above (`eligible`), and autograd

@@ -47,8 +47,10 @@ def tensors(value) -> list[torch.Tensor]:
     return []
 
 
+@torch.no_grad()
 def run(kernel: Kernel, example: Example, native: bool):
-    """(output, the inputs after the call) of one side, on its own copy of the inputs."""
+    """(output, the inputs after the call) of one side, on its own copy of the inputs, outside autograd (as
+    inference calls them: a sublayer's whole native step runs only there, ops.dispatch.decode_kernels)."""
     args, kwargs = cloned(example.args), cloned(example.kwargs)
     if native:
         if not kernel.use_native(*args, **kwargs):
@@ -70,6 +72,7 @@ def compare(kernel: Kernel, example: Example) -> list[tuple[str, torch.Tensor, t
     return outs + ins
 
 
+@torch.no_grad()
 def seconds(kernel: Kernel, example: Example, native: bool, repeat: int = 5) -> float:
     """The median time of one call (inputs copied outside the timing)."""
     times = []
@@ -85,14 +88,20 @@ def seconds(kernel: Kernel, example: Example, native: bool, repeat: int = 5) -> 
     return sorted(times[1:])[len(times[1:]) // 2]
 
 
+# Where ops register: the kernels, and the layers' sublayer decode steps (layers/steps.py). Imported by name,
+# at run time: the harness checks the layers' steps without the ops package depending on the layers.
+REGISTERING_PACKAGES = ("k3.ops", "k3.layers")
+
+
 def kernels() -> dict[str, Kernel]:
-    """Every registered op: importing every module of k3.ops registers them (no hand-kept list to forget one in)."""
+    """Every registered op: importing every module of REGISTERING_PACKAGES registers them (no hand-kept list
+    of ops to forget one in)."""
     import importlib
     import pkgutil
 
-    import k3.ops
-
-    for module in pkgutil.walk_packages(k3.ops.__path__, "k3.ops."):
-        if not module.name.endswith("__main__"):    # `python -m k3.ops.native` builds the kernels
-            importlib.import_module(module.name)
+    for package in REGISTERING_PACKAGES:
+        path = importlib.import_module(package).__path__
+        for module in pkgutil.walk_packages(path, package + "."):
+            if not module.name.endswith("__main__"):    # `python -m k3.ops.native` builds the kernels
+                importlib.import_module(module.name)
     return dict(sorted(REGISTRY.items()))

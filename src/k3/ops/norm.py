@@ -34,9 +34,14 @@ def _gated_rms_norm_examples(large: bool) -> list[Example]:
             for n in (1, 4)]
 
 
+def rms_norm_takes(weight: torch.Tensor) -> bool:
+    """Whether the native RMSNorm reads this weight (decode rows given): for callers with no rows yet."""
+    return weight.dtype in (torch.float32, torch.bfloat16)
+
+
 # Decode rows (fp32, at most MAX_ROWS): one native call for the reference's eight small ops.
 rms_norm = register("rms_norm", examples=_rms_norm_examples, reference=rms_norm_reference, native=_rms_norm_native,
-                    supports=lambda x, weight, eps: (x.dtype == torch.float32 and weight.dtype in (torch.float32, torch.bfloat16)
+                    supports=lambda x, weight, eps: (x.dtype == torch.float32 and rms_norm_takes(weight)
                                                      and x.dim() >= 1 and x.shape[:-1].numel() <= MAX_ROWS))
 
 

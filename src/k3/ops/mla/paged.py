@@ -50,9 +50,15 @@ def _native(q, pool, tables, lens, block_size, rank, scale):
     return native().mla_paged_decode(q.contiguous(), pool, tables, lens, block_size, rank, scale)
 
 
-def _supports(q, pool, tables, lens, block_size, rank, scale) -> bool:
-    return (q.dtype == torch.float32 and pool.dtype in (torch.float32, torch.bfloat16) and pool.is_contiguous()
+def paged_takes(pool: torch.Tensor, tables: torch.Tensor, lens: torch.Tensor) -> bool:
+    """Whether the native kernel reads this cache as it is (fp32 queries given): what `supports` asks of it,
+    for callers that have no query yet (the MLA layer's native step)."""
+    return (pool.dtype in (torch.float32, torch.bfloat16) and pool.is_contiguous()
             and tables.dtype == torch.int32 and lens.dtype == torch.int32)
+
+
+def _supports(q, pool, tables, lens, block_size, rank, scale) -> bool:
+    return q.dtype == torch.float32 and paged_takes(pool, tables, lens)
 
 
 def _paged_examples(large: bool) -> list[Example]:

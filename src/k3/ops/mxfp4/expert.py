@@ -25,6 +25,12 @@ def _act_code(act: str) -> int:
     return 0 if act == "situ" else 1
 
 
+def bank_takes(bank: dict[str, torch.Tensor], group_size: int, act: str) -> bool:
+    """Whether the native expert kernels read this bank as it is (fp32 rows given): what `moe_tokens.supports`
+    asks of the bank, for callers with no rows yet (the LatentMoE's native step)."""
+    return group_size == 32 and act in ("situ", "silu") and all(bank[k].is_contiguous() for k in KEYS)
+
+
 def _fusable(z: torch.Tensor, group_size: int, act: str) -> bool:
     return z.dtype == torch.float32 and z.shape[0] <= MAX_ROWS and group_size == 32 and act in ("situ", "silu")
 
@@ -127,4 +133,4 @@ moe_tokens = register(
     "mxfp4_moe_tokens", examples=_tokens_examples, reference=moe_tokens_reference, native=_moe_tokens_native,
     supports=lambda z, bank, ids, weights, group_size, act, beta, linear_beta: (
         weights.dtype == torch.float32 and ids.dtype == torch.long and _fusable(z, group_size, act)
-        and all(bank[k].is_contiguous() for k in KEYS)))
+        and bank_takes(bank, group_size, act)))

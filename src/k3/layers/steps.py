@@ -1,0 +1,33 @@
+"""Each sublayer's decode step as a registered op (ops/dispatch.py): KDA, MLA, the LatentMoE and the dense
+MLP each register one (`kda_layer_step`, `mla_layer_step`, `moe_layer_step`, `mlp_layer_step`, at the end
+of their files), so the op harness checks the C++ step bodies (ops/native/decode_steps.cpp) against the
+layers' own Python bodies at every SIMD level and times both (tests/ops/test_op_harness.py,
+benchmarks/ops.py).
+
+An op takes the layer and plain tensors (the state pools, never a state view), so the harness can give
+each side its own copy of the state. Its native entry is the one native call of the step on the layer's
+bound weights (`layer.step_weights(kernels)`); its reference is the layer's `forward_ops` (its modules and
+the registry's ops, op by op) on the same rows, over the same pools. A layer's forward runs the native
+entry for the rows it takes, else `forward_ops`: there is no third way.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from k3.layers.batch import ForwardBatch
+from k3.ops.dispatch import decode_kernels
+
+
+def step_kernels(layer, x: torch.Tensor):
+    """The native kernels when rows x [N, hidden] may take `layer`'s native step (ops.dispatch.decode_kernels:
+    fp32, N <= MAX_ROWS, outside autograd, kernels built) and its weights bind; else None."""
+    kernels = decode_kernels(x)
+    return None if kernels is None or layer.step_weights(kernels) is None else kernels
+
+
+def rows_batch(sequences: int, positions: int) -> ForwardBatch:
+    """The batch of a step's reference: `sequences` decoding one token each (positions 1), or verify windows
+    of `positions` each (rows sequence by sequence, position by position)."""
+    windows = (True,) * sequences if positions > 1 else ()
+    return ForwardBatch((positions,) * sequences, (0,) * sequences, windows=windows)
