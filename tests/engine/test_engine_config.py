@@ -74,6 +74,26 @@ def test_every_setting_but_the_seed_has_a_flag():
     assert not missing, missing
 
 
+def test_each_default_lives_in_the_settings_and_help_shows_it():
+    """No flag given: the config is EngineConfig()'s (or the command's own defaults); every flag's help
+    and each field's default come from k3.config.engine_settings."""
+    import dataclasses
+
+    from k3.config.engine_settings import SETTINGS
+
+    parser = build_parser()
+    assert engine_config(parser.parse_args(["serve"])) == EngineConfig()
+    chat = engine_config(parser.parse_args(["chat"]))
+    assert chat == EngineConfig(max_num_seqs=1, cache_memory="512MiB")
+    serve = next(a for a in parser._actions if a.dest == "command").choices["serve"]
+    helps = {a.dest: a.help for a in serve._actions}
+    for f in dataclasses.fields(EngineConfig):
+        if "flag" in f.metadata:
+            assert helps[f.name].startswith(SETTINGS[f.name].help) and f.default == SETTINGS[f.name].default, f.name
+    assert {f.metadata.get("flag") for f in dataclasses.fields(EngineConfig)} >= set(SETTINGS)
+    assert "(default: 1GiB)" in helps["cache_memory"] and "(default: 512)" in helps["max_num_batched_tokens"]
+
+
 def test_a_bad_flag_fails_before_anything_loads_and_says_the_flag(capsys):
     assert main(["serve", "--max-num-seqs", "2", "--max-resident-seqs", "3", "--port", "1"]) == 2
     err = capsys.readouterr().err

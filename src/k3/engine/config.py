@@ -16,39 +16,44 @@ from dataclasses import dataclass, field, fields
 
 import torch
 
+from k3.config.engine_settings import DTYPES, SETTINGS, VISION_DTYPES
 from k3.config.units import parse_size
 from k3.engine.speculative.config import SpeculativeConfig
 from k3.media import ImageLimits
 
-DTYPES = ("float32", "bfloat16", "float16", "float64")
 TRUNKS = (None, "int8")
-GiB = 2 ** 30
+
+
+def setting(name: str):
+    """A field whose default and command-line help live in k3.config.engine_settings (cli/engine_args.py makes
+    it a flag)."""
+    return field(default=SETTINGS[name].default, metadata={"flag": name})
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     # How the model loads
-    dtype: torch.dtype | None = None            # compute dtype; None: fp32 on a CPU, weights as stored
-    device: str = "cpu"
-    memory_budget: int | None = None            # bytes for weights + cache_memory; experts, then layers, beyond it stream
-    trunk: str | None = None                    # "int8": quantise the trunk's matrices as they load
-    vision: bool = True                         # load the checkpoint's vision tower (when it has one)
-    vision_dtype: str = "float32"               # the tower's compute: float32 (exact) or bfloat16 (AMX/AVX512_BF16)
-    image_limits: ImageLimits = field(default_factory=ImageLimits)
+    dtype: torch.dtype | None = setting("dtype")             # None: fp32 on a CPU, weights as stored
+    device: str = setting("device")
+    memory_budget: int | None = setting("memory_budget")     # bytes for weights + cache_memory; the rest streams
+    trunk: str | None = None                                 # "int8": quantise the trunk as it loads (cli/trunk_arg.py)
+    vision: bool = setting("vision")                         # load the checkpoint's vision tower (when it has one)
+    vision_dtype: str = setting("vision_dtype")              # the tower's compute: float32 (exact) or bfloat16
+    image_limits: ImageLimits = field(default_factory=ImageLimits)   # k3 serve's --max-image-* flags
     # The engine
-    max_num_seqs: int = 8                       # sequences decoded together
-    max_num_batched_tokens: int = 512           # tokens per step; longer prompts prefill in chunks
-    cache_memory: int = GiB                     # KDA slots + the MLA latent cache
-    block_size: int = 16                        # tokens per MLA cache block
-    max_resident_seqs: int | None = None        # fewer than max_num_seqs: the others' state waits on disk
-    state_offload_dir: str | None = None        # where (default: a private temporary folder)
-    max_model_len: int | None = None            # prompt + generated tokens per request (default: what the cache holds)
-    seed: int = 0                               # seeds the requests that bring none
-    enable_prefix_caching: bool = True
-    prefix_cache_memory: int | None = None      # of cache_memory, for KDA snapshots (None: a quarter; 0: none)
-    prefix_cache_spill_dir: str | None = None   # evicted snapshots written there rather than dropped
-    prefix_cache_spill_bytes: int = 16 * GiB
-    speculative_config: SpeculativeConfig | None = None   # vLLM's dict or JSON; None: off
+    max_num_seqs: int = setting("max_num_seqs")              # sequences decoded together
+    max_num_batched_tokens: int = setting("max_num_batched_tokens")   # tokens per step; prompts prefill in chunks
+    cache_memory: int = setting("cache_memory")              # KDA slots + the MLA latent cache
+    block_size: int = setting("block_size")                  # tokens per MLA cache block
+    max_resident_seqs: int | None = setting("max_resident_seqs")      # fewer than max_num_seqs: the rest waits on disk
+    state_offload_dir: str | None = setting("state_offload_dir")      # where (default: a private temporary folder)
+    max_model_len: int | None = setting("max_model_len")     # prompt + generated tokens per request
+    seed: int = 0                                            # seeds the requests that bring none (commands: --seed)
+    enable_prefix_caching: bool = setting("enable_prefix_caching")
+    prefix_cache_memory: int | None = setting("prefix_cache_memory")  # of cache_memory, for KDA snapshots
+    prefix_cache_spill_dir: str | None = setting("prefix_cache_spill_dir")   # evicted snapshots written there
+    prefix_cache_spill_bytes: int = setting("prefix_cache_spill_bytes")
+    speculative_config: SpeculativeConfig | None = setting("speculative_config")   # vLLM's dict or JSON; None: off
 
     def __post_init__(self) -> None:
         for name, value in _normalised(self).items():
@@ -92,9 +97,6 @@ def _normalised(c: EngineConfig) -> dict:
     if isinstance(c.image_limits, dict):
         out["image_limits"] = ImageLimits(**c.image_limits)
     return out
-
-
-VISION_DTYPES = ("float32", "bfloat16")
 
 
 def _check(c: EngineConfig) -> None:
