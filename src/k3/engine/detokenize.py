@@ -9,6 +9,12 @@ is cut from the text, with whatever followed it.
 from __future__ import annotations
 
 
+def usable_vocab(vocab_size: int, tokenizer) -> int:
+    """Ids a request may hold: the model's vocabulary, or with a tokenizer only those it can decode (see Sampler)."""
+    decodable = getattr(tokenizer, "vocab_size", None)
+    return min(vocab_size, decodable) if decodable else vocab_size
+
+
 class OutputText:
     def __init__(self, tokenizer, stop: tuple[str, ...], skip_special: bool):
         self.tokenizer, self.stop, self.skip_special = tokenizer, stop, skip_special

@@ -23,7 +23,7 @@ from k3.engine.memory.allocator import CacheAllocator
 from k3.engine.memory.manager import fit_capacity
 from k3.engine.prefix.setup import build_prefix_cache, snapshot_budget, snapshot_bytes
 from k3.engine.config import EngineConfig
-from k3.engine.detokenize import OutputText
+from k3.engine.detokenize import OutputText, usable_vocab
 from k3.engine.emit import emit
 from k3.engine.memory.offload import StateOffloader
 from k3.engine.structured.check import output_problem
@@ -31,7 +31,6 @@ from k3.engine.request import Request, RequestOutput, SamplingParams, Status
 from k3.engine.runner import ModelRunner
 from k3.engine.sampler import Sampler
 from k3.engine.scheduler import Scheduler
-from k3.engine.speculative.setup import build_drafter
 from k3.engine.structured.matcher import Grammars
 from k3.engine.state_file import model_fingerprint, save_state
 
@@ -43,11 +42,15 @@ class EngineDead(RuntimeError):
 
 
 class LLMEngine:
-    def __init__(self, model, config: EngineConfig | None = None, *, tokenizer=None):
+    def __init__(self, model, config: EngineConfig | None = None, *, tokenizer=None, drafter=None):
         """config: the engine's settings (k3.EngineConfig, validated when made; its load settings were used
         by whoever loaded `model`). Fewer max_resident_seqs than max_num_seqs turns on state offload: the
-        others' state waits on disk until their turn."""
+        others' state waits on disk until their turn. drafter: the speculative.Drafter that
+        config.speculative_config describes, built outside the engine (`build_engine` does both)."""
         config = config or EngineConfig()
+        if (config.speculative_config is None) != (drafter is None):
+            raise ValueError("speculative_config and drafter go together: build the engine with "
+                             "k3.engine.build_engine(model, config), which makes the drafter the config describes")
         self.model, self.config = model, config
         device = next(iter(model.parameters()), torch.empty(0)).device
         layout = model.state_layout()
@@ -77,9 +80,7 @@ class LLMEngine:
         self.tokenizer = tokenizer
         self.eos_token_id = model.config.eos_token_id
         self.vocab_size = model.config.vocab_size
-        # Ids a request may hold: with a tokenizer, only those it can decode (see Sampler).
-        decodable = getattr(tokenizer, "vocab_size", None)
-        self.usable_vocab = min(self.vocab_size, decodable) if decodable else self.vocab_size
+        self.usable_vocab = usable_vocab(self.vocab_size, tokenizer)
         self.holes = frozenset(h for h in getattr(tokenizer, "holes", ()) if h < self.usable_vocab)
         self.sampler = Sampler(self.usable_vocab, self.holes)
         self.grammars: Grammars | None = None   # built on the first constrained request
@@ -89,7 +90,7 @@ class LLMEngine:
         self._arrivals = 0
         self.counters = {"steps": 0, "prompt_tokens": 0, "generated_tokens": 0, "finished": 0, "errors": 0,
                          "forward_tokens": 0, "forward_seconds": 0.0}
-        self.drafter = build_drafter(config.speculative_config, self)
+        self.drafter = drafter
         self._snapshot = MappingProxyType({})
         self._publish()
         log.info(self.capacity.describe())

@@ -14,9 +14,9 @@ from k3.chat.tools import tool_names
 from k3.chat.images import image_sources
 from k3.config.vision import MediaConfig, load_media_config
 from k3.engine.config import EngineConfig
-from k3.engine.engine import LLMEngine
 from k3.engine.image_prompts import Prompt, dict_prompt, prepare_all
 from k3.engine.request import RequestOutput, SamplingParams
+from k3.engine.speculative.setup import build_engine
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class LLM:
         if isinstance(tokenizer, (str, Path)):
             tokenizer = K3Tokenizer.load(tokenizer)
         self.tokenizer = tokenizer
-        self.engine = LLMEngine(self.model, config, tokenizer=tokenizer)
+        self.engine = build_engine(self.model, config, tokenizer=tokenizer)
 
     @property
     def capacity(self):

@@ -9,12 +9,29 @@ accepted drafts and the token after them) and the k drafts: its state never need
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from k3.engine.config import EngineConfig
+from k3.engine.detokenize import usable_vocab
+from k3.engine.engine import LLMEngine
 from k3.engine.request import SamplingParams
+
+
+@dataclass(frozen=True)
+class DraftTarget:
+    """What a draft model must match of the engine it drafts for, known before that engine is built."""
+    usable_vocab: int            # ids the target may emit
+    config: EngineConfig         # the target's batch and cache settings
+    compute_dtype: torch.dtype
+    device: torch.device
+
+    @classmethod
+    def of(cls, model, config: EngineConfig, tokenizer=None) -> "DraftTarget":
+        device = next(iter(model.parameters()), torch.empty(0)).device
+        return cls(usable_vocab(model.config.vocab_size, tokenizer), config, model.compute_dtype, device)
 
 
 class DraftModelProposer:
@@ -23,17 +40,14 @@ class DraftModelProposer:
         self._rounds = 0
 
     @classmethod
-    def for_target(cls, model, target) -> "DraftModelProposer":
-        """model: a checkpoint path or a loaded model; target: the LLMEngine it drafts for."""
-        from k3.engine.engine import LLMEngine
-
+    def for_target(cls, model, target: DraftTarget) -> "DraftModelProposer":
+        """model: a checkpoint path or a loaded model; target: the engine it drafts for."""
         if isinstance(model, (str, Path)):
             from k3.model.weights import load_model
 
             if not (Path(model) / "config.json").is_file():
                 raise ValueError(f"speculative_config.model: {model} is not a checkpoint directory (no config.json)")
-            device = next(iter(target.model.parameters()), torch.empty(0)).device
-            model = load_model(model, dtype=target.model.compute_dtype, device=device)
+            model = load_model(model, dtype=target.compute_dtype, device=target.device)
         vocab = model.config.vocab_size
         if vocab < target.usable_vocab:
             raise ValueError(f"speculative_config.model: the draft model's vocabulary ({vocab:,} ids) is smaller than "
