@@ -46,3 +46,19 @@ def stop_reason(req: Request, token: int, eos_token_id: int | None) -> str | Non
         elif req.detok.add(token, final=done):
             return "stop"
     return "stop" if stop_token else "length" if done else None
+
+
+def close_at_length(req: Request, new: list[int], eos_token_id: int | None) -> tuple[str, list[int]]:
+    """max_tokens ended a constrained output -> (finish reason, the tokens appended this step). "stop" when
+    the answer is whole: the grammar is complete, or only K3's closing frame was left; what the grammar
+    forces from there is appended without sampling (the frame, and for a framed chat message its end token,
+    <|end_of_msg|>), so every reader sees a whole message. Else "length" with a warning."""
+    frame = req.constraint.closing_frame()
+    if frame is None:
+        req.warning = "max_tokens ended the output before its structured-outputs grammar was complete; raise max_tokens"
+        return "length", new
+    if req.constraint.frame_token is not None and eos_token_id is not None and (req.output_ids + frame)[-1:] != [eos_token_id]:
+        frame = frame + [eos_token_id]
+    for token in frame:
+        req.append_output(token)
+    return "stop", new + frame

@@ -54,18 +54,22 @@ class Constraint:
     def complete(self) -> bool:
         return self.matcher.is_accepting() or self.matcher.is_stopped()
 
-    def answered(self) -> bool:
-        """The output holds a whole answer: the grammar is complete, or all that can follow is K3's closing
-        frame (the tokens it forces start with `<|close|>`, and end it). So max_tokens spent on the frame
-        alone is not a cut answer: the caller reports "stop"."""
+    def closing_frame(self) -> list[int] | None:
+        """When max_tokens ends the output: [] if the grammar is complete; the tokens of K3's closing frame if
+        they are all that can follow (the tokens the grammar forces start with `<|close|>` and end it), so
+        the answer is whole and the frame is written for it (no sampling: the grammar forces each); None
+        if the answer is cut."""
         if self.complete:
-            return True
+            return []
         if self.frame_token is None:
-            return False
+            return None
         probe = self.matcher.deep_copy()
         forced = probe.compute_ff_tokens()
-        return (bool(forced) and forced[0] == self.frame_token and probe.consume_tokens(forced) is not False
-                and (probe.is_accepting() or probe.is_stopped()))
+        whole = (bool(forced) and forced[0] == self.frame_token and probe.consume_tokens(forced) is not False
+                 and (probe.is_accepting() or probe.is_stopped()))
+        if not whole or not self.matcher.consume_tokens(forced):
+            return None
+        return list(forced)
 
     def error(self) -> str:
         return self.matcher.get_error()
