@@ -46,12 +46,12 @@ def drain(engine) -> dict:
 
 
 def fake_engine(**kw):
-    from k3.engine import EngineConfig, LLMEngine
+    from k3.engine import EngineConfig, build_engine
 
     kw.setdefault("cache_memory", 1 << 20)
     model = {k: kw.pop(k) for k in ("eos_token_id", "soft") if k in kw}
     tokenizer = kw.pop("tokenizer", None)
-    return LLMEngine(FakeModel(**model), EngineConfig(**kw), tokenizer=tokenizer)
+    return build_engine(FakeModel(**model), EngineConfig(**kw), tokenizer=tokenizer)
 
 
 class FakeModel(nn.Module):

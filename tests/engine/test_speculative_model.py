@@ -193,7 +193,7 @@ def _window_paths(monkeypatch) -> dict[str, int]:
     import k3.model.k3 as k3_model
 
     counts = {"whole": 0, "op by op": 0, "native attention": 0}
-    whole, step = k3_model.decode_rows, kda.kda_layer_step
+    whole, step = k3_model.decode_in_one_call, kda.kda_layer_step
 
     def counted_whole(model, ids, batch, *rest):
         out = whole(model, ids, batch, *rest)
@@ -205,7 +205,7 @@ def _window_paths(monkeypatch) -> dict[str, int]:
         counts["native attention"] += x.shape[0] > index.numel()   # a window: several rows a sequence
         return step.native(layer, x, recurrent, tails, index, replay)
 
-    monkeypatch.setattr(k3_model, "decode_rows", counted_whole)
+    monkeypatch.setattr(k3_model, "decode_in_one_call", counted_whole)
     monkeypatch.setattr(kda, "kda_layer_step", dataclasses.replace(step, native=counted_step))
     return counts
 
@@ -257,7 +257,7 @@ def test_verify_windows_run_the_whole_plan_with_the_bits_of_every_other_path(tin
     assert counts["whole"] > 0 and counts["native attention"] == 0
     if batch == 1:
         assert counts["op by op"] == 0, "every window of a lone sequence is one native call"
-    monkeypatch.setattr(k3_model, "decode_rows", lambda *args: None)
+    monkeypatch.setattr(k3_model, "decode_in_one_call", lambda *args: None)
     steps = run("steps")
     assert counts["native attention"] > 0, "op by op, a window's attention is one registered native step"
     _modules_only(monkeypatch)

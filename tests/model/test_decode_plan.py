@@ -34,14 +34,14 @@ def _decode(model, batch: int) -> list[torch.Tensor]:
 def _count_paths(monkeypatch) -> dict[str, int]:
     """How often each native form answered: the whole plan, a sublayer's attention or FFN step."""
     counts = {"whole": 0, "attention": 0, "ffn": 0}
-    whole = k3_model.decode_rows
+    whole = k3_model.decode_in_one_call
 
     def counted_whole(*args):
         out = whole(*args)
         counts["whole"] += out is not None
         return out
 
-    monkeypatch.setattr(k3_model, "decode_rows", counted_whole)
+    monkeypatch.setattr(k3_model, "decode_in_one_call", counted_whole)
     for kind, ops in STEP_OPS.items():
         for module, name in ops:
             op = getattr(module, name)
@@ -55,7 +55,7 @@ def _count_paths(monkeypatch) -> dict[str, int]:
 
 
 def _op_by_op(monkeypatch) -> None:
-    monkeypatch.setattr(k3_model, "decode_rows", lambda *args: None)
+    monkeypatch.setattr(k3_model, "decode_in_one_call", lambda *args: None)
 
 
 def _modules_only(monkeypatch) -> None:

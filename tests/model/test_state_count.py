@@ -1,6 +1,6 @@
 """A bare model's decode state has one count of the tokens it holds (K3State.count): forward advances it,
 and every MLA cache writes at that position instead of counting for itself (issue 48: the cache length had
-two owners, hence a two-step decode_rows/commit_decode)."""
+two owners, hence a two-step step_rows/commit_decode)."""
 
 import torch
 
@@ -33,6 +33,6 @@ def test_a_bare_models_cache_refuses_verify_windows_by_name():
     from k3.layers.state import TokenCount
 
     cache = DenseMLACache(TokenCount())
-    cache.decode_rows([0], 4, 2, torch.zeros(1, 6))   # one position: fine
+    cache.step_rows([0], 4, 2, torch.zeros(1, 6))   # one position: fine
     with pytest.raises(ValueError, match="holds no verify windows"):
-        cache.decode_rows([0], 4, 2, torch.zeros(1, 6), positions=3)
+        cache.step_rows([0], 4, 2, torch.zeros(1, 6), positions=3)

@@ -188,13 +188,13 @@ def test_situ_in_place_equals_the_autograd_form():
 
 
 def test_native_dequantize_is_exact(kernels):
-    from k3.ops.mxfp4.linear import decode_rows
+    from k3.ops.mxfp4.linear import dequantize_rows
 
     g = torch.Generator().manual_seed(11)
     packed = torch.randint(0, 256, (7, 48), dtype=torch.uint8, generator=g)
     scale = torch.randint(0, 255, (7, 3), dtype=torch.uint8, generator=g)
     assert torch.equal(kernels.mxfp4_dequantize(packed, scale), dequantize(packed, scale))
-    assert torch.equal(decode_rows(packed, scale, 32, torch.float32), dequantize(packed, scale))
+    assert torch.equal(dequantize_rows(packed, scale, 32, torch.float32), dequantize(packed, scale))
 
 
 @pytest.mark.parametrize("K", [96, 416])  # 416: whole 128-column blocks (the VNNI form's) and a group past them

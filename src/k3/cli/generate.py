@@ -84,8 +84,8 @@ def check_images(args, model) -> None:
             measure(f)
         except ImageError as e:
             raise ValueError(f"--image {f}: {e}") from None
-    if getattr(args, "no_vision", False) or load_config(model).vision is None:
-        why = "--no-vision was given" if getattr(args, "no_vision", False) else "its checkpoint has no vision tower"
+    if args.vision is False or load_config(model).vision is None:
+        why = "--no-vision was given" if args.vision is False else "its checkpoint has no vision tower"
         raise ValueError(f"--image: {model} takes text only here ({why}); use a checkpoint with a tower (the "
                          "released one, or `k3 synth DIR --preset tiny-vision` to try images)")
 

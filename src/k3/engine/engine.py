@@ -24,7 +24,7 @@ from k3.engine.memory.manager import fit_capacity
 from k3.engine.prefix.setup import build_prefix_cache, snapshot_budget, snapshot_bytes
 from k3.engine.config import EngineConfig
 from k3.engine.detokenize import OutputText, usable_vocab
-from k3.engine.emit import emit
+from k3.engine.emit import close_at_length, emit
 from k3.engine.memory.offload import StateOffloader
 from k3.engine.structured.check import output_problem
 from k3.engine.request import Request, RequestOutput, SamplingParams, Status
@@ -164,27 +164,27 @@ class LLMEngine:
     def _step(self) -> list[RequestOutput]:
         """One direction: the scheduler decides, the runner carries it out (state moves, the forward), the
         sampler samples, `_update_from_output` applies all of it, and the drafter drafts for the next step."""
-        plan = self.scheduler.schedule()
-        if not plan.chunks and not plan.placed and not plan.swapped_out:
+        scheduled = self.scheduler.schedule()
+        if not scheduled.chunks and not scheduled.placed and not scheduled.swapped_out:
             return []
         started = time.perf_counter()
         try:
-            result = self.runner.execute(plan)
+            result = self.runner.execute(scheduled)
         except Exception as e:  # a failed step fails its requests, never the engine
             log.exception("model step failed")
-            failed = {c.request.request_id: c.request for c in plan.chunks} | {p.request.request_id: p.request for p in plan.placed}
+            failed = {c.request.request_id: c.request for c in scheduled.chunks} | {p.request.request_id: p.request for p in scheduled.placed}
             outs = [self._finish(r, "error", [], f"model step failed: {type(e).__name__}: {e}") for r in failed.values()]
             self._publish()
             return outs
         self.counters["forward_seconds"] += time.perf_counter() - started
         samples = self.sampler(result.logits, result.requests, result.drafts)
-        outs = self._update_from_output(plan, result, samples)
+        outs = self._update_from_output(scheduled, result, samples)
         if self.drafter is not None:   # drafts for the requests that moved (the others keep theirs)
-            self.drafter.propose([c.request for c in plan.chunks if c.request.status == Status.RUNNING])
+            self.drafter.propose([c.request for c in scheduled.chunks if c.request.status == Status.RUNNING])
         self._publish()
         return outs
 
-    def _update_from_output(self, plan, result, samples) -> list[RequestOutput]:
+    def _update_from_output(self, scheduled, result, samples) -> list[RequestOutput]:
         """Everything a step's output changes, in one place: each request's new tokens (a verify window's
         rejected drafts undone in the state), computed counts, prefix snapshots, prompt log-probabilities,
         the drafter's acceptance record, counters, and the requests that finish."""
@@ -193,14 +193,14 @@ class LLMEngine:
         kept = {req.request_id: min(len(new), 1 + s.accepted) or 1
                 for req, s, d, (new, _, _) in zip(result.requests, samples, result.drafts, emitted) if d}
         self.runner.keep_windows(result, kept)
-        self.scheduler.update(plan, kept)
-        if plan.snapshots:
-            self.runner.take_snapshots(plan.snapshots)
+        self.scheduler.update(scheduled, kept)
+        if scheduled.snapshots:
+            self.runner.take_snapshots(scheduled.snapshots)
         for req, pos, lp in result.prompt_logprobs:
             req.prompt_logprobs[pos] = lp
         self.counters["steps"] += 1
-        self.counters["forward_tokens"] += plan.num_tokens
-        self.counters["prompt_tokens"] += sum(_prompt_tokens(c) for c in plan.chunks)
+        self.counters["forward_tokens"] += scheduled.num_tokens
+        self.counters["prompt_tokens"] += sum(_prompt_tokens(c) for c in scheduled.chunks)
         self.counters["generated_tokens"] += sum(len(new) for new, _, _ in emitted)
         outs = []
         for req, s, d, (new, reason, error) in zip(result.requests, samples, result.drafts, emitted):
@@ -216,11 +216,7 @@ class LLMEngine:
         if order is not None:  # where the next turn of its conversation begins
             self.runner.take_snapshots([order])
         if reason == "length" and req.constraint is not None:
-            if req.constraint.answered():
-                reason = "stop"      # only K3's closing frame was left: the answer is whole
-            else:
-                req.warning = ("max_tokens ended the output before its structured-outputs grammar was complete; "
-                               "raise max_tokens")
+            reason, new = close_at_length(req, new, self.eos_token_id)
         if reason == "stop" and req.params.structured_outputs is not None:
             reason = self._checked(req)
         req.finish_reason, req.error = reason, error

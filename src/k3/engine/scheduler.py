@@ -221,7 +221,7 @@ class Scheduler:
             self._offloaded.discard(req.request_id)
             source = OFFLOADED
         else:
-            state, req.initial_state = match.state or req.initial_state, None   # handed to the runner in the plan
+            state, req.initial_state = match.state or req.initial_state, None   # handed to the runner in the scheduler's output
             if state is not None:
                 source = RESUME
                 req.num_computed = len(state.token_ids)

@@ -90,12 +90,12 @@ class GatedMLA(nn.Module):
         """The cache tensors of `mla_layer_step` (pool, tables, lengths, block size, the pool rows the new
         latents go to, positions per sequence: one query row per new position) when the batch is one group
         on a cache the step runs in one call (batch.one_call_group: one token a sequence, or verify windows
-        of one length); else None, the cache as it was (`decode_rows` writes nothing). `like`: a row of the
+        of one length); else None, the cache as it was (`step_rows` writes nothing). `like`: a row of the
         step (dtype, device)."""
         group = batch.one_call_group() if cache is not None else None
         if group is None:
             return None
-        p, new_rows = cache.decode_rows(group.seqs, self.kv_rank, self.extra, like, group.tokens)
+        p, new_rows = cache.step_rows(group.seqs, self.kv_rank, self.extra, like, group.tokens)
         return p.pool, p.tables, p.lens, p.block_size, new_rows, group.tokens
 
     def state_takes(self, pool, tables, lens, block_size, new_rows, positions) -> bool:

@@ -59,7 +59,7 @@ class MLACacheView(Protocol):
         """Append one token per sequence ([b, R], [b, Dr]; cached lengths may differ) -> the paged
         latents decode attends over, in place."""
 
-    def decode_rows(self, seqs: list[int], rank: int, extra: int, like: torch.Tensor, positions: int = 1
+    def step_rows(self, seqs: list[int], rank: int, extra: int, like: torch.Tensor, positions: int = 1
                     ) -> tuple[PagedLatents, torch.Tensor]:
         """Where append_decode (positions 1) or append_window (verify windows of `positions`) would put the
         new rows, for a caller that writes them itself: (the paged latents attended over once they are
@@ -168,7 +168,7 @@ class DenseMLACache:
         self.buffer: torch.Tensor | None = None
         self.count = count
         self.rank = 0
-        self._tables: torch.Tensor | None = None   # decode_rows' block tables: row i is sequence i's buffer
+        self._tables: torch.Tensor | None = None   # step_rows' block tables: row i is sequence i's buffer
 
     def _reserve(self, b: int, extra: int, like: torch.Tensor, width: int) -> None:
         """Room for `extra` more tokens of b sequences, rows `width` wide, in like's dtype and device."""
@@ -192,11 +192,11 @@ class DenseMLACache:
         return self.buffer[:, :offset + T, :R], self.buffer[:, :offset + T, R:], offset
 
     def append_decode(self, seqs, c_kv, k_x):
-        paged, rows = self.decode_rows(seqs, c_kv.shape[-1], k_x.shape[-1], c_kv)
+        paged, rows = self.step_rows(seqs, c_kv.shape[-1], k_x.shape[-1], c_kv)
         paged.pool.index_copy_(0, rows, torch.cat((c_kv, k_x), dim=-1).to(paged.pool.dtype))
         return paged
 
-    def decode_rows(self, seqs, rank, extra, like, positions=1):
+    def step_rows(self, seqs, rank, extra, like, positions=1):
         if positions != 1:
             raise ValueError("DenseMLACache holds no verify windows; they are the engine's (k3.engine)")
         b = len(seqs)

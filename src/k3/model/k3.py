@@ -19,7 +19,7 @@ from k3.layers.state import KDAStateView, MLACacheView, StateLayout, TokenCount,
 from k3.layers.decode_weights import forget_bound
 from k3.model.block import DecoderLayer
 from k3.model.plan import Registers, output_steps, run_steps
-from k3.model.plan_binding import decode_rows
+from k3.model.plan_binding import decode_in_one_call
 from k3.model.vision import Splice, splice_for
 from k3.ops.dispatch import reference_only
 from k3.model.vision import attach as attach_vision
@@ -123,7 +123,7 @@ class K3ForCausalLM(nn.Module):
         """The engine's entry: packed ids [N] -> logits [len(logits_index), vocab] (all N if None).
         `splice`: image rows for some of the N positions (prefill only)."""
         if splice is None:
-            logits = decode_rows(self, input_ids, batch, layer_states, logits_index)
+            logits = decode_in_one_call(self, input_ids, batch, layer_states, logits_index)
             if logits is not None:
                 return logits
         h = self.model(input_ids, batch, self.compute_dtype, layer_states, splice)

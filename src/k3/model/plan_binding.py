@@ -4,7 +4,7 @@
 and FFN `step_weights`, the norms and mixes, the embedding and a bf16 head), the whole plan as one
 `kernels.DecodePlan`, and keeps it on the model (`model.decode_binding`) until `model.weights_changed()`.
 
-`decode_rows` then runs a batch that is one group the plan steps in one call (N sequences of one new
+`decode_in_one_call` then runs a batch that is one group the plan steps in one call (N sequences of one new
 token each, or verify windows of one length) as one native call. Everything else runs the plan op by op
 (model/plan.py's `run_steps`), where each sublayer's forward runs its registered native step for rows it
 takes (layers/steps.py). Both routes call the same kernels in the same order, so they give the same bits
@@ -54,10 +54,10 @@ def _whole_plan(model, kernels):
     steps = []
     for step in model_steps(c):
         owner = text if step.layer == OUTPUT else text.layers[step.layer]
-        native = _native_step(kernels, step, owner)
-        if native is None:
+        bound_step = _native_step(kernels, step, owner)
+        if bound_step is None:
             return None
-        steps.append(native)
+        steps.append(bound_step)
     return kernels.make_decode_plan(embed=embed[0], steps=steps, head=head)
 
 
@@ -91,7 +91,7 @@ def _native_step(kernels, step: Step, owner: nn.Module):
     return kernels.PlanStep(op=int(step.op), layer=step.layer, **fields)
 
 
-def decode_rows(model, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
+def decode_in_one_call(model, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
                 logits_index: torch.Tensor | None) -> torch.Tensor | None:
     """Logits [len(logits_index) or N, vocab] of a batch that is one group the plan steps in one native
     call (batch.one_call_group: N sequences of one new token each, or verify windows of one length, N rows

@@ -40,7 +40,7 @@ class PagedMLAView:
         """One token per sequence ([b, R], [b, Dr]): a window of one position."""
         return self.append_window(seqs, c_kv.unsqueeze(1), k_x.unsqueeze(1))
 
-    def decode_rows(self, seqs, rank, extra, like, positions=1):
+    def step_rows(self, seqs, rank, extra, like, positions=1):
         """Where one token per sequence (or a window of `positions`) goes: the step index's window (no
         state changes)."""
         tables, lens, new_rows = self.step.window(seqs, positions)

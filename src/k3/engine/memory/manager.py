@@ -42,8 +42,9 @@ class Capacity:
                 f"{self.total_bytes / 2 ** 20:,.1f} MiB")
 
 
-def plan_capacity(layout: StateLayout, budget_bytes: int, max_num_seqs: int, block_size: int,
-                  dtype: torch.dtype) -> Capacity:
+def split_budget(layout: StateLayout, budget_bytes: int, max_num_seqs: int, block_size: int,
+                 dtype: torch.dtype) -> Capacity:
+    """The budget as `max_num_seqs` KDA slots and MLA blocks of `block_size` tokens for the rest."""
     itemsize = torch.empty((), dtype=dtype).element_size()
     slot, token = layout.slot_bytes(itemsize), layout.token_bytes(itemsize)
     rest = budget_bytes - max_num_seqs * slot
@@ -62,10 +63,10 @@ def fit_capacity(layout: StateLayout, budget_bytes: int, max_num_seqs: int, max_
     if max_resident_seqs is not None:
         if not 1 <= max_resident_seqs <= max_num_seqs:
             raise ValueError(f"max_resident_seqs must be in 1..max_num_seqs ({max_num_seqs})")
-        return plan_capacity(layout, budget_bytes, max_resident_seqs, block_size, dtype)
+        return split_budget(layout, budget_bytes, max_resident_seqs, block_size, dtype)
     for seqs in range(max_num_seqs, 0, -1):
         try:
-            return plan_capacity(layout, budget_bytes, seqs, block_size, dtype)
+            return split_budget(layout, budget_bytes, seqs, block_size, dtype)
         except ValueError:
             if seqs == 1:
                 raise

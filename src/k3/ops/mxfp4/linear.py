@@ -30,7 +30,7 @@ def _tables(dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, tor
     return pair, e8m0_table(dtype, device)
 
 
-def decode_rows_reference(packed: torch.Tensor, scale: torch.Tensor, group_size: int, dtype: torch.dtype) -> torch.Tensor:
+def dequantize_rows_reference(packed: torch.Tensor, scale: torch.Tensor, group_size: int, dtype: torch.dtype) -> torch.Tensor:
     """packed [r, in/2], scale [r, in/g] -> [r, in] in `dtype` (no NaN check)."""
     pair, pow2 = _tables(dtype, packed.device)
     w = pair[packed.long()].flatten(-2)
@@ -56,8 +56,8 @@ def _linear_examples(large: bool) -> list[Example]:
     return [Example(f"{n} rows, [{out_}, {in_}]", (randn(n, in_, seed=2), packed, scale)) for n in (1, 5)]
 
 
-decode_rows = register(
-    "mxfp4_dequantize", examples=_dequantize_examples, reference=decode_rows_reference,
+dequantize_rows = register(
+    "mxfp4_dequantize", examples=_dequantize_examples, reference=dequantize_rows_reference,
     native=lambda packed, scale, group_size, dtype: native().mxfp4_dequantize(packed, scale),  # one pass in C++
     supports=lambda packed, scale, group_size, dtype: (group_size == 32 and dtype == torch.float32
                                                        and packed.is_contiguous() and scale.is_contiguous()))
@@ -69,10 +69,10 @@ def mxfp4_linear_tiled(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tenso
     Decodes tile by tile and runs a GEMM (compute bound, where decoding is amortised)."""
     out_rows = packed.shape[0]
     if out_rows <= row_tile:
-        return x @ decode_rows(packed, scale, group_size, x.dtype).T
+        return x @ dequantize_rows(packed, scale, group_size, x.dtype).T
     y = x.new_empty((x.shape[0], out_rows))
     for r in range(0, out_rows, row_tile):
-        w = decode_rows(packed[r:r + row_tile], scale[r:r + row_tile], group_size, x.dtype)
+        w = dequantize_rows(packed[r:r + row_tile], scale[r:r + row_tile], group_size, x.dtype)
         y[:, r:r + row_tile] = x @ w.T
     return y
 
