@@ -38,7 +38,7 @@ from scratch import scratch_dir  # noqa: E402
 
 import k3  # noqa: E402
 from k3.engine import LLM, SamplingParams  # noqa: E402
-from k3.engine.scheduler import ScheduledChunk, SchedulerOutput  # noqa: E402
+from k3.engine.scheduled import ScheduledChunk, SchedulerOutput  # noqa: E402
 from k3.engine.speculative import Drafter, SpeculativeConfig  # noqa: E402
 from k3.streaming import plan_memory  # noqa: E402
 from k3.testing import make_checkpoint  # noqa: E402

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from k3.engine.request import Request
+from k3.engine.structured.check import output_problem
 
 
 def emit(req: Request, sample, eos_token_id: int | None) -> tuple[list[int], str | None, str | None]:
@@ -62,3 +63,23 @@ def close_at_length(req: Request, new: list[int], eos_token_id: int | None) -> t
     for token in frame:
         req.append_output(token)
     return "stop", new + frame
+
+
+def final_reason(req: Request, reason: str, new: list[int], eos_token_id: int | None) -> tuple[str, list[int]]:
+    """A finishing request's reason once its grammar is heard -> (reason, the tokens appended this step):
+    max_tokens on a whole answer is "stop" (`close_at_length`), a stop whose JSON fails its schema "invalid"."""
+    if reason == "length" and req.constraint is not None:
+        reason, new = close_at_length(req, new, eos_token_id)
+    if reason == "stop" and req.params.structured_outputs is not None:
+        reason = _checked(req)
+    return reason, new
+
+
+def _checked(req: Request) -> str:
+    """"stop", or "invalid" (with a warning) when an unframed JSON output fails its whole schema (check.py;
+    a chat answer's JSON and tool calls are checked where its message is parsed)."""
+    so = req.params.structured_outputs
+    problem = None if so.frame is not None else output_problem(so, req.text or "")
+    if problem is not None:
+        req.warning = f"the output does not validate against the schema {problem}"
+    return "invalid" if problem is not None and so.enforced else "stop"

@@ -24,9 +24,8 @@ from k3.engine.memory.manager import fit_capacity
 from k3.engine.prefix.setup import build_prefix_cache, snapshot_budget, snapshot_bytes
 from k3.engine.config import EngineConfig
 from k3.engine.detokenize import OutputText, usable_vocab
-from k3.engine.emit import close_at_length, emit
+from k3.engine.emit import emit, final_reason
 from k3.engine.memory.offload import StateOffloader
-from k3.engine.structured.check import output_problem
 from k3.engine.request import Request, RequestOutput, SamplingParams, Status
 from k3.engine.runner import ModelRunner
 from k3.engine.sampler import Sampler
@@ -193,34 +192,38 @@ class LLMEngine:
         kept = {req.request_id: min(len(new), 1 + s.accepted) or 1
                 for req, s, d, (new, _, _) in zip(result.requests, samples, result.drafts, emitted) if d}
         self.runner.keep_windows(result, kept)
-        self.scheduler.update(scheduled, kept)
-        if scheduled.snapshots:
-            self.runner.take_snapshots(scheduled.snapshots)
+        ends = {}   # request id -> (final reason, tokens appended, error)
+        for req, s, d, (new, reason, error) in zip(result.requests, samples, result.drafts, emitted):
+            if d and self.drafter is not None and s.tokens:
+                self.drafter.observe(req, len(d), s.accepted)
+            if reason:
+                ends[req.request_id] = (*final_reason(req, reason, new, self.eos_token_id), s.error or error)
+        ending = [(req, ends[req.request_id][0] != "error") for req in result.requests if req.request_id in ends]
+        snapshots, finished = self.scheduler.update_from_output(scheduled, kept, ending)
+        self.runner.take_snapshots(snapshots)
         for req, pos, lp in result.prompt_logprobs:
             req.prompt_logprobs[pos] = lp
         self.counters["steps"] += 1
         self.counters["forward_tokens"] += scheduled.num_tokens
         self.counters["prompt_tokens"] += sum(_prompt_tokens(c) for c in scheduled.chunks)
         self.counters["generated_tokens"] += sum(len(new) for new, _, _ in emitted)
-        outs = []
-        for req, s, d, (new, reason, error) in zip(result.requests, samples, result.drafts, emitted):
-            if d and self.drafter is not None and s.tokens:
-                self.drafter.observe(req, len(d), s.accepted)
-            outs.append(self._finish(req, reason, new, s.error or error) if reason else self._output(req, new))
-        return outs
+        done = {f.request.request_id: self._let_go(f, *ends[f.request.request_id]) for f in finished}
+        return [done.get(req.request_id) or self._output(req, new) for req, (new, _, _) in zip(result.requests, emitted)]
 
     def _finish(self, req: Request, reason: str, new: list[int], error: str | None = None) -> RequestOutput:
-        if req.save_state_path and reason in ("stop", "length"):
-            self._save(req)
-        order = self.scheduler.snapshot_order(req) if reason != "error" else None
-        if order is not None:  # where the next turn of its conversation begins
-            self.runner.take_snapshots([order])
-        if reason == "length" and req.constraint is not None:
-            reason, new = close_at_length(req, new, self.eos_token_id)
-        if reason == "stop" and req.params.structured_outputs is not None:
-            reason = self._checked(req)
+        """A request ends outside a step's output (an abort, a failed step): the scheduler lets it go."""
+        return self._let_go(self.scheduler.finish(req, keep=reason != "error"), reason, new, error)
+
+    def _let_go(self, f, reason: str, new: list[int], error: str | None) -> RequestOutput:
+        """The runner copies what a finished request leaves (its conversation's snapshot, its saved state)
+        and forgets it; its last output."""
+        req = f.request
+        if f.snapshot is not None:   # where the next turn of its conversation begins
+            self.runner.take_snapshots([f.snapshot])
+        if req.save_state_path and reason in ("stop", "length", "invalid") and f.placement is not None:
+            state = self.runner.save_state(req, f.placement)
+            save_state(req.save_state_path, state, self.fingerprint, self.model.compute_dtype)
         req.finish_reason, req.error = reason, error
-        self.scheduler.remove(req)
         self.runner.forget(req.request_id)
         if self.drafter is not None:
             self.drafter.forget(req.request_id)
@@ -228,19 +231,6 @@ class LLMEngine:
         self.counters["finished"] += 1
         self.counters["errors"] += reason == "error"
         return self._output(req, new)
-
-    def _checked(self, req: Request) -> str:
-        """"stop", or "invalid" (with a warning) when an unframed JSON output fails its whole schema (check.py;
-        a chat answer's JSON and tool calls are checked where its message is parsed)."""
-        so = req.params.structured_outputs
-        problem = None if so.frame is not None else output_problem(so, req.text or "")
-        if problem is not None:
-            req.warning = f"the output does not validate against the schema {problem}"
-        return "invalid" if problem is not None and so.enforced else "stop"
-
-    def _save(self, req: Request) -> None:
-        state = self.runner.save_state(req, self.allocator.placement(req.request_id))
-        save_state(req.save_state_path, state, self.fingerprint, self.model.compute_dtype)
 
     @functools.cached_property
     def fingerprint(self) -> str:

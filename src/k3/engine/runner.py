@@ -18,7 +18,7 @@ from k3.engine.memory.manager import Capacity, CachePools
 from k3.engine.memory.sequence_state import SequenceState, export_kda, export_mla, import_mla
 from k3.engine.speculative.rollback import WindowLog
 from k3.engine.request import Request, TokenLogprob
-from k3.engine.scheduler import OFFLOADED, PREFIX, RESUME, SchedulerOutput, SnapshotOrder
+from k3.engine.scheduled import OFFLOADED, PREFIX, RESUME, SchedulerOutput, SnapshotOrder
 from k3.layers.batch import ForwardBatch
 from k3.layers.state import StateLayout
 from k3.media.image import stack_images

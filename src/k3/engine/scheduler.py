@@ -2,8 +2,10 @@
 
 The scheduler decides and the runner carries out: `schedule()` returns a `SchedulerOutput` (which
 requests run how many tokens, which sequences take a slot and blocks and where their state comes
-from, which are swapped out), and `update()` advances `num_computed` once the step has run. It is
-the only owner of allocation (`CacheAllocator`) and of `num_computed`; it never touches tensors.
+from, which are swapped out: k3/engine/scheduled.py), and `update_from_output()` advances `num_computed`
+once the step has run and lets the requests that finished go, returning what the runner copies before
+anything is placed again (snapshot orders, the finished requests' placements). It is the only owner of
+allocation (`CacheAllocator`), of `num_computed` and of finishing; it never touches tensors.
 
 Running requests go first, least recently scheduled first, so with a small budget they take turns
 and none starves. A running request in prefill takes as many prompt tokens as the budget leaves
@@ -27,73 +29,12 @@ steps; the next in line is prefetched so its state is read while this step compu
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
-from k3.engine.memory.allocator import CacheAllocator, Placement
-from k3.engine.memory.sequence_state import SequenceState
+from k3.engine.memory.allocator import CacheAllocator
 from k3.engine.prefix.cache import NO_MATCH, PrefixCache, PrefixMatch
-from k3.engine.prefix.index import CachedBlock
-from k3.engine.prefix.snapshots import Snapshot
 from k3.engine.request import Request, Status
-
-# Where a placed sequence's state comes from: zero, request.initial_state (saved or spilled state),
-# the offloader, or a prefix-cache snapshot plus shared blocks.
-NEW, RESUME, OFFLOADED, PREFIX = "new", "resume", "offloaded", "prefix"
-
-
-@dataclass(frozen=True)
-class ScheduledChunk:
-    request: Request
-    num_tokens: int                    # counting the drafts
-    placement: Placement | None = None
-    draft: tuple[int, ...] = ()        # speculative drafts after the request's pending token: a verify window
-
-    @property
-    def window(self) -> bool:
-        return bool(self.draft)
-
-    def token_ids(self) -> list[int]:
-        req = self.request
-        return req.all_ids[req.num_computed:req.num_computed + self.num_tokens - len(self.draft)] + list(self.draft)
-
-
-@dataclass(frozen=True)
-class Placed:
-    request: Request
-    placement: Placement
-    source: str            # NEW, RESUME, OFFLOADED or PREFIX (see above)
-    snapshot: Snapshot | None = None   # PREFIX: the KDA state (and tail rows) to restore
-    state: SequenceState | None = None  # RESUME: the saved or spilled state to import
-
-
-@dataclass(frozen=True)
-class SwappedOut:
-    request: Request
-    placement: Placement   # what it held, already released: export before anything is placed
-    num_tokens: int
-
-
-@dataclass(frozen=True)
-class SnapshotOrder:
-    holder: CachedBlock | None   # the last full block before the position (None: the root)
-    tail: tuple[int, ...]        # tokens after it, up to the position
-    slot: int                    # whose KDA state, as it is now
-    tail_block: int | None       # the request's block holding the tail's MLA rows
-
-
-@dataclass
-class SchedulerOutput:
-    chunks: list[ScheduledChunk] = field(default_factory=list)
-    swapped_out: list[SwappedOut] = field(default_factory=list)
-    placed: list[Placed] = field(default_factory=list)
-    prefetch: list[str] = field(default_factory=list)
-    evicted: list[CachedBlock] = field(default_factory=list)   # blocks being reused: spill or drop their snapshots first
-    snapshots: list[SnapshotOrder] = field(default_factory=list)  # filled by update()
-
-    @property
-    def num_tokens(self) -> int:
-        return sum(c.num_tokens for c in self.chunks)
-
+from k3.engine.scheduled import (NEW, OFFLOADED, PREFIX, RESUME, Finished, Placed, ScheduledChunk, SchedulerOutput,
+                                 SnapshotOrder, SwappedOut)
 
 class Scheduler:
     def __init__(self, allocator: CacheAllocator, max_num_seqs: int, max_num_batched_tokens: int,
@@ -113,8 +54,24 @@ class Scheduler:
     def add(self, request: Request) -> None:
         self.waiting.append(request)
 
+    def finish(self, request: Request, keep: bool = True) -> Finished:
+        """Let go of a request (finished, aborted or failed): drop it from the queues and release its cache,
+        returning where its state was and, when `keep` (not a failure), the snapshot its conversation's next
+        turn resumes from, for the runner to copy before anything is placed."""
+        order = self.snapshot_order(request) if keep else None
+        placement = self.allocator.held(request.request_id)
+        self.remove(request)
+        return Finished(request, placement, order)
+
+    def update_from_output(self, out: SchedulerOutput, kept: dict[str, int],
+                           ending: list[tuple[Request, bool]]) -> tuple[list[SnapshotOrder], list[Finished]]:
+        """The step ran: advance its requests (`update`), then let go of those `ending` ((request, keep) as
+        `finish` takes them). -> (the snapshots to take, the finished requests): what the runner copies."""
+        self.update(out, kept)
+        return out.snapshots, [self.finish(req, keep) for req, keep in ending]
+
     def remove(self, request: Request) -> None:
-        """Drop a request from the queues and release its cache (finished, aborted or failed)."""
+        """Drop a request from the queues and release its cache (through `finish`)."""
         request.status = Status.FINISHED
         for queue in (self.running, self.waiting, self.swapped):
             if request in queue:

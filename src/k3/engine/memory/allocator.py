@@ -124,6 +124,10 @@ class CacheAllocator:
     def placement(self, request_id: str) -> Placement:
         return self._held[request_id]
 
+    def held(self, request_id: str) -> Placement | None:
+        """Its placement, or None for a request that holds none (waiting, swapped out)."""
+        return self._held.get(request_id)
+
     def usage(self) -> dict:
         return {"slots_free": self.num_free_slots, "slots_total": self.capacity.max_seqs,
                 "blocks_free": self.num_free_blocks, "blocks_total": self.capacity.num_blocks,
