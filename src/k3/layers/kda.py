@@ -159,7 +159,7 @@ class KimiDeltaAttention(nn.Module):
         """Whether the native step reads `step_args`' tensors as they are."""
         return index.dtype == torch.long and all(t.is_contiguous() and t.dtype == torch.float32 for t in (recurrent, *tails))
 
-    def native_state(self, kernels, rows: int, recurrent, tails, index, replay):
+    def step_state(self, kernels, rows: int, recurrent, tails, index, replay):
         """`step_args`' tensors as the native step's `kernels.KdaState`, for `rows` rows of input."""
         return kernels.KdaState(recurrent=recurrent, tails=list(tails), index=index, positions=rows // index.numel(),
                                 replay=list(replay))
@@ -207,7 +207,7 @@ class KimiDeltaAttention(nn.Module):
 
 def _step_native(layer: KimiDeltaAttention, x, recurrent, tails, index, replay) -> torch.Tensor:
     kernels = loaded_kernels()
-    state = layer.native_state(kernels, x.shape[0], recurrent, tails, index, replay)
+    state = layer.step_state(kernels, x.shape[0], recurrent, tails, index, replay)
     return kernels.attention_step(x, layer.step_weights(kernels), state)
 
 

@@ -102,7 +102,7 @@ class GatedMLA(nn.Module):
         """Whether the native step reads `step_args`' tensors as they are (the paged kernel's own test)."""
         return paged_takes(pool, tables, lens) and new_rows.dtype == torch.long
 
-    def native_state(self, kernels, rows: int, pool, tables, lens, block_size, new_rows, positions):
+    def step_state(self, kernels, rows: int, pool, tables, lens, block_size, new_rows, positions):
         """`step_args`' tensors as the native step's `kernels.MlaState`."""
         return kernels.MlaState(pool=pool, tables=tables, lens=lens, block_size=block_size, new_rows=new_rows)
 
@@ -155,7 +155,7 @@ class GatedMLA(nn.Module):
 
 def _step_native(layer: GatedMLA, x, pool, tables, lens, block_size, new_rows, positions) -> torch.Tensor:
     kernels = loaded_kernels()
-    state = layer.native_state(kernels, x.shape[0], pool, tables, lens, block_size, new_rows, positions)
+    state = layer.step_state(kernels, x.shape[0], pool, tables, lens, block_size, new_rows, positions)
     return kernels.attention_step(x, layer.step_weights(kernels), state)
 
 

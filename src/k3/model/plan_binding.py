@@ -54,10 +54,10 @@ def _whole_plan(model, kernels):
     steps = []
     for step in model_steps(c):
         owner = text if step.layer == OUTPUT else text.layers[step.layer]
-        bound_step = _native_step(kernels, step, owner)
-        if bound_step is None:
+        plan_step = _plan_step(kernels, step, owner)
+        if plan_step is None:
             return None
-        steps.append(bound_step)
+        steps.append(plan_step)
     return kernels.make_decode_plan(embed=embed[0], steps=steps, head=head)
 
 
@@ -70,7 +70,7 @@ def _norm(kernels, owner: nn.Module, name: str):
     return kernels.NormWeights(weight=w[0], eps=module.eps)
 
 
-def _native_step(kernels, step: Step, owner: nn.Module):
+def _plan_step(kernels, step: Step, owner: nn.Module):
     """`step` as a kernels.PlanStep with the weights its op reads, or None when they have no native form."""
     fields = {}
     if step.op is Op.NORM or step.op is Op.MIX_NORM:
@@ -116,6 +116,6 @@ def decode_in_one_call(model, input_ids: torch.Tensor, batch: ForwardBatch, laye
         steps.append(args)
     for layer, state, args in zip(model.model.layers, layer_states, steps):   # every layer runs: begin them
         layer.self_attn.begin_step(batch, state, args)
-    states = [layer.self_attn.native_state(kernels, N, *args) for layer, args in zip(model.model.layers, steps)]
+    states = [layer.self_attn.step_state(kernels, N, *args) for layer, args in zip(model.model.layers, steps)]
     rows = _ALL_ROWS if logits_index is None else logits_index
     return kernels.decode_plan(plan=bound.plan, ids=input_ids.contiguous(), states=states, rows=rows)
