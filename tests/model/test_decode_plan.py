@@ -286,6 +286,7 @@ def test_the_whole_plan_for_other_configs(tmp_path, monkeypatch, change):
 def test_a_kda_step_whose_rows_do_not_match_its_state_names_the_problem(tiny_checkpoint):
     """The native KDA step checks its state struct: rows a sequence brings (`positions`) against the rows
     given, and the replay tensors a verify window writes its inputs to."""
+    from k3.layers.steps import step_weights
     from k3.ops.native import native
 
     kernels = native()
@@ -293,7 +294,7 @@ def test_a_kda_step_whose_rows_do_not_match_its_state_names_the_problem(tiny_che
         pytest.skip("the native kernels are not built here (K3_NATIVE=0 or no compiler)")
     model = k3.load(tiny_checkpoint)
     layer = next(i for i, t in enumerate(model.config.layer_types) if t == "kda")
-    weights = model.model.layers[layer].self_attn.step_weights(kernels)
+    weights = step_weights(model.model.layers[layer].self_attn, kernels)
     attn, c = model.model.layers[layer].self_attn, model.config
     H, D = attn.num_heads, attn.head_dim
     pool = torch.zeros(2, H, D, D)

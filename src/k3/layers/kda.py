@@ -18,12 +18,12 @@ from k3.layers.basic import Linear, WeightOnly, frozen
 from k3.layers.decode_weights import Bound, float_weights, fused_matrix, matrix
 from k3.layers.state import KDAStateView, SlotTensors
 from k3.layers.step_examples import example_config, random_layer
-from k3.layers.steps import rows_batch, step_kernels
+from k3.layers.steps import attention_native, attention_supports, rows_batch
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import project
 from k3.ops.conv import short_conv_silu
 from k3.ops.kda import chunk_kda, kda_gates, kda_step, kda_window, recurrent_kda
-from k3.ops.dispatch import loaded_kernels, register
+from k3.ops.dispatch import register
 from k3.ops.harness import Example, randn
 from k3.ops.norm import gated_rms_norm, l2_norm
 
@@ -53,7 +53,7 @@ class KimiDeltaAttention(nn.Module):
         gate = "g_proj" if c.use_full_rank_gate else "g_a_proj"
         self.input_names = ("q_proj", "k_proj", "v_proj", gate, "f_a_proj", "b_proj")
         self.fused: dict = {}     # the loader's SharedInput groups (layers/fused.py)
-        self.bound = Bound()      # the native step's weights (step_weights)
+        self.bound = Bound()      # the native step's weights (steps.step_weights)
 
     def shared_inputs(self) -> list[tuple[str, ...]]:
         """The projections of the layer input, as one matrix (see layers/fused.py)."""
@@ -136,10 +136,6 @@ class KimiDeltaAttention(nn.Module):
                                   lower_bound=self.lower_bound or 0.0, conv=[w[:, 0, :] for w in conv],
                                   o_norm=o_norm, eps=self.eps, scale=self.head_dim ** -0.5)
 
-    def step_weights(self, kernels):
-        """`decode_weights`, built once and kept until the model's `weights_changed()`."""
-        return self.bound.get(kernels, self.decode_weights)
-
     def step_args(self, batch: ForwardBatch, state: KDAStateView | None, like: torch.Tensor):
         """The state tensors of `kda_layer_step` (recurrent pool, tail pools, slot index, replay) when the batch
         is one group on `state` that the step runs in one call (batch.one_call_group: one token a sequence,
@@ -169,8 +165,9 @@ class KimiDeltaAttention(nn.Module):
         keeps the slots' state and the step that replays kept positions from the inputs the native step
         writes to the replay tensors."""
         group = batch.one_call_group()
+        recurrent, _, _, replay = args
         if group.window:
-            state.start_window(group.seqs, group.tokens, self._window_step(list(args[3])), self._zero_state(args[0]))
+            state.start_window(group.seqs, group.tokens, self._window_step(list(replay)), self._zero_state(recurrent))
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
         """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`. Decode rows
@@ -205,18 +202,8 @@ class KimiDeltaAttention(nn.Module):
 
 
 
-def _step_native(layer: KimiDeltaAttention, x, recurrent, tails, index, replay) -> torch.Tensor:
-    kernels = loaded_kernels()
-    state = layer.step_state(kernels, x.shape[0], recurrent, tails, index, replay)
-    return kernels.attention_step(x, layer.step_weights(kernels), state)
-
-
 def _step_reference(layer: KimiDeltaAttention, x, recurrent, tails, index, replay) -> torch.Tensor:
     return layer.forward_ops(x, rows_batch(index.numel(), x.shape[0] // index.numel()), SlotTensors(recurrent, tails, index))
-
-
-def _step_supports(layer: KimiDeltaAttention, x, *args) -> bool:
-    return step_kernels(layer, x) is not None and layer.state_takes(*args)
 
 
 def _step_examples(large: bool) -> list[Example]:
@@ -233,5 +220,5 @@ def _step_examples(large: bool) -> list[Example]:
     return out
 
 
-kda_layer_step = register("kda_layer_step", examples=_step_examples, reference=_step_reference, native=_step_native,
-                          supports=_step_supports)
+kda_layer_step = register("kda_layer_step", examples=_step_examples, reference=_step_reference,
+                          native=attention_native, supports=attention_supports)

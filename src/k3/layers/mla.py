@@ -19,8 +19,8 @@ from k3.layers.batch import ForwardBatch
 from k3.layers.fused import project
 from k3.layers.state import MLACacheView, PagedRows
 from k3.layers.step_examples import example_config, random_layer
-from k3.layers.steps import rows_batch, step_kernels
-from k3.ops.dispatch import loaded_kernels, register
+from k3.layers.steps import attention_native, attention_supports, rows_batch
+from k3.ops.dispatch import register
 from k3.ops.elementwise import sigmoid
 from k3.ops.harness import Example, randn
 from k3.ops.linear import head_linear
@@ -50,7 +50,7 @@ class GatedMLA(nn.Module):
         self.input_names = (("q_a_proj" if c.q_lora_rank else "q_proj", "kv_a_proj_with_mqa")
                             + (("g_proj",) if c.mla_use_output_gate else ()))
         self.fused: dict = {}     # the loader's SharedInput groups (layers/fused.py)
-        self.bound = Bound()      # the native step's weights (step_weights)
+        self.bound = Bound()      # the native step's weights (steps.step_weights)
 
     def shared_inputs(self) -> list[tuple[str, ...]]:
         """The projections of the layer input, as one matrix (see layers/fused.py)."""
@@ -81,10 +81,6 @@ class GatedMLA(nn.Module):
         q_a, kv_a = (kernels.NormWeights(weight=w, eps=m.eps) for w, m in zip(norms, (self.q_a_layernorm, self.kv_a_layernorm)))
         return kernels.MlaWeights(inputs=inputs[0], sizes=inputs[1], q_b=q_b, o_proj=o_proj, q_a_norm=q_a, kv_a_norm=kv_a,
                                   w_uk=w_kv[:, :self.nope], w_uv=w_kv[:, self.nope:], scale=self.scale)
-
-    def step_weights(self, kernels):
-        """`decode_weights`, built once and kept until the model's `weights_changed()`."""
-        return self.bound.get(kernels, self.decode_weights)
 
     def step_args(self, batch: ForwardBatch, cache: MLACacheView | None, like: torch.Tensor):
         """The cache tensors of `mla_layer_step` (pool, tables, lengths, block size, the pool rows the new
@@ -153,19 +149,9 @@ class GatedMLA(nn.Module):
 
 
 
-def _step_native(layer: GatedMLA, x, pool, tables, lens, block_size, new_rows, positions) -> torch.Tensor:
-    kernels = loaded_kernels()
-    state = layer.step_state(kernels, x.shape[0], pool, tables, lens, block_size, new_rows, positions)
-    return kernels.attention_step(x, layer.step_weights(kernels), state)
-
-
 def _step_reference(layer: GatedMLA, x, pool, tables, lens, block_size, new_rows, positions) -> torch.Tensor:
     cache = PagedRows(pool, tables, lens, block_size, layer.kv_rank, new_rows)
     return layer.forward_ops(x, rows_batch(x.shape[0] // positions, positions), cache)
-
-
-def _step_supports(layer: GatedMLA, x, *args) -> bool:
-    return step_kernels(layer, x) is not None and layer.state_takes(*args)
 
 
 def _step_examples(large: bool) -> list[Example]:
@@ -191,5 +177,5 @@ def _step_examples(large: bool) -> list[Example]:
     return out
 
 
-mla_layer_step = register("mla_layer_step", examples=_step_examples, reference=_step_reference, native=_step_native,
-                          supports=_step_supports)
+mla_layer_step = register("mla_layer_step", examples=_step_examples, reference=_step_reference,
+                          native=attention_native, supports=attention_supports)

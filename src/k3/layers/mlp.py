@@ -8,10 +8,10 @@ from torch import nn
 from k3.layers.basic import Linear
 from k3.layers.decode_weights import Bound, activation, fused_matrix, matrix
 from k3.layers.step_examples import example_config, random_layer
-from k3.layers.steps import step_kernels
+from k3.layers.steps import ffn_native, ffn_supports
 from k3.layers.fused import project
 from k3.ops.activation import glu
-from k3.ops.dispatch import loaded_kernels, register
+from k3.ops.dispatch import register
 from k3.ops.harness import Example, randn
 
 
@@ -24,7 +24,7 @@ class GLUMLP(nn.Module):
         self.act, self.beta, self.linear_beta = act, beta, linear_beta
         self.input_names = ("gate_proj", "up_proj")
         self.fused: dict = {}     # the loader's SharedInput groups (layers/fused.py)
-        self.bound = Bound()      # the native step's weights (step_weights)
+        self.bound = Bound()      # the native step's weights (steps.step_weights)
 
     def shared_inputs(self) -> list[tuple[str, ...]]:
         """gate and up read the same input: one matrix (see layers/fused.py)."""
@@ -42,10 +42,6 @@ class GLUMLP(nn.Module):
         """The layer op by op: its modules and the registry's ops (the native step's reference)."""
         return self.down(*project(self, self.input_names, x))
 
-    def step_weights(self, kernels):
-        """`decode_weights`, built once and kept until the model's `weights_changed()`."""
-        return self.bound.get(kernels, self.decode_weights)
-
     def decode_weights(self, kernels):
         """These weights as the native decode step reads them (`kernels.MlpWeights`), or None."""
         inputs, down = fused_matrix(kernels, self, self.input_names), matrix(kernels, self, "down_proj")
@@ -60,11 +56,6 @@ class GLUMLP(nn.Module):
 
 
 
-def _step_native(layer: GLUMLP, x: torch.Tensor) -> torch.Tensor:
-    kernels = loaded_kernels()
-    return kernels.ffn_step(x, layer.step_weights(kernels))
-
-
 def _step_examples(large: bool) -> list[Example]:
     c = example_config(large)
     act = (c.hidden_act, c.situ_beta, c.situ_linear_beta)
@@ -74,4 +65,4 @@ def _step_examples(large: bool) -> list[Example]:
 
 
 mlp_layer_step = register("mlp_layer_step", examples=_step_examples, reference=lambda layer, x: layer.forward_ops(x),
-                          native=_step_native, supports=lambda layer, x: step_kernels(layer, x) is not None)
+                          native=ffn_native, supports=ffn_supports)

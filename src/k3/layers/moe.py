@@ -18,8 +18,8 @@ from k3.layers.fused import project
 from k3.layers.experts import DenseExperts, PackedExperts
 from k3.layers.mlp import GLUMLP
 from k3.layers.step_examples import example_config, random_layer
-from k3.layers.steps import step_kernels
-from k3.ops.dispatch import loaded_kernels, register
+from k3.layers.steps import ffn_native, ffn_supports
+from k3.ops.dispatch import register
 from k3.ops.harness import Example, randn
 from k3.ops.linear import linear
 from k3.ops.mxfp4.expert import KEYS, bank_takes
@@ -56,7 +56,7 @@ class LatentMoE(nn.Module):
         self.input_names = ((("routed_expert_down_proj",) if r is not None else ())
                             + (("shared_experts.gate_proj", "shared_experts.up_proj") if c.num_shared_experts else ()))
         self.fused: dict = {}     # the loader's SharedInput groups (layers/fused.py)
-        self.bound = Bound()      # the native step's weights (step_weights)
+        self.bound = Bound()      # the native step's weights (steps.step_weights)
 
     @property
     def latent(self) -> bool:
@@ -135,15 +135,6 @@ class LatentMoE(nn.Module):
                                   bank=[bank[k] for k in KEYS], act=act,
                                   norm=kernels.NormWeights(weight=norm_w[0], eps=norm.eps))
 
-    def step_weights(self, kernels):
-        """`decode_weights`, built once and kept until the model's `weights_changed()`."""
-        return self.bound.get(kernels, self.decode_weights)
-
-
-def _step_native(layer: LatentMoE, x: torch.Tensor) -> torch.Tensor:
-    kernels = loaded_kernels()
-    return kernels.ffn_step(x, layer.step_weights(kernels))
-
 
 def _step_examples(large: bool) -> list[Example]:
     c = example_config(large)
@@ -153,4 +144,4 @@ def _step_examples(large: bool) -> list[Example]:
 
 
 moe_layer_step = register("moe_layer_step", examples=_step_examples, reference=lambda layer, x: layer.forward_ops(x),
-                          native=_step_native, supports=lambda layer, x: step_kernels(layer, x) is not None)
+                          native=ffn_native, supports=ffn_supports)

@@ -17,7 +17,7 @@ from typing import Protocol
 import torch
 
 from k3.config.model import LAYER_KDA, K3Config
-from k3.ops.mla.paged import PagedLatents
+from k3.ops.mla.paged import PagedLatents, write_rows
 
 ZeroState = Callable[[int], tuple[torch.Tensor, tuple[torch.Tensor, ...]]]   # b -> zero (recurrent, tails)
 # (position t, group rows or None for all, (recurrent pool, tail pools, slot index of those rows)) -> output
@@ -73,6 +73,12 @@ class MLACacheView(Protocol):
         one query row per window position (row i*T + t attends its sequence up to position t), in place."""
 
 
+def run_window_on(pools: tuple, T: int, step: WindowStep, window: WindowRun | None) -> torch.Tensor:
+    """A window of T positions on slot tensors `pools`, in place: `window(pools)` in one call, or step t for
+    t = 0..T-1 -> the outputs concatenated along positions."""
+    return window(pools) if window is not None else torch.cat([step(t, None, pools) for t in range(T)], dim=1)
+
+
 class DenseKDAState:
     """KDA state of B sequences as plain tensors."""
 
@@ -113,8 +119,7 @@ class DenseKDAState:
         return self.slot_tensors(seqs, zeros)   # nothing to undo: windows are the engine's
 
     def run_window(self, seqs, T, step, zeros, window=None):
-        pools = self.start_window(seqs, T, step, zeros)
-        return window(pools) if window is not None else torch.cat([step(t, None, pools) for t in range(T)], dim=1)
+        return run_window_on(self.start_window(seqs, T, step, zeros), T, step, window)
 
 
 class SlotTensors:
@@ -131,7 +136,7 @@ class SlotTensors:
         return self.pools
 
     def run_window(self, seqs, T, step, zeros, window=None):
-        return window(self.pools) if window is not None else torch.cat([step(t, None, self.pools) for t in range(T)], dim=1)
+        return run_window_on(self.pools, T, step, window)
 
 
 class PagedRows:
@@ -144,8 +149,7 @@ class PagedRows:
         self.new_rows = new_rows
 
     def append_decode(self, seqs, c_kv, k_x):
-        rows = torch.cat((c_kv, k_x), dim=-1).reshape(self.new_rows.numel(), -1)
-        self.paged.pool.index_copy_(0, self.new_rows, rows.to(self.paged.pool.dtype))
+        write_rows(self.paged.pool, self.new_rows, c_kv, k_x)
         return self.paged
 
     append_window = append_decode   # [b, T, ...] rows go to new_rows in the same order, position by position
@@ -193,7 +197,7 @@ class DenseMLACache:
 
     def append_decode(self, seqs, c_kv, k_x):
         paged, rows = self.step_rows(seqs, c_kv.shape[-1], k_x.shape[-1], c_kv)
-        paged.pool.index_copy_(0, rows, torch.cat((c_kv, k_x), dim=-1).to(paged.pool.dtype))
+        write_rows(paged.pool, rows, c_kv, k_x)
         return paged
 
     def step_rows(self, seqs, rank, extra, like, positions=1):

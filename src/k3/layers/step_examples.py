@@ -12,7 +12,7 @@ from torch import nn
 
 from k3.config.model import K3Config
 from k3.config.presets import prose, tiny
-from k3.layers.basic import Linear, set_tensor
+from k3.layers.basic import set_tensor
 from k3.layers.fused import fuse_inputs
 
 
@@ -38,12 +38,13 @@ def _fill(name: str, t: torch.Tensor, g: torch.Generator) -> None:
 
 
 def random_layer(layer: nn.Module, seed: int) -> nn.Module:
-    """`layer` with its shared-input groups fused and every weight drawn; its Linear and router weights
-    bf16, as a checkpoint keeps them. Call once, on a new layer (the loader's job on a model)."""
+    """`layer` with its shared-input groups fused and every weight drawn; its matrices (the Linears', the
+    router's) bf16, as a checkpoint keeps them. Call once, on a new layer (the loader's job on a model)."""
     fuse_inputs(layer)
-    for module in layer.modules():
-        if isinstance(module, Linear) or type(module).__name__ == "MoEGate":
-            set_tensor(module, "weight", module.weight.to(torch.bfloat16))
+    for name, p in list(layer.named_parameters()):
+        if p.dim() == 2:   # the Linears' and the router's matrices (norms, gates: 1-D; conv taps: 3-D)
+            owner, _, leaf = name.rpartition(".")
+            set_tensor(layer.get_submodule(owner), leaf, p.to(torch.bfloat16))
     for module in layer.modules():
         for group in getattr(module, "fused", {}).values():
             group.allocate(torch.bfloat16, torch.device("cpu"))

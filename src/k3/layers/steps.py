@@ -6,7 +6,7 @@ benchmarks/ops.py).
 
 An op takes the layer and plain tensors (the state pools, never a state view), so the harness can give
 each side its own copy of the state. Its native entry is the one native call of the step on the layer's
-bound weights (`layer.step_weights(kernels)`); its reference is the layer's `forward_ops` (its modules and
+bound weights (`step_weights(layer, kernels)`); its reference is the layer's `forward_ops` (its modules and
 the registry's ops, op by op) on the same rows, over the same pools. A layer's forward runs the native
 entry for the rows it takes, else `forward_ops`: there is no third way.
 """
@@ -16,14 +16,39 @@ from __future__ import annotations
 import torch
 
 from k3.layers.batch import ForwardBatch
-from k3.ops.dispatch import decode_kernels
+from k3.ops.dispatch import decode_kernels, loaded_kernels
+
+
+def step_weights(layer, kernels):
+    """`layer.decode_weights(kernels)`, built once and kept in its `bound` until the model's `weights_changed()`."""
+    return layer.bound.get(kernels, layer.decode_weights)
 
 
 def step_kernels(layer, x: torch.Tensor):
     """The native kernels when rows x [N, hidden] may take `layer`'s native step (ops.dispatch.decode_kernels:
     fp32, N <= MAX_ROWS, outside autograd, kernels built) and its weights bind; else None."""
     kernels = decode_kernels(x)
-    return None if kernels is None or layer.step_weights(kernels) is None else kernels
+    return None if kernels is None or step_weights(layer, kernels) is None else kernels
+
+
+def attention_native(layer, x: torch.Tensor, *state) -> torch.Tensor:
+    """An attention layer's step in one native call, on its `step_args` tensors `state`."""
+    kernels = loaded_kernels()
+    return kernels.attention_step(x, step_weights(layer, kernels), layer.step_state(kernels, x.shape[0], *state))
+
+
+def attention_supports(layer, x: torch.Tensor, *state) -> bool:
+    return step_kernels(layer, x) is not None and layer.state_takes(*state)
+
+
+def ffn_native(layer, x: torch.Tensor) -> torch.Tensor:
+    """An FFN layer's (LatentMoE, dense MLP) step in one native call."""
+    kernels = loaded_kernels()
+    return kernels.ffn_step(x, step_weights(layer, kernels))
+
+
+def ffn_supports(layer, x: torch.Tensor) -> bool:
+    return step_kernels(layer, x) is not None
 
 
 def rows_batch(sequences: int, positions: int) -> ForwardBatch:

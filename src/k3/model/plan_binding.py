@@ -1,7 +1,7 @@
 """The whole decode plan in one native call: its steps' weights bound once, and the decode rows that run it.
 
 `binding(model, kernels)` builds, when every step of the plan has a native form (each layer's attention
-and FFN `step_weights`, the norms and mixes, the embedding and a bf16 head), the whole plan as one
+and FFN `step_weights` (layers/steps.py), the norms and mixes, the embedding and a bf16 head), the whole plan as one
 `kernels.DecodePlan`, and keeps it on the model (`model.decode_binding`) until `model.weights_changed()`.
 
 `decode_in_one_call` then runs a batch that is one group the plan steps in one call (N sequences of one new
@@ -20,6 +20,7 @@ from torch import nn
 
 from k3.layers.batch import ForwardBatch
 from k3.layers.decode_weights import float_weights, matrix
+from k3.layers.steps import step_weights
 from k3.model.plan import OUTPUT, Op, Step, model_steps
 from k3.ops.attnres import attn_res_takes
 from k3.ops.dispatch import decode_kernels
@@ -83,9 +84,9 @@ def _plan_step(kernels, step: Step, owner: nn.Module):
             return None
         fields = {"mix": kernels.MixNormWeights(norm=w[0], proj=w[1], eps=step.eps, then=fields["norm"])}
     if step.op is Op.ATTENTION:
-        fields["attention"] = owner.self_attn.step_weights(kernels)
+        fields["attention"] = step_weights(owner.self_attn, kernels)
     if step.op is Op.FFN:
-        fields["ffn"] = owner.ffn_module.step_weights(kernels)
+        fields["ffn"] = step_weights(owner.ffn_module, kernels)
     if any(v is None for v in fields.values()):
         return None
     return kernels.PlanStep(op=int(step.op), layer=step.layer, **fields)

@@ -12,6 +12,7 @@ from k3.engine.memory.step_index import StepIndex
 from k3.layers.state import StateLayout
 from k3.ops import huge_pages
 from k3.ops.mla import PagedLatents
+from k3.ops.mla.paged import write_rows
 
 
 class BlockPool:
@@ -49,6 +50,5 @@ class PagedMLAView:
     def append_window(self, seqs, c_kv, k_x):
         """Verify windows: write their rows; each window position then reads the rows up to its own."""
         tables, lens, new_rows = self.step.window(seqs, c_kv.shape[1])
-        rows = torch.cat((c_kv, k_x), dim=-1).reshape(new_rows.shape[0], -1)
-        self.pool.index_copy_(0, new_rows, rows.to(self.pool.dtype))
+        write_rows(self.pool, new_rows, c_kv, k_x)
         return PagedLatents(self.pool, tables, lens, self.step.block_size, self.rank)

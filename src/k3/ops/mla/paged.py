@@ -85,5 +85,10 @@ mla_paged_decode = register("mla_paged_decode", examples=_paged_examples, refere
                             supports=_supports)
 
 
+def write_rows(pool: torch.Tensor, rows: torch.Tensor, c_kv: torch.Tensor, k_x: torch.Tensor) -> None:
+    """New latents c_kv [..., R] and k_x [..., Dr] (one row per new position, in order) into `pool` at `rows` [n]."""
+    pool.index_copy_(0, rows, torch.cat((c_kv, k_x), dim=-1).reshape(rows.numel(), -1).to(pool.dtype))
+
+
 def paged_decode(q: torch.Tensor, paged: PagedLatents, scale: float) -> torch.Tensor:
     return mla_paged_decode(q, paged.pool, paged.tables, paged.lens, paged.block_size, paged.rank, scale)
