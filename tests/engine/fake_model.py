@@ -1,12 +1,13 @@
 """A weightless model for engine tests: its next token is a known function of everything the engine
-cached for the sequence, read back through the same state views a real model uses.
+cached for the sequence, read back through the same state views and step states a real model uses.
 
 MLA view: each token id is stored in c_kv[..., 0]; the whole history is read back on every step.
 KDA view: recurrent[..., 0, 0, 0] counts tokens seen and [..., 0, 0, 1] sums their ids.
 next = (sum(history) + 3 * count) % (vocab - 1). A sequence whose history contains POISON (the last id,
 never generated), or whose KDA sum disagrees with its MLA history (state of another prefix, or drafts a
-rejected verify window left behind), gets NaN logits. Verify windows (speculative decoding) are read
-through the same views' window calls and give logits at every window position. `soft=True` spreads the
+rejected verify window left behind), gets NaN logits. Verify windows (speculative decoding) run on the
+runner's step states, keep their inputs for the rollback's replay as K3's KDA layers do (`window_step`),
+and give logits at every window position. `soft=True` spreads the
 logits over the vocabulary (a known distribution per history) for tests of sampled speculation.
 """
 
@@ -68,14 +69,15 @@ class FakeModel(nn.Module):
         return StateLayout(kda_layers=(0,), kda_heads=1, kda_key_dim=2, kda_value_dim=2, conv_tail=1,
                          kda_channels=2, mla_layers=(1,), mla_rank=3, mla_extra=1)
 
-    def forward_batch(self, input_ids, batch, views, logits_index):
+    def forward_batch(self, input_ids, batch, views, logits_index, step_states=None):
         self.calls.append((batch.seq_lens, batch.context_lens))
         kda, mla = views
         rows: dict[int, torch.Tensor] = {}   # packed position -> logits (last positions and window positions)
         for group in batch.groups(by_context=True):
             ids = input_ids[group.index].to(torch.float64)                      # [b, T]
             if group.window:
-                self._window(group, ids, kda, mla, rows)
+                at = [tuple(g.seqs) for g in batch.step_groups()].index(tuple(group.seqs))
+                self._window(group, ids, step_states[0][at], step_states[1][at], rows)
                 continue
             seqs, (b, T) = group.seqs, ids.shape
             c = torch.zeros(b, T, 3, dtype=torch.float64)
@@ -90,23 +92,30 @@ class FakeModel(nn.Module):
                 rows[int(group.index[row, -1])] = self._logits(c_all[row, :, 0], rec[row, 0, 0, 0], rec[row, 0, 0, 1])
         return torch.stack([rows[int(i)] for i in logits_index]) if len(logits_index) else torch.zeros(0, VOCAB)
 
-    def _window(self, group, ids, kda, mla, rows) -> None:
-        b, T = ids.shape
-
+    def window_step(self, layer, replay):
+        """The replay of a window's KDA position t from the ids the window kept in replay[4] (K3's beta slot)."""
         def step(t, sel, pools):
             rec, _, index = pools
+            ids = replay[4][:, t, 0] if sel is None else replay[4][sel, t, 0]
             rec[index, 0, 0, 0] += 1
-            rec[index, 0, 0, 1] += ids[:, t] if sel is None else ids[sel, t]
+            rec[index, 0, 0, 1] += ids
             return rec[index, 0, 0, :2].clone().unsqueeze(1)                  # [n, 1, 2]: count, sum
+        return step
 
-        counts = kda.run_window(group.seqs, T, step, None)                     # [b, T, 2]
-        c = torch.zeros(b, T, 3, dtype=torch.float64)
+    def _window(self, group, ids, kda, mla, rows) -> None:
+        """kda, mla: the window group's step states (layers/step_state.py), read as a real model's are."""
+        b, T = ids.shape
+        replay = kda.replay
+        replay[4][..., 0] = ids
+        step = self.window_step(0, replay)
+        counts = torch.cat([step(t, None, (kda.recurrent, kda.tails, kda.index)) for t in range(T)], dim=1)  # [b, T, 2]
+        c = torch.zeros(b, T, 4, dtype=torch.float64)
         c[..., 0] = ids
-        paged = mla.append_window(group.seqs, c, torch.zeros(b, T, 1, dtype=torch.float64))
-        bs = paged.block_size
+        mla.pool.index_copy_(0, mla.new_rows, c.reshape(b * T, 4))
+        bs = mla.block_size
         for r in range(b * T):
-            pos = torch.arange(int(paged.lens[r]))
-            history = paged.pool[paged.tables[r, pos // bs].long() * bs + pos % bs, 0]
+            pos = torch.arange(int(mla.lens[r]))
+            history = mla.pool[mla.tables[r, pos // bs].long() * bs + pos % bs, 0]
             i, t = divmod(r, T)
             rows[int(group.index[i, t])] = self._logits(history, counts[i, t, 0], counts[i, t, 1])
 

@@ -138,7 +138,7 @@ def test_capacity_errors_are_clear():
 def test_model_exception_fails_the_step_requests_not_the_engine():
     engine = _engine()
     rid = engine.add_request([1], SamplingParams(max_tokens=3, **GREEDY))
-    engine.model.forward_batch = lambda *a: (_ for _ in ()).throw(RuntimeError("boom"))
+    engine.model.forward_batch = lambda *a, **kw: (_ for _ in ()).throw(RuntimeError("boom"))
     outs = engine.step()
     assert outs[0].request_id == rid and outs[0].finish_reason == "error" and "boom" in outs[0].error
     assert engine.stats()["slots_free"] == engine.stats()["slots_total"]

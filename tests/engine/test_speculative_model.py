@@ -201,9 +201,9 @@ def _window_paths(monkeypatch) -> dict[str, int]:
             counts["whole" if out is not None else "op by op"] += 1
         return out
 
-    def counted_step(layer, x, recurrent, tails, index, replay):
-        counts["native attention"] += x.shape[0] > index.numel()   # a window: several rows a sequence
-        return step.native(layer, x, recurrent, tails, index, replay)
+    def counted_step(layer, x, state):
+        counts["native attention"] += state.positions > 1   # a window: several rows a sequence
+        return step.native(layer, x, state)
 
     monkeypatch.setattr(k3_model, "decode_in_one_call", counted_whole)
     monkeypatch.setattr(kda, "kda_layer_step", dataclasses.replace(step, native=counted_step))

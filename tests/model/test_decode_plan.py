@@ -178,13 +178,13 @@ def test_module_float_rebinds_and_runs_the_modules(tiny_checkpoint):
 
 
 def test_mla_steps_fall_back_to_the_modules_when_the_paged_kernel_declines(tiny_checkpoint, monkeypatch):
-    import k3.layers.mla as mla
+    import k3.layers.step_state as step_state
 
     model = k3.load(tiny_checkpoint)
     with torch.inference_mode():
         fast = _decode(model, 1)
     asked = []
-    monkeypatch.setattr(mla, "paged_takes", lambda *a: asked.append(1) and False)
+    monkeypatch.setattr(step_state, "paged_takes", lambda *a: asked.append(1) and False)
     with torch.inference_mode():
         declined = _decode(model, 1)
     assert asked, "the native step asked, and was declined"
@@ -255,7 +255,8 @@ def test_the_whole_plan_keeps_the_rows_logits_index_asks_for(tiny_checkpoint, mo
         out = []
         for index in (torch.tensor([2, 0]), torch.tensor([1, 1, 2]), torch.zeros(0, dtype=torch.long), None):
             batch = ForwardBatch.uniform(3, 1, state.num_tokens)
-            out.append(model.forward_batch(torch.tensor([5, 9, 1]), batch, state.layers, index))
+            out.append(model.forward_batch(torch.tensor([5, 9, 1]), batch, state.layers, index,
+                                           step_states=state.step_states(batch, torch.empty(0))))
             state.num_tokens += 1
         return out
 

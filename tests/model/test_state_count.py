@@ -1,11 +1,11 @@
 """A bare model's decode state has one count of the tokens it holds (K3State.count): forward advances it,
 and every MLA cache writes at that position instead of counting for itself (issue 48: the cache length had
-two owners, hence a two-step step_rows/commit_decode)."""
+two owners, hence a two-step step_rows/commit_decode); its step states are built from that count."""
 
 import torch
 
 import k3
-from k3.layers.state import DenseMLACache
+from k3.model.dense_state import DenseMLACache, TokenCount
 from k3.testing import assert_close
 
 IDS = torch.tensor([[3, 17, 40, 9, 21], [1, 2, 3, 4, 5]])
@@ -30,9 +30,10 @@ def test_a_bare_models_cache_refuses_verify_windows_by_name():
     """Verify windows are the engine's: a bare model's dense MLA cache says so rather than placing rows wrong."""
     import pytest
 
-    from k3.layers.state import TokenCount
+    from k3.layers.state import StateLayout
 
-    cache = DenseMLACache(TokenCount())
-    cache.step_rows([0], 4, 2, torch.zeros(1, 6))   # one position: fine
+    layout = StateLayout((), 1, 1, 1, 1, 1, (0,), 4, 2)
+    cache = DenseMLACache(layout, TokenCount())
+    assert cache.step_state(1, 1, torch.zeros(1, 6)).new_rows.tolist() == [0]   # one position: fine
     with pytest.raises(ValueError, match="holds no verify windows"):
-        cache.step_rows([0], 4, 2, torch.zeros(1, 6), positions=3)
+        cache.step_state(1, 3, torch.zeros(1, 6))

@@ -2,10 +2,11 @@
 
 It is the only code that moves sequence state: swap-outs are exported (to the offloader) before any
 placement is written, placed sequences get zero state or their saved/offloaded state restored, and
-finished requests are saved from here. Then one step: the packed token ids, the `ForwardBatch` and the
-layer views (slot indices and block tables as tensors on the device, from the persistent block-table
-tensor written once per request) are built once, the model runs, and the runner returns the logits
-rows to sample plus any prompt log-probabilities asked for.
+finished requests are saved from here. Then one step: the packed token ids, the `ForwardBatch`, the layer
+views of prefill segments and the step states of decode rows (slot indices and block tables as tensors on
+the device, from the persistent block-table tensor written once per request: engine/memory/step_states.py)
+are built once; verify windows are recorded for rollback; the model runs, and the runner returns the
+logits rows to sample plus any prompt log-probabilities asked for.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from k3.engine.memory.manager import Capacity, CachePools
+from k3.engine.memory.step_states import build_step_states
 from k3.engine.memory.sequence_state import SequenceState, export_kda, export_mla, import_mla
 from k3.engine.speculative.rollback import WindowLog
 from k3.engine.request import Request, TokenLogprob
@@ -78,9 +80,15 @@ class ModelRunner:
         batch = ForwardBatch(tuple(c.num_tokens for c in chunks), tuple(r.num_computed for r in reqs), self.device,
                              windows if any(windows) else ())
         ids = [t for c in chunks for t in c.token_ids()]
-        log = WindowLog() if any(windows) else None
-        views = self.pools.layer_views([c.placement for c in chunks], batch.context_lens,
-                                       self.model.config.num_hidden_layers, log)
+        step = self.pools.step_index([c.placement for c in chunks], batch.context_lens)
+        num_layers = self.model.config.num_hidden_layers
+        views = self.pools.layer_views(step, num_layers)
+        with torch.inference_mode():
+            like = torch.empty(0, dtype=self.model.compute_dtype, device=self.device)
+            step_states = build_step_states(self.pools, step, batch, num_layers, like)
+            log = WindowLog() if any(windows) else None
+            if log is not None:   # before the model steps the windows in place
+                log.record_windows(batch, step_states, self.model)
         # Rows to sample: a finished prompt's or decode's last position; every position of a window.
         rows = [i for i, c in enumerate(chunks)
                 if c.window or c.request.num_computed + c.num_tokens == c.request.num_tokens]
@@ -92,7 +100,7 @@ class ModelRunner:
         images = {"splice": splice} if splice is not None else {}   # a text-only model's forward never sees the word
         with torch.inference_mode():
             logits = self.model.forward_batch(torch.tensor(ids, dtype=torch.long, device=self.device), batch, views, index,
-                                              **images)
+                                              step_states=step_states, **images)
         return StepOutput(logits[:len(sampled)], [reqs[i] for i in rows], [chunks[i].draft for i in rows],
                           _score_prompt(scored, logits[len(sampled):]), log,
                           {c.request.request_id: i for i, c in enumerate(chunks) if c.window})

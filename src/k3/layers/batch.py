@@ -82,26 +82,25 @@ class ForwardBatch:
     def _memo(self) -> dict:
         return self.__dict__.setdefault("_memos", {})
 
+    def step_groups(self) -> list["TokenGroup"]:
+        """The groups of decode rows, each stepped on its sequences' state in place: the sequences with one new
+        token (one group whatever their cached lengths), then verify windows by length. An attention layer
+        receives one step state per group, in this order (layers/step_state.py)."""
+        memo = self._memo()
+        if "step" not in memo:
+            memo["step"] = [g for g in self.groups(by_context=False) if g.window or g.tokens == 1]
+        return memo["step"]
+
     def decode_group(self) -> "TokenGroup | None":
         """Every sequence with one new token, whatever its cached length (decode runs them in one call)."""
-        memo = self._memo()
-        if "decode" not in memo:
-            seqs = [s for s, n in enumerate(self.seq_lens) if n == 1 and not self.is_window(s)]
-            memo["decode"] = self._group(seqs, 1, len(seqs) == self.num_seqs) if seqs else None
-        return memo["decode"]
+        return next((g for g in self.step_groups() if not g.window), None)
 
     def one_call_group(self) -> "TokenGroup | None":
         """The group the decode plan steps in one native call (model/plan_binding.py), when it is the whole
         batch: every sequence decoding one token, or every sequence a verify window of one length (rows
         sequence by sequence, position by position); else None."""
-        memo = self._memo()
-        if "one call" not in memo:   # every layer of a step asks, twice
-            group = self.decode_group()
-            if group is None:
-                windows = self.window_groups()
-                group = windows[0] if len(windows) == 1 else None
-            memo["one call"] = group if group is not None and group.whole else None
-        return memo["one call"]
+        groups = self.step_groups()
+        return groups[0] if len(groups) == 1 and groups[0].whole else None
 
     def prefill_groups(self) -> list["TokenGroup"]:
         """Sequences with more than one new token, grouped by (new tokens, cached length)."""
@@ -112,7 +111,7 @@ class ForwardBatch:
 
     def window_groups(self) -> list["TokenGroup"]:
         """Verify windows, grouped by their number of new tokens (whatever their cached lengths)."""
-        return [g for g in self.groups(by_context=False) if g.window]
+        return [g for g in self.step_groups() if g.window]
 
     def _group(self, seqs: list[int], n: int, whole: bool, window: bool = False) -> "TokenGroup":
         return TokenGroup(seqs, tuple(self.starts[s] for s in seqs), n, whole, window, self.device)

@@ -1,11 +1,11 @@
 """KimiDeltaAttention layer (spec §4.3): projections, short convs, gates, delta-rule core, gated norm.
 
 Prefill of more than `CHUNK_MIN_TOKENS` tokens runs the chunked core; shorter segments run the
-recurrence. Decode (one new token per sequence) runs the whole batch in one step on the state slots
-in place; a verify window (speculative decoding) runs that same step once per position (all positions
-in one call), and hands the step to its state view so the engine can replay a kept prefix after a
-rejection. `kda_layer_step` (layers/steps.py) does both in one native call (`step_args`, `begin_step`). All
-continue from and update the sequences' state when one is given.
+recurrence, both through the state protocol (layers/state.py). Decode rows (one new token per sequence)
+run the whole group in one step on the state slots in place; a verify window (speculative decoding) runs
+that same step once per position (all positions in one call) and keeps its inputs for the runner's
+rollback (`window_step`). Their state tensors come from the runner (layers/step_state.py);
+`kda_layer_step` (layers/steps.py) does either in one native call.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from torch import nn
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, WeightOnly, frozen
 from k3.layers.decode_weights import Bound, float_weights, fused_matrix, matrix
-from k3.layers.state import KDAStateView, SlotTensors
+from k3.layers.state import KDAStateView
+from k3.layers.step_state import KdaStep, WindowStep, check_step_states, kda_replay
 from k3.layers.step_examples import example_config, random_layer
 from k3.layers.steps import attention_native, attention_supports, rows_batch
 from k3.layers.batch import ForwardBatch
@@ -87,37 +88,28 @@ class KimiDeltaAttention(nn.Module):
                           tuple(torch.zeros((b, w.shape[-1] - 1, w.shape[0]), dtype=x.dtype, device=x.device)
                                 for _ in range(3)))
 
-    def _decode(self, group, q, k, v, g, beta, state: KDAStateView | None) -> torch.Tensor:
-        """One new token for each of the group's sequences, on their state slots in place -> o [b, 1, H, D]."""
-        zeros = self._zero_state(q)
-        if state is None:
-            rec, tails = zeros(len(group.seqs))
-            index = torch.arange(len(group.seqs), device=q.device)
-        else:
-            rec, tails, index = state.slot_tensors(group.seqs, zeros)
-        step = (group.take(t) for t in (q, k, v, g, beta))
-        return kda_step(*step, self._conv_weights(), rec, tails, index, self.head_dim ** -0.5)
-
-    def _window(self, group, q, k, v, g, beta, state: KDAStateView) -> torch.Tensor:
-        """Verify windows [b, T]: position t of every sequence stepped exactly as `_decode` steps a token
-        -> o [b, T, H, D]."""
+    def _step(self, group, q, k, v, g, beta, step: KdaStep | None) -> torch.Tensor:
+        """Decode rows of one group on `step`'s slots in place (zero state for the group when there is none):
+        one new token per sequence, or verify windows whose position t is stepped exactly as decoding it
+        alone would step it; a window's inputs also go to `step.replay` -> o [b, T, H, D]."""
         inputs = [group.take(t) for t in (q, k, v, g, beta)]
+        if step is None:
+            recurrent, tails = self._zero_state(q)(len(group.seqs))
+            step = KdaStep(recurrent, tails, torch.arange(len(group.seqs), device=q.device), group.tokens)
+        for kept, x in zip(step.replay, inputs):
+            kept.copy_(x)
+        core = kda_window if group.window else kda_step
+        return core(*inputs, self._conv_weights(), step.recurrent, step.tails, step.index, self.head_dim ** -0.5)
 
-        def window(pools) -> torch.Tensor:   # every position at once (the same bits as the steps in turn)
-            rec, tails, index = pools
-            return kda_window(*inputs, self._conv_weights(), rec, tails, index, self.head_dim ** -0.5)
-
-        return state.run_window(group.seqs, group.tokens, self._window_step(inputs), self._zero_state(q), window)
-
-    def _window_step(self, inputs: list[torch.Tensor]):
-        """A window's WindowStep on its inputs (q, k, v [b, T, P], g [b, T, H, D], beta [b, T, H]):
-        `step(t, rows, pools)` runs position t for group rows `rows` (None: all), as `_decode` steps a token;
-        the engine replays kept positions with it after a rejection."""
+    def window_step(self, replay: tuple[torch.Tensor, ...]) -> WindowStep:
+        """The step that replays kept positions of a verify window from the inputs it wrote to `replay`
+        (`KdaStep.replay`): `step(t, rows, pools)` runs position t for group rows `rows` (None: all), as
+        decoding it alone would; the engine's rollback calls it (engine/speculative/rollback.py)."""
         weights, scale = self._conv_weights(), self.head_dim ** -0.5
 
         def step(t: int, rows, pools) -> torch.Tensor:
             rec, tails, index = pools
-            at = (x[:, t:t + 1] if rows is None else x[rows, t:t + 1] for x in inputs)
+            at = (x[:, t:t + 1] if rows is None else x[rows, t:t + 1] for x in replay)
             return kda_step(*at, weights, rec, tails, index, scale)
 
         return step
@@ -136,61 +128,28 @@ class KimiDeltaAttention(nn.Module):
                                   lower_bound=self.lower_bound or 0.0, conv=[w[:, 0, :] for w in conv],
                                   o_norm=o_norm, eps=self.eps, scale=self.head_dim ** -0.5)
 
-    def step_args(self, batch: ForwardBatch, state: KDAStateView | None, like: torch.Tensor):
-        """The state tensors of `kda_layer_step` (recurrent pool, tail pools, slot index, replay) when the batch
-        is one group on `state` that the step runs in one call (batch.one_call_group: one token a sequence,
-        or verify windows of one length); else None. Changes nothing: a window starts in `begin_step`.
-        `like`: a row of the step (dtype, device)."""
-        group = batch.one_call_group() if state is not None else None
-        if group is None:
-            return None
-        rec, tails, index = state.slot_tensors(group.seqs, self._zero_state(like))
-        replay = ()
-        if group.window:   # the step's inputs, written by the native step, for the rollback's replay
-            b, T, H, D = len(group.seqs), group.tokens, self.num_heads, self.head_dim
-            replay = tuple(like.new_empty(shape) for shape in ((b, T, H * D),) * 3 + ((b, T, H, D), (b, T, H)))
-        return rec, tuple(tails), index, replay
+    def forward(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None,
+                step_states: tuple[KdaStep, ...] = ()) -> torch.Tensor:
+        """x [N, hidden] packed (already normalised) -> [N, hidden]. Prefill segments continue and update
+        `state`; decode rows run on `step_states`, one per `batch.step_groups()` (layers/step_state.py). A batch
+        that is one group the native step takes runs it in one call (layers/steps.py); else `forward_ops`."""
+        if batch.one_call_group() is not None and step_states and kda_layer_step.use_native(self, x, step_states[0]):
+            return kda_layer_step.native(self, x, step_states[0])
+        return self.forward_ops(x, batch, state, step_states)
 
-    def state_takes(self, recurrent, tails, index, replay) -> bool:
-        """Whether the native step reads `step_args`' tensors as they are."""
-        return index.dtype == torch.long and all(t.is_contiguous() and t.dtype == torch.float32 for t in (recurrent, *tails))
-
-    def step_state(self, kernels, rows: int, recurrent, tails, index, replay):
-        """`step_args`' tensors as the native step's `kernels.KdaState`, for `rows` rows of input."""
-        return kernels.KdaState(recurrent=recurrent, tails=list(tails), index=index, positions=rows // index.numel(),
-                                replay=list(replay))
-
-    def begin_step(self, batch: ForwardBatch, state: KDAStateView, args: tuple) -> None:
-        """The native step on `step_args`' tensors is about to run: a verify window starts on the view, which
-        keeps the slots' state and the step that replays kept positions from the inputs the native step
-        writes to the replay tensors."""
-        group = batch.one_call_group()
-        recurrent, _, _, replay = args
-        if group.window:
-            state.start_window(group.seqs, group.tokens, self._window_step(list(replay)), self._zero_state(recurrent))
-
-    def forward(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
-        """x [N, hidden] packed (already normalised) -> [N, hidden]; continues and updates `state`. Decode rows
-        the native step takes run it in one call (layers/steps.py); the rest run `forward_ops`."""
-        args = self.step_args(batch, state, x)
-        if args is not None and kda_layer_step.use_native(self, x, *args):
-            self.begin_step(batch, state, args)
-            return kda_layer_step.native(self, x, *args)
-        return self.forward_ops(x, batch, state)
-
-    def forward_ops(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None) -> torch.Tensor:
+    def forward_ops(self, x: torch.Tensor, batch: ForwardBatch, state: KDAStateView | None = None,
+                    step_states: tuple[KdaStep, ...] = ()) -> torch.Tensor:
         """The layer op by op: its modules and the registry's ops (the native step's reference)."""
         N = x.shape[0]
         H, D = self.num_heads, self.head_dim
         q, k, v, gate, f_a, b = self._project(x)
         g, beta = kda_gates(self.f_b_proj(f_a).view(N, H, D), b, self.A_log, self.dt_bias, self.lower_bound)
         o = torch.empty((N, H, D), dtype=g.dtype, device=x.device)
+        check_step_states(batch, state, step_states)
+        decoding = dict(zip(map(id, batch.step_groups()), step_states))
         for group in batch.groups(by_context=False):
-            if group.window:
-                group.put(o, self._window(group, q, k, v, g, beta, state))
-                continue
-            if group.tokens == 1:
-                group.put(o, self._decode(group, q, k, v, g, beta, state))
+            if group.window or group.tokens == 1:
+                group.put(o, self._step(group, q, k, v, g, beta, decoding.get(id(group))))
                 continue
             initial, tails = state.gather(group.seqs) if state is not None else (None, None)
             o_g, final, new_tails = self._core(*(group.take(t) for t in (q, k, v, g, beta)), tails, initial)
@@ -201,22 +160,22 @@ class KimiDeltaAttention(nn.Module):
         return self.o_proj(o.reshape(N, H * D))
 
 
-
-def _step_reference(layer: KimiDeltaAttention, x, recurrent, tails, index, replay) -> torch.Tensor:
-    return layer.forward_ops(x, rows_batch(index.numel(), x.shape[0] // index.numel()), SlotTensors(recurrent, tails, index))
+def _step_reference(layer: KimiDeltaAttention, x, step: KdaStep) -> torch.Tensor:
+    return layer.forward_ops(x, rows_batch(step.index.numel(), step.positions), step_states=(step,))
 
 
 def _step_examples(large: bool) -> list[Example]:
-    """Decode rows (1 and 3 sequences) and verify windows of 3, on slots of a pool."""
+    """Decode rows (1 and 3 sequences) and verify windows of 3 (with their replay inputs), on slots of a pool."""
     c = example_config(large)
     layer = random_layer(KimiDeltaAttention(c), seed=21)
     H, D, P, tail, slots = c.kda_num_heads, c.kda_head_dim, c.kda_proj_dim, c.short_conv_kernel_size - 1, 5
     out = []
     for n, T in ((1, 1), (3, 1), (2, 3)):
         tails = tuple(randn(slots, tail, P, seed=30 + i) for i in range(3))
-        args = (layer, randn(n * T, c.hidden_size, seed=22), randn(slots, H, D, D, seed=23, scale=0.3), tails,
-                torch.tensor([slots - 1, 0, 2][:n]), ())
-        out.append(Example(f"{n} sequences x {T} positions, hidden {c.hidden_size}", args))
+        replay = tuple(t.zero_() for t in kda_replay(n, T, H, D, tails[0])) if T > 1 else ()
+        step = KdaStep(randn(slots, H, D, D, seed=23, scale=0.3), tails, torch.tensor([slots - 1, 0, 2][:n]), T, replay)
+        out.append(Example(f"{n} sequences x {T} positions, hidden {c.hidden_size}",
+                           (layer, randn(n * T, c.hidden_size, seed=22), step)))
     return out
 
 

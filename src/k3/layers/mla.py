@@ -17,7 +17,8 @@ from k3.layers.basic import Linear, RMSNorm
 from k3.layers.decode_weights import Bound, float_weights, fused_matrix, matrix
 from k3.layers.batch import ForwardBatch
 from k3.layers.fused import project
-from k3.layers.state import MLACacheView, PagedRows
+from k3.layers.state import MLACacheView
+from k3.layers.step_state import MlaStep, check_step_states
 from k3.layers.step_examples import example_config, random_layer
 from k3.layers.steps import attention_native, attention_supports, rows_batch
 from k3.ops.dispatch import register
@@ -25,7 +26,7 @@ from k3.ops.elementwise import sigmoid
 from k3.ops.harness import Example, randn
 from k3.ops.linear import head_linear
 from k3.ops.mla import mla_absorbed, mla_sdpa, paged_decode
-from k3.ops.mla.paged import paged_takes
+from k3.ops.mla.paged import write_rows
 
 
 class GatedMLA(nn.Module):
@@ -82,39 +83,18 @@ class GatedMLA(nn.Module):
         return kernels.MlaWeights(inputs=inputs[0], sizes=inputs[1], q_b=q_b, o_proj=o_proj, q_a_norm=q_a, kv_a_norm=kv_a,
                                   w_uk=w_kv[:, :self.nope], w_uv=w_kv[:, self.nope:], scale=self.scale)
 
-    def step_args(self, batch: ForwardBatch, cache: MLACacheView | None, like: torch.Tensor):
-        """The cache tensors of `mla_layer_step` (pool, tables, lengths, block size, the pool rows the new
-        latents go to, positions per sequence: one query row per new position) when the batch is one group
-        on a cache the step runs in one call (batch.one_call_group: one token a sequence, or verify windows
-        of one length); else None, the cache as it was (`step_rows` writes nothing). `like`: a row of the
-        step (dtype, device)."""
-        group = batch.one_call_group() if cache is not None else None
-        if group is None:
-            return None
-        p, new_rows = cache.step_rows(group.seqs, self.kv_rank, self.extra, like, group.tokens)
-        return p.pool, p.tables, p.lens, p.block_size, new_rows, group.tokens
+    def forward(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None,
+                step_states: tuple[MlaStep, ...] = ()) -> torch.Tensor:
+        """x [N, hidden] packed (already normalised) -> [N, hidden]. Prefill segments extend `cache`; decode
+        rows write their latents and attend on `step_states`, one per `batch.step_groups()` (layers/step_state.py).
+        A batch that is one group the native step takes runs it in one call (layers/steps.py); else
+        `forward_ops`."""
+        if batch.one_call_group() is not None and step_states and mla_layer_step.use_native(self, x, step_states[0]):
+            return mla_layer_step.native(self, x, step_states[0])
+        return self.forward_ops(x, batch, cache, step_states)
 
-    def state_takes(self, pool, tables, lens, block_size, new_rows, positions) -> bool:
-        """Whether the native step reads `step_args`' tensors as they are (the paged kernel's own test)."""
-        return paged_takes(pool, tables, lens) and new_rows.dtype == torch.long
-
-    def step_state(self, kernels, rows: int, pool, tables, lens, block_size, new_rows, positions):
-        """`step_args`' tensors as the native step's `kernels.MlaState`."""
-        return kernels.MlaState(pool=pool, tables=tables, lens=lens, block_size=block_size, new_rows=new_rows)
-
-    def begin_step(self, batch: ForwardBatch, cache: MLACacheView, args: tuple) -> None:
-        """Nothing to keep before a native step: a verify window's rows past the positions kept are never
-        read, and the next step overwrites them."""
-
-    def forward(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None) -> torch.Tensor:
-        """x [N, hidden] packed (already normalised) -> [N, hidden]; appends this step's latents to `cache`.
-        Decode rows the native step takes run it in one call (layers/steps.py); the rest run `forward_ops`."""
-        args = self.step_args(batch, cache, x)
-        if args is not None and mla_layer_step.use_native(self, x, *args):
-            return mla_layer_step.native(self, x, *args)
-        return self.forward_ops(x, batch, cache)
-
-    def forward_ops(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None) -> torch.Tensor:
+    def forward_ops(self, x: torch.Tensor, batch: ForwardBatch, cache: MLACacheView | None = None,
+                    step_states: tuple[MlaStep, ...] = ()) -> torch.Tensor:
         """The layer op by op: its modules and the registry's ops (the native step's reference)."""
         N = x.shape[0]
         H = self.num_heads
@@ -125,16 +105,13 @@ class GatedMLA(nn.Module):
         w_kv = self.kv_b_proj.weight.view(H, self.nope + self.v_dim, self.kv_rank)
         w_uk, w_uv = w_kv[:, :self.nope], w_kv[:, self.nope:]
         o = torch.empty((N, H, self.v_dim), dtype=x.dtype, device=x.device)
-        decode = batch.decode_group() if cache is not None else None
-        if decode is not None:
-            paged = cache.append_decode(decode.seqs, decode.take(c_kv)[:, 0], decode.take(k_x)[:, 0])
-            decode.put(o, self._paged(decode.take(q)[:, 0], paged, w_uk, w_uv).unsqueeze(1))
-        for window in batch.window_groups() if cache is not None else ():
-            b, T = len(window.seqs), window.tokens
-            paged = cache.append_window(window.seqs, window.take(c_kv), window.take(k_x))
-            q_w = window.take(q).reshape(b * T, H, self.nope + self.extra)
-            window.put(o, self._paged(q_w, paged, w_uk, w_uv).view(b, T, H, self.v_dim))
-        for group in batch.prefill_groups() if cache is not None else batch.groups(by_context=True):
+        for group, step in zip(batch.step_groups(), step_states):   # one query row per new position
+            b, T = len(group.seqs), group.tokens
+            write_rows(step.pool, step.new_rows, group.take(c_kv), group.take(k_x))
+            q_g = group.take(q).reshape(b * T, H, self.nope + self.extra)
+            group.put(o, self._paged(q_g, step.paged(self.kv_rank), w_uk, w_uv).view(b, T, H, self.v_dim))
+        check_step_states(batch, cache, step_states)
+        for group in batch.prefill_groups() if step_states or cache is not None else batch.groups(by_context=True):
             c_all, kx_all, offset = group.take(c_kv), group.take(k_x), 0
             if cache is not None:
                 c_all, kx_all, offset = cache.extend(group.seqs, c_all, kx_all)
@@ -149,9 +126,8 @@ class GatedMLA(nn.Module):
 
 
 
-def _step_reference(layer: GatedMLA, x, pool, tables, lens, block_size, new_rows, positions) -> torch.Tensor:
-    cache = PagedRows(pool, tables, lens, block_size, layer.kv_rank, new_rows)
-    return layer.forward_ops(x, rows_batch(x.shape[0] // positions, positions), cache)
+def _step_reference(layer: GatedMLA, x, step: MlaStep) -> torch.Tensor:
+    return layer.forward_ops(x, rows_batch(x.shape[0] // step.positions, step.positions), step_states=(step,))
 
 
 def _step_examples(large: bool) -> list[Example]:
@@ -170,10 +146,10 @@ def _step_examples(large: bool) -> list[Example]:
                 tables.append(mine + [0] * (4 - len(mine)))
                 lens.append(n + t + 1)
                 new_rows.append(mine[(n + t) // block] * block + (n + t) % block)
-        args = (layer, randn(len(lens), c.hidden_size, seed=42), randn(blocks * block, width, seed=43),
-                torch.tensor(tables, dtype=torch.int32), torch.tensor(lens, dtype=torch.int32), block,
-                torch.tensor(new_rows), T)
-        out.append(Example(f"{len(held)} sequences x {T} positions, cached {held}", args))
+        step = MlaStep(randn(blocks * block, width, seed=43), torch.tensor(tables, dtype=torch.int32),
+                       torch.tensor(lens, dtype=torch.int32), block, torch.tensor(new_rows), T)
+        out.append(Example(f"{len(held)} sequences x {T} positions, cached {held}",
+                           (layer, randn(len(lens), c.hidden_size, seed=42), step)))
     return out
 
 

@@ -4,11 +4,12 @@ of their files), so the op harness checks the C++ step bodies (ops/native/decode
 layers' own Python bodies at every SIMD level and times both (tests/ops/test_op_harness.py,
 benchmarks/ops.py).
 
-An op takes the layer and plain tensors (the state pools, never a state view), so the harness can give
-each side its own copy of the state. Its native entry is the one native call of the step on the layer's
-bound weights (`step_weights(layer, kernels)`); its reference is the layer's `forward_ops` (its modules and
-the registry's ops, op by op) on the same rows, over the same pools. A layer's forward runs the native
-entry for the rows it takes, else `forward_ops`: there is no third way.
+An op takes the layer, the rows and, for attention, the group's step state (layers/step_state.py: plain
+tensors built by the state's owner, never a view), so the harness can give each side its own copy of it.
+Its native entry is the one native call of the step on the layer's bound weights (`step_weights(layer,
+kernels)`); its reference is the layer's `forward_ops` (its modules and the registry's ops, op by op) on
+the same rows and the same step state. A layer's forward runs the native entry for the rows it takes,
+else `forward_ops`: there is no third way.
 """
 
 from __future__ import annotations
@@ -31,14 +32,14 @@ def step_kernels(layer, x: torch.Tensor):
     return None if kernels is None or step_weights(layer, kernels) is None else kernels
 
 
-def attention_native(layer, x: torch.Tensor, *state) -> torch.Tensor:
-    """An attention layer's step in one native call, on its `step_args` tensors `state`."""
+def attention_native(layer, x: torch.Tensor, step) -> torch.Tensor:
+    """An attention layer's step in one native call, on its step state (a KdaStep or MlaStep)."""
     kernels = loaded_kernels()
-    return kernels.attention_step(x, step_weights(layer, kernels), layer.step_state(kernels, x.shape[0], *state))
+    return kernels.attention_step(x, step_weights(layer, kernels), step.kernel_state(kernels))
 
 
-def attention_supports(layer, x: torch.Tensor, *state) -> bool:
-    return step_kernels(layer, x) is not None and layer.state_takes(*state)
+def attention_supports(layer, x: torch.Tensor, step) -> bool:
+    return step_kernels(layer, x) is not None and step.kernel_takes()
 
 
 def ffn_native(layer, x: torch.Tensor) -> torch.Tensor:

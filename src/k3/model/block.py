@@ -47,12 +47,13 @@ class DecoderLayer(nn.Module):
         return self._modules["block_sparse_moe"] if "block_sparse_moe" in self._modules else self._modules["mlp"]
 
     def forward(self, h: torch.Tensor, bank: list[torch.Tensor], batch: ForwardBatch,
-                state: KDAStateView | MLACacheView | None = None) -> torch.Tensor:
-        """h [N, hidden] packed -> next layer's input [N, hidden]; may append to `bank`."""
+                state: KDAStateView | MLACacheView | None = None, step_states: tuple = ()) -> torch.Tensor:
+        """h [N, hidden] packed -> next layer's input [N, hidden]; may append to `bank`. `state`: where
+        prefill segments continue; `step_states`: the decode rows' (layers/step_state.py)."""
         if self.store is not None:
             self.store.ready(self.index)
         regs = Registers(h, bank)
-        run_steps(self.steps, self, regs, batch, state)
+        run_steps(self.steps, self, regs, batch, state, step_states)
         if self.store is not None:
             self.store.done(self.index)
         return regs.h

@@ -7,17 +7,17 @@ logits as one full forward. Weights may be stored in a narrower dtype than `comp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 from torch import nn
 
 from k3.config.model import K3Config
 from k3.layers.basic import Linear, RMSNorm, WeightOnly
 from k3.layers.batch import ForwardBatch
-from k3.layers.state import KDAStateView, MLACacheView, StateLayout, TokenCount, new_layer_states, state_layout
+from k3.layers.state import StateLayout, state_layout
+from k3.layers.step_state import WindowStep
 from k3.layers.decode_weights import forget_bound
 from k3.model.block import DecoderLayer
+from k3.model.dense_state import K3State
 from k3.model.plan import Registers, output_steps, run_steps
 from k3.model.plan_binding import decode_in_one_call
 from k3.model.vision import Splice, splice_for
@@ -25,23 +25,6 @@ from k3.ops.dispatch import reference_only
 from k3.model.vision import attach as attach_vision
 from k3.model.vision import encode as encode_images
 from k3.ops.linear import linear
-
-
-@dataclass
-class K3State:
-    """Decode state of B sequences that advance together: one view per layer, and the one count of the
-    tokens they hold (its MLA caches write at that position; forward advances it)."""
-    layers: list[KDAStateView | MLACacheView]
-    count: TokenCount = field(default_factory=TokenCount)
-    batch_size: int | None = field(default=None)
-
-    @property
-    def num_tokens(self) -> int:
-        return self.count.value
-
-    @num_tokens.setter
-    def num_tokens(self, value: int) -> None:
-        self.count.value = value
 
 
 class K3TextModel(nn.Module):
@@ -57,15 +40,18 @@ class K3TextModel(nn.Module):
             self.output_attn_res_proj = WeightOnly(1, c.hidden_size)
 
     def forward(self, input_ids: torch.Tensor, batch: ForwardBatch, compute_dtype: torch.dtype,
-                layer_states: list | None = None, splice: Splice | None = None) -> torch.Tensor:
+                layer_states: list | None = None, splice: Splice | None = None,
+                step_states: list | None = None) -> torch.Tensor:
         """input_ids [N] packed -> final normalised hidden states [N, hidden] in compute_dtype. `splice`:
-        image rows that replace the embeddings at their positions."""
+        image rows that replace the embeddings at their positions. Per layer: `layer_states`, where prefill
+        segments continue; `step_states`, the decode rows' (layers/step_state.py)."""
         h = self.embed_tokens.weight[input_ids].to(compute_dtype)
         if splice is not None and splice.positions.numel():
             h[splice.positions] = splice.rows.to(compute_dtype)
         bank: list[torch.Tensor] = []
-        for layer, layer_state in zip(self.layers, layer_states or [None] * len(self.layers)):
-            h = layer(h, bank, batch, layer_state)
+        none = [None] * len(self.layers)
+        for layer, state, steps in zip(self.layers, layer_states or none, step_states or [()] * len(self.layers)):
+            h = layer(h, bank, batch, state, steps)
         regs = Registers(h, bank)
         run_steps(self.output_steps, self, regs, batch)
         return regs.x
@@ -109,8 +95,7 @@ class K3ForCausalLM(nn.Module):
         return state_layout(self.config)
 
     def new_state(self, batch_size: int = 1) -> K3State:
-        count = TokenCount()
-        return K3State(new_layer_states(self.config, count), count, batch_size)
+        return K3State.new(self.config, batch_size)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [..., hidden] (final-normed) -> [..., vocab] in compute_dtype."""
@@ -119,15 +104,22 @@ class K3ForCausalLM(nn.Module):
         return linear(hidden, w)
 
     def forward_batch(self, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
-                      logits_index: torch.Tensor | None = None, splice: Splice | None = None) -> torch.Tensor:
+                      logits_index: torch.Tensor | None = None, splice: Splice | None = None,
+                      step_states: list | None = None) -> torch.Tensor:
         """The engine's entry: packed ids [N] -> logits [len(logits_index), vocab] (all N if None).
-        `splice`: image rows for some of the N positions (prefill only)."""
+        `splice`: image rows for some of the N positions (prefill only). Per layer: `layer_states` (prefill
+        segments) and `step_states` (decode rows, one per `batch.step_groups()`), from the state's owner."""
         if splice is None:
-            logits = decode_in_one_call(self, input_ids, batch, layer_states, logits_index)
+            logits = decode_in_one_call(self, input_ids, batch, step_states, logits_index)
             if logits is not None:
                 return logits
-        h = self.model(input_ids, batch, self.compute_dtype, layer_states, splice)
+        h = self.model(input_ids, batch, self.compute_dtype, layer_states, splice, step_states)
         return self.logits(h if logits_index is None else h[logits_index])
+
+    def window_step(self, layer: int, replay: tuple[torch.Tensor, ...]) -> WindowStep:
+        """The step that replays kept positions of KDA layer `layer`'s verify window from the inputs the
+        window wrote to `replay` (`KdaStep.replay`), for the engine's rollback after a rejection."""
+        return self.model.layers[layer].self_attn.window_step(replay)
 
     def weights_changed(self) -> None:
         """Weights were given new storage (a load, an int8 trunk, streamed experts or trunk, `layer.weight =
@@ -165,8 +157,11 @@ class K3ForCausalLM(nn.Module):
         splice = None
         if pixel_values is not None:
             splice = splice_for(input_ids, self.encode_images(pixel_values, grid_thw), self.vision.media_pad_id)
-        logits = self.forward_batch(input_ids.reshape(-1), batch, state.layers if state is not None else None, index,
-                                    splice)
+        layer_states = step_states = None
+        if state is not None:   # the bare model's own small runner: its state builds the decode rows' step states
+            layer_states = state.layers
+            step_states = state.step_states(batch, torch.empty(0, dtype=self.compute_dtype, device=input_ids.device))
+        logits = self.forward_batch(input_ids.reshape(-1), batch, layer_states, index, splice, step_states)
         if state is not None:
             state.num_tokens += T
         return logits.view(B, keep, -1)

@@ -89,10 +89,12 @@ class Registers:
     y: torch.Tensor | None = None
 
 
-def run_steps(steps: tuple[Step, ...], owner: nn.Module, regs: Registers, batch: ForwardBatch, state=None) -> None:
+def run_steps(steps: tuple[Step, ...], owner: nn.Module, regs: Registers, batch: ForwardBatch, state=None,
+              step_states: tuple = ()) -> None:
     """Run `steps` of one owner (a decoder layer, or the text model for OUTPUT) on `regs`, op by op through
     the modules and the kernel registry (a sublayer's module runs its registered native step for the
-    decode rows it takes: layers/steps.py)."""
+    decode rows it takes: layers/steps.py). `state`, `step_states`: the attention layer's (prefill state,
+    decode rows' step states: layers/step_state.py)."""
     for step in steps:
         op = step.op
         if op is Op.NORM:
@@ -104,7 +106,7 @@ def run_steps(steps: tuple[Step, ...], owner: nn.Module, regs: Registers, batch:
         elif op is Op.PUSH:
             regs.bank.append(regs.h)
         elif op is Op.ATTENTION:
-            regs.y = owner.self_attn(regs.x, batch, state)
+            regs.y = owner.self_attn(regs.x, batch, state, step_states)
         elif op is Op.FFN:
             regs.y = owner.ffn_module(regs.x)
         elif op is Op.SET:

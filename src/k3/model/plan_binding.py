@@ -5,7 +5,8 @@ and FFN `step_weights` (layers/steps.py), the norms and mixes, the embedding and
 `kernels.DecodePlan`, and keeps it on the model (`model.decode_binding`) until `model.weights_changed()`.
 
 `decode_in_one_call` then runs a batch that is one group the plan steps in one call (N sequences of one new
-token each, or verify windows of one length) as one native call. Everything else runs the plan op by op
+token each, or verify windows of one length) as one native call, on the step states the state's owner
+built (layers/step_state.py). Everything else runs the plan op by op
 (model/plan.py's `run_steps`), where each sublayer's forward runs its registered native step for rows it
 takes (layers/steps.py). Both routes call the same kernels in the same order, so they give the same bits
 (tests/model/test_decode_plan.py).
@@ -92,31 +93,24 @@ def _plan_step(kernels, step: Step, owner: nn.Module):
     return kernels.PlanStep(op=int(step.op), layer=step.layer, **fields)
 
 
-def decode_in_one_call(model, input_ids: torch.Tensor, batch: ForwardBatch, layer_states: list | None,
-                logits_index: torch.Tensor | None) -> torch.Tensor | None:
+def decode_in_one_call(model, input_ids: torch.Tensor, batch: ForwardBatch, steps: list | None,
+                       logits_index: torch.Tensor | None) -> torch.Tensor | None:
     """Logits [len(logits_index) or N, vocab] of a batch that is one group the plan steps in one native
     call (batch.one_call_group: N sequences of one new token each, or verify windows of one length, N rows
-    in all), the whole plan in one call; None where the plan runs op by op (prefill, ragged windows, no
-    state, another dtype, autograd, `reference_only()`, `model.one_call_decode` off, a step without a
-    native form)."""
+    in all), the whole plan in one call on each attention layer's step state (`steps[i]`: the group's
+    KdaStep or MlaStep, from the state's owner); None where the plan runs op by op (prefill, ragged
+    windows, no state, another dtype, autograd, `reference_only()`, `model.one_call_decode` off, a step
+    without a native form)."""
     N = input_ids.shape[0]
-    if (layer_states is None or model.compute_dtype != torch.float32 or N != batch.num_tokens
+    if (not steps or model.compute_dtype != torch.float32 or N != batch.num_tokens
             or not model.one_call_decode or input_ids.dtype != torch.long or not input_ids.is_cpu
             or (logits_index is not None and logits_index.numel() == 0)):   # decode_plan: empty means all rows
         return None
     row = torch.empty((N, model.config.hidden_size))
     kernels = decode_kernels(row) if batch.one_call_group() is not None else None
     bound = binding(model, kernels) if kernels is not None else None
-    if bound is None or bound.plan is None:
+    if bound is None or bound.plan is None or not all(len(s) == 1 and s[0].kernel_takes() for s in steps):
         return None
-    steps = []
-    for layer, state in zip(model.model.layers, layer_states):
-        args = layer.self_attn.step_args(batch, state, row)
-        if args is None or not layer.self_attn.state_takes(*args):
-            return None
-        steps.append(args)
-    for layer, state, args in zip(model.model.layers, layer_states, steps):   # every layer runs: begin them
-        layer.self_attn.begin_step(batch, state, args)
-    states = [layer.self_attn.step_state(kernels, N, *args) for layer, args in zip(model.model.layers, steps)]
+    states = [s[0].kernel_state(kernels) for s in steps]
     rows = _ALL_ROWS if logits_index is None else logits_index
     return kernels.decode_plan(plan=bound.plan, ids=input_ids.contiguous(), states=states, rows=rows)

@@ -5,6 +5,7 @@ helper; outputs and the inputs an op updates in place (state pools, accumulators
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -25,10 +26,20 @@ def randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32, scale: flo
     return (torch.randn(*shape, generator=g) * scale).to(dtype)
 
 
+def _fields(value) -> dict | None:
+    """A dataclass instance's fields by name (a step state, layers/step_state.py); None for anything else."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    return None
+
+
 def cloned(value):
-    """A deep copy of the tensors in nested tuples, lists and dicts (each side of a comparison gets its own)."""
+    """A deep copy of the tensors in nested tuples, lists, dicts and dataclasses (each side of a comparison
+    gets its own)."""
     if isinstance(value, torch.Tensor):
         return value.clone()
+    if _fields(value) is not None:
+        return dataclasses.replace(value, **cloned(_fields(value)))
     if isinstance(value, (list, tuple)):
         return type(value)(cloned(v) for v in value)
     if isinstance(value, dict):
@@ -44,6 +55,8 @@ def tensors(value) -> list[torch.Tensor]:
         return [t for v in value for t in tensors(v)]
     if isinstance(value, dict):
         return [t for k in sorted(value) for t in tensors(value[k])]
+    if _fields(value) is not None:
+        return [t for v in _fields(value).values() for t in tensors(v)]
     return []
 
 

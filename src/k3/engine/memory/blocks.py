@@ -11,8 +11,6 @@ import torch
 from k3.engine.memory.step_index import StepIndex
 from k3.layers.state import StateLayout
 from k3.ops import huge_pages
-from k3.ops.mla import PagedLatents
-from k3.ops.mla.paged import write_rows
 
 
 class BlockPool:
@@ -26,6 +24,9 @@ class BlockPool:
 
 
 class PagedMLAView:
+    """A layer's paged MLA cache for one step's prefill segments (decode rows run on the step states the
+    runner builds: engine/memory/step_states.py)."""
+
     def __init__(self, pool: torch.Tensor, step: StepIndex, rank: int):
         self.pool, self.step, self.rank = pool, step, rank
 
@@ -36,19 +37,3 @@ class PagedMLAView:
         self.pool[self.step.rows(seqs, ctx, ctx + T)] = torch.cat((c_kv, k_x), dim=-1).to(self.pool.dtype)
         cached = self.pool[self.step.rows(seqs, 0, ctx + T)].to(c_kv.dtype)
         return cached[..., :self.rank], cached[..., self.rank:], ctx
-
-    def append_decode(self, seqs, c_kv, k_x):
-        """One token per sequence ([b, R], [b, Dr]): a window of one position."""
-        return self.append_window(seqs, c_kv.unsqueeze(1), k_x.unsqueeze(1))
-
-    def step_rows(self, seqs, rank, extra, like, positions=1):
-        """Where one token per sequence (or a window of `positions`) goes: the step index's window (no
-        state changes)."""
-        tables, lens, new_rows = self.step.window(seqs, positions)
-        return PagedLatents(self.pool, tables, lens, self.step.block_size, self.rank), new_rows
-
-    def append_window(self, seqs, c_kv, k_x):
-        """Verify windows: write their rows; each window position then reads the rows up to its own."""
-        tables, lens, new_rows = self.step.window(seqs, c_kv.shape[1])
-        write_rows(self.pool, new_rows, c_kv, k_x)
-        return PagedLatents(self.pool, tables, lens, self.step.block_size, self.rank)

@@ -95,11 +95,13 @@ class CachePools:
         """A copy of a sequence's state for its first `num_tokens` tokens (token ids filled by the caller)."""
         return export_state(self.slots, self.blocks, placement.slot, list(placement.blocks), num_tokens)
 
-    def layer_views(self, placements: list, context_lens: tuple[int, ...], num_layers: int, window_log=None) -> list:
-        """One view per layer for a step's sequences (in batch order), sharing one StepIndex (and the
-        step's WindowLog, where KDA layers record verify windows)."""
-        step = StepIndex([p.slot for p in placements], [p.blocks for p in placements], context_lens,
-                         self.block_tables, self.capacity.block_size, window_log)
+    def step_index(self, placements: list, context_lens: tuple[int, ...]) -> StepIndex:
+        """The index tensors of a step's sequences (in batch order), built once and shared by every layer."""
+        return StepIndex([p.slot for p in placements], [p.blocks for p in placements], context_lens,
+                         self.block_tables, self.capacity.block_size)
+
+    def layer_views(self, step: StepIndex, num_layers: int) -> list:
+        """One view per layer for a step's prefill segments."""
         views: list = [None] * num_layers
         for i in self.layout.kda_layers:
             views[i] = self.slots.view(i, step)

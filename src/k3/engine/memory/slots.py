@@ -34,7 +34,8 @@ class SlotPool:
 
 
 class SlotView:
-    """A layer's KDA state for one step: batch sequence s lives in slot step.slots[s]."""
+    """A layer's KDA state for one step's prefill segments: batch sequence s lives in slot step.slots[s]
+    (decode rows run on the step states the runner builds: engine/memory/step_states.py)."""
 
     def __init__(self, recurrent: torch.Tensor, tails: tuple[torch.Tensor, ...], step: StepIndex):
         self.recurrent, self.tails, self.step = recurrent, tails, step
@@ -48,18 +49,3 @@ class SlotView:
         self.recurrent.index_copy_(0, idx, recurrent.to(self.recurrent.dtype))
         for mine, new in zip(self.tails, tails):
             mine.index_copy_(0, idx, new.to(mine.dtype))
-
-    def slot_tensors(self, seqs, zeros):
-        return self.recurrent, self.tails, self.step.slot_index(seqs)
-
-    def start_window(self, seqs, T, step, zeros):
-        """Verify windows about to be stepped in place: the step index's WindowLog (if any) keeps their
-        slots' state and `step` for `keep`."""
-        pools = self.slot_tensors(seqs, zeros)
-        if self.step.window_log is not None:
-            self.step.window_log.record(pools[0], pools[1], seqs, pools[2], T, step)
-        return pools
-
-    def run_window(self, seqs, T, step, zeros, window=None):
-        pools = self.start_window(seqs, T, step, zeros)
-        return window(pools) if window is not None else torch.cat([step(t, None, pools) for t in range(T)], dim=1)

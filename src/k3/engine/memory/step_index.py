@@ -13,10 +13,8 @@ import torch
 
 class StepIndex:
     def __init__(self, slots: list[int], blocks: list[tuple[int, ...]], context_lens: tuple[int, ...],
-                 block_tables: torch.Tensor, block_size: int, window_log=None):
-        """window_log: where KDA views record verify windows (a WindowLog; None when the step has none)."""
+                 block_tables: torch.Tensor, block_size: int):
         self.slots, self.blocks, self.context_lens = slots, blocks, context_lens
-        self.window_log = window_log
         self.block_tables, self.block_size = block_tables, block_size
         self.device = block_tables.device
         self._memo: dict = {}

@@ -1,8 +1,8 @@
 """Verify windows' KDA steps, kept for one engine step so the state of rejected drafts can be undone.
 
-A verify window steps each KDA layer's recurrence once per position, in place on the sequence's slot
-(`KDAStateView.run_window`). Before it does, the slot view records here the slots' state and the step
-itself. Once the drafts are judged, `keep` gives every sequence that keeps fewer positions than its
+A verify window steps each KDA layer's recurrence once per position, in place on the sequence's slot,
+and writes its inputs to the step state's replay tensors (layers/step_state.py). Before the model runs,
+the runner records here the slots' state and the step that replays a position from those inputs. Once the drafts are judged, `keep` gives every sequence that keeps fewer positions than its
 window the state from before the window back and replays its kept positions with the same step on the
 same inputs: bit for bit the state decoding those tokens one by one would have left. Restore and replay
 cost two state passes plus the kept steps, and only on a rejection; keeping every position's state
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from k3.layers.state import WindowStep
+from k3.layers.batch import ForwardBatch
+from k3.layers.step_state import KdaStep, WindowStep
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,19 @@ class WindowLog:
     def __init__(self):
         self.records: list[WindowRecord] = []
 
+    def record_windows(self, batch: ForwardBatch, step_states: list[tuple], model) -> None:
+        """Every KDA layer's verify-window groups of a step about to run: `step_states` per layer (one per
+        `batch.step_groups()`); `model.window_step(layer, replay)` gives the WindowStep that replays that
+        layer's window from its replay tensors (K3ForCausalLM.window_step)."""
+        for layer, states in enumerate(step_states):
+            for group, state in zip(batch.step_groups(), states):
+                if group.window and isinstance(state, KdaStep):
+                    self.record(state.recurrent, state.tails, group.seqs, state.index, group.tokens,
+                                model.window_step(layer, state.replay))
+
     def record(self, recurrent, tails, seqs, index: torch.Tensor, positions: int, step: WindowStep) -> None:
-        """Called by a slot view before it steps a window group: copies the group's state first (index_select
-        copies whole slots; advanced indexing took about ten times as long for the same bytes)."""
+        """One window group before it is stepped: copies the group's state first (index_select copies whole
+        slots; advanced indexing took about ten times as long for the same bytes)."""
         before = (recurrent.index_select(0, index), tuple(t.index_select(0, index) for t in tails))
         self.records.append(WindowRecord(recurrent, tails, tuple(seqs), index, positions, before, step))
 
