@@ -4,8 +4,8 @@ top-8, latent 1024, MXFP4 experts), alternating the engines round by round in fr
 
   decode tokens/s at batch 1 (after a 64-token prompt), prefill tokens/s at 512 tokens, peak RSS,
   and each engine's decode time against the memory-bandwidth floor (active bytes per token /
-  read bandwidth measured here: sampled before and after every run, each run set against the higher
-  of its two samples; also the median run against the fastest sample of the whole run), and the
+  read bandwidth measured here: a pure read by both threads and a GEMV over 1 GiB, the faster of the two,
+  sampled before and after every run, each run set against the higher of its two samples; also the median run against the fastest sample of the whole run), and the
   decode ratio between engines three ways: of the medians, per round, and at equal bandwidth (the
   ratio of the engines' decode/floor, which divides out the memory phases their runs fell in).
 
@@ -54,6 +54,7 @@ CHILD = r'''
 import json, os, sys, time
 import numpy as np
 engine, path, n_decode, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+engine, _, trunk = engine.partition(":")   # k3:int8 -> k3 with its int8 trunk
 prompt = (np.arange(512) * 7919 % 30000).reshape(1, 512)
 def rss():
     return int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
@@ -62,7 +63,7 @@ if engine == "k3":
     inference = torch.inference_mode()  # as k3's engine runs the model; held, or its guard ends at once
     inference.__enter__()
     torch.set_num_threads(threads)
-    model = k3.load(path)
+    model = k3.load(path, trunk=trunk or None)
     def prefill(ids):  # the last position's logits only, as the engine and llama-bench compute
         state = model.new_state(1)
         return model(torch.tensor(ids), state, logits_to_keep=1), state
@@ -111,10 +112,13 @@ def config():
 
 
 class Bandwidth:
-    """Read-bandwidth probe over one 1 GiB matrix, built once so a sample takes a fraction of a second:
-    each sample is the best of a numpy fp32 GEMV and k3's native bf16 GEMV over it, on 4 KB pages and
-    (where the system has them) on 2 MB pages, as k3 keeps its weights (best of `repeat` each). Taking
-    the fastest makes the floor stricter, never flattering."""
+    """Read-bandwidth probe over one 1 GiB buffer, built once so a sample takes a fraction of a second. Two
+    kinds, each the best of `repeat`: "read", every byte read once by both threads with the widest loads
+    and nothing else (k3's native read_sum, on 2 MB pages where the system has them: the machine's peak
+    as the threads see it), and "gemv", the best of a numpy fp32 GEMV and k3's native bf16 GEMV over the
+    same kind of buffer on 4 KB and 2 MB pages (a decode's own reads, multiply-adds included). A sample is
+    the faster of the two: taking the fastest makes the floor stricter, never flattering; `by_kind` keeps
+    every sample of each."""
 
     def __init__(self, nbytes: int = 1024 * 2 ** 20):
         import torch
@@ -126,19 +130,24 @@ class Bandwidth:
         self.w = rng.random((nbytes // 4 // 4096, 4096), dtype=np.float32)
         self.x = rng.random(4096, dtype=np.float32)
         self.kernels = native()
+        self.by_kind: dict[str, list[float]] = {"read": [], "gemv": []}
         if self.kernels is not None:
             self.wb = torch.from_numpy(self.w).reshape(-1, 8192).bfloat16()
             self.xb = torch.ones(1, 8192)
             self.wh = huge_pages.copy_of(self.wb) if huge_pages.available() else None
+            self.raw = huge_pages.empty((nbytes,), torch.uint8).fill_(1)
 
     def sample(self, repeat: int = 3) -> float:
-        """bytes/s."""
+        """bytes/s: the faster of the read and GEMV probes (both kept in by_kind)."""
         rates = [self.w.nbytes / min(_timed(lambda: self.w @ self.x) for _ in range(repeat))]
         if self.kernels is not None:
             for w in (self.wb, self.wh) if self.wh is not None else (self.wb,):
                 rates.append(w.numel() * 2 / min(_timed(lambda: self.kernels.bf16_linear(self.xb, w))
                                                  for _ in range(repeat)))
-        return max(rates)
+            self.by_kind["read"].append(self.raw.numel() / min(_timed(lambda: self.kernels.read_sum(self.raw))
+                                                               for _ in range(repeat)))
+        self.by_kind["gemv"].append(max(rates))
+        return max(self.by_kind["gemv"][-1], *self.by_kind["read"][-1:])
 
 
 def bandwidth(nbytes: int = 1024 * 2 ** 20) -> float:
@@ -171,14 +180,25 @@ def run_llama_cpp(gguf: Path, decode_tokens: int, threads: int) -> dict:
             "build": tg.get("build_commit"), "cpu": tg.get("cpu_info")}
 
 
-def prepare_llama_cpp(path: Path) -> Path:
+def prepare_llama_cpp(path: Path, trunk: str = "bf16") -> Path:
+    """The checkpoint as a GGUF: its trunk as stored (bf16) or as Q8_0 (the quantised row); MXFP4 experts either way."""
     from k3.testing.llama_cpp import build, convert
 
     build(log=lambda s: print(s, file=sys.stderr, flush=True))
-    return convert(path, path / "llama-cpp-bf16-mxfp4.gguf", "bf16")
+    return convert(path, path / f"llama-cpp-{trunk}-mxfp4.gguf", trunk)
 
 
-def summarize(runs: dict, active: int, samples: list[float]) -> dict:
+def int8_trunk_bytes(c) -> int:
+    """Trunk bytes (the embedding apart) with k3's int8 trunk: each quantised matrix as int8 codes and its
+    per-32 bf16 scales (the bytes of llama.cpp's Q8_0 too: 34 per 32 weights), the rest as stored."""
+    from k3.checkpoint.layout import expected_tensors, int8_pair, int8_target
+    from k3.streaming.plan import EMBEDDING
+
+    return sum(sum(p.nbytes for p in int8_pair(s)) if int8_target(s) else s.nbytes
+               for s in expected_tensors(c) if s.expert is None and s.name != EMBEDDING)
+
+
+def summarize(runs: dict, active: dict, samples: list[float]) -> dict:
     """Medians per engine, the ratios of medians, and two floor ratios: each run against the floor of the
     bandwidth sampled next to it (the higher of the samples just before and just after it; the median
     over runs is the headline), and the median run against the floor of the fastest sample of the whole
@@ -190,15 +210,15 @@ def summarize(runs: dict, active: int, samples: list[float]) -> dict:
         rss = [r["peak_rss"] for r in v if r["peak_rss"]]
         med[k]["peak_rss"] = max(rss) if rss else None
     fastest = max(samples)
-    floor_s = active / fastest
+    floor_s = {k: a / fastest for k, a in active.items()}
 
-    def over_paired(r: dict) -> float:
-        return r["bandwidth_bytes_s"] / active / r["decode_tok_s"]
+    def over_paired(k: str, r: dict) -> float:
+        return r["bandwidth_bytes_s"] / active[k] / r["decode_tok_s"]
 
     result = {"active_bytes_per_token": active, "bandwidth_bytes_s": fastest, "floor_s": floor_s, "median": med,
               "runs": runs, "bandwidth_samples": samples,
-              "decode_over_floor": {k: statistics.median(over_paired(r) for r in v) for k, v in runs.items()},
-              "decode_over_fastest_floor": {k: 1 / m["decode_tok_s"] / floor_s for k, m in med.items()}}
+              "decode_over_floor": {k: statistics.median(over_paired(k, r) for r in v) for k, v in runs.items()},
+              "decode_over_fastest_floor": {k: 1 / m["decode_tok_s"] / floor_s[k] for k, m in med.items()}}
     for ours, other in pairs(med):
         result[f"decode_ratio_{ours}_over_{other}"] = med[ours]["decode_tok_s"] / med[other]["decode_tok_s"]
         result[f"prefill_ratio_{ours}_over_{other}"] = med[ours]["prefill_tok_s"] / med[other]["prefill_tok_s"]
@@ -211,22 +231,34 @@ def summarize(runs: dict, active: int, samples: list[float]) -> dict:
     return result
 
 
+QUANTISED = ("k3-int8-trunk", "llama.cpp-q8_0")   # the like-for-like quantised row: int8 / Q8_0 trunks
+
+
+def trunk_kind(engine: str) -> str:
+    return "int8" if engine in QUANTISED else "bf16"
+
+
 def pairs(engines) -> list[tuple[str, str]]:
-    """(k3 form, other engine) for every k3 form (k3, k3-int8) and every other engine."""
+    """(k3 form, other engine) for every k3 form and every other engine with the same kind of trunk: the bf16
+    trunk (k3, k3-int8 against llama.cpp, mlx-lm) and the quantised one (k3-int8-trunk against llama.cpp-q8_0)."""
     ours = [k for k in engines if k.startswith("k3")]
-    return [(a, b) for a in ours for b in engines if not b.startswith("k3")]
+    return [(a, b) for a in ours for b in engines if not b.startswith("k3") and trunk_kind(a) == trunk_kind(b)]
 
 
 def show(result: dict) -> None:
     samples = result["bandwidth_samples"]
-    print(f"active bytes/token {result['active_bytes_per_token'] / 1e6:,.1f} MB; bandwidth samples "
-          f"{min(samples) / 1e9:.1f}-{max(samples) / 1e9:.1f} GB/s (median {statistics.median(samples) / 1e9:.1f}); "
-          f"floor at the fastest {result['floor_s'] * 1e3:.1f} ms ({1 / result['floor_s']:.1f} tok/s)")
-    print(f"{'engine':<11}{'decode tok/s':>14}{'prefill tok/s':>15}{'decode/floor':>14}{'vs fastest':>12}"
+    kinds = "; ".join(f"{k} probe median {statistics.median(v) / 1e9:.1f} GB/s"
+                      for k, v in result.get("bandwidth_by_probe", {}).items())
+    active = ", ".join(f"{k} {a / 1e6:,.1f} MB" for k, a in sorted(set(result["active_bytes_per_token"].items())))
+    floors = ", ".join(f"{k} {f * 1e3:.1f} ms" for k, f in result["floor_s"].items())
+    print(f"active bytes/token: {active}; bandwidth samples "
+          f"{min(samples) / 1e9:.1f}-{max(samples) / 1e9:.1f} GB/s (median {statistics.median(samples) / 1e9:.1f}; "
+          f"{kinds}); floor at the fastest: {floors}")
+    print(f"{'engine':<15}{'decode tok/s':>14}{'prefill tok/s':>15}{'decode/floor':>14}{'vs fastest':>12}"
           f"{'peak RSS MB':>13}")
     for name, m in result["median"].items():
         rss = f"{m['peak_rss'] / 1e6:>13.0f}" if m["peak_rss"] else f"{'-':>13}"
-        print(f"{name:<11}{m['decode_tok_s']:>14.1f}{m['prefill_tok_s']:>15.1f}"
+        print(f"{name:<15}{m['decode_tok_s']:>14.1f}{m['prefill_tok_s']:>15.1f}"
               f"{result['decode_over_floor'][name]:>13.2f}x{result['decode_over_fastest_floor'][name]:>11.2f}x{rss}")
     print("decode/floor: each run against the bandwidth sampled next to it (median over runs); vs fastest: the "
           "median decode against the fastest sample of the whole run")
@@ -256,6 +288,9 @@ def main() -> None:
     ap.add_argument("--k3-int8", action="store_true",
                     help="also run k3 with int8 activations for its MXFP4 products (K3_MXFP4_INT8=1: llama.cpp's "
                          "rounding, not k3's exact default) as its own engine, k3-int8")
+    ap.add_argument("--quantised", action="store_true",
+                    help="also the like-for-like quantised row: k3 with its int8 trunk (trunk='int8') against "
+                         "llama.cpp with a Q8_0 trunk, MXFP4 experts in both (engines k3-int8-trunk, llama.cpp-q8_0)")
     args = ap.parse_args()
     if args.interleave_rounds < 0 or args.interleave_tokens < 1:
         ap.error("--interleave-rounds must be >= 0 (0: no decode in turns) and --interleave-tokens >= 1")
@@ -270,27 +305,37 @@ def measure(args, work: Path) -> dict:
     c = config()
     path = make_checkpoint(work, c, num_shards=4, with_vision=False, tokenizer=True)
     trunk, _, experts = weight_bytes(c, None)
-    active = trunk + expert_sizes(c, experts)[2]
+    routed = expert_sizes(c, experts)[2]
+    active = {"bf16": trunk + routed, "int8": int8_trunk_bytes(c) + routed}   # per trunk kind
     int8 = {"K3_MXFP4_INT8": "1"}
     engines = {"k3": lambda: run_python("k3", path, args.decode_tokens, args.threads)}
     decoders = {"k3": ("k3", path, None)}   # the engines that decode in turns: (child engine, path, env)
     if args.k3_int8:
         engines["k3-int8"] = lambda: run_python("k3", path, args.decode_tokens, args.threads, int8)
         decoders["k3-int8"] = ("k3", path, int8)
+    if args.quantised:
+        engines["k3-int8-trunk"] = lambda: run_python("k3:int8", path, args.decode_tokens, args.threads)
+        decoders["k3-int8-trunk"] = ("k3:int8", path, None)
     if not args.no_llama_cpp:
         gguf = prepare_llama_cpp(path)
         engines["llama.cpp"] = lambda: run_llama_cpp(gguf, args.decode_tokens, args.threads)
         decoders["llama.cpp"] = ("llama.cpp", gguf, None)
+        if args.quantised:
+            q8 = prepare_llama_cpp(path, "q8_0")
+            engines["llama.cpp-q8_0"] = lambda: run_llama_cpp(q8, args.decode_tokens, args.threads)
+            decoders["llama.cpp-q8_0"] = ("llama.cpp", q8, None)
     if not args.no_mlx:
         engines["mlx-lm"] = lambda: run_python("mlx", path, args.decode_tokens, args.threads)
     probe = Bandwidth()
     runs, samples = separate_runs(engines, args, probe)
-    result = summarize(runs, active, samples)
+    result = summarize(runs, {k: active[trunk_kind(k)] for k in engines}, samples)
     if args.interleave_rounds and len(decoders) > 1:
         measured = decode_in_turns({name: (engine, path, None if env is None else os.environ | env)
                                     for name, (engine, path, env) in decoders.items()},
                                    args.threads, args.interleave_rounds, args.interleave_tokens, probe.sample)
-        result["interleaved"] = summarize_interleaved(measured, args.interleave_tokens, active, pairs(decoders))
+        result["interleaved"] = summarize_interleaved(measured, args.interleave_tokens,
+                                                      {k: active[trunk_kind(k)] for k in decoders}, pairs(decoders))
+    result["bandwidth_by_probe"] = {k: v for k, v in probe.by_kind.items() if v}
     return result
 
 

@@ -6,9 +6,10 @@ Loads the model, fills 64 tokens of context (compare.py's prompt), decodes 3 war
 prints {"seconds": s} (the N tokens only, timed here, so the pipe's latency is not in it). An empty line
 or EOF ends it.
 
-    python benchmarks/decode_child.py {k3|llama.cpp} PATH THREADS [TOKENS]
+    python benchmarks/decode_child.py {k3|k3:int8|llama.cpp} PATH THREADS [TOKENS]
 
-k3 runs as compare.py's k3 child does (fp32 compute, inference mode, the model called a token at a time).
+k3 runs as compare.py's k3 child does (fp32 compute, inference mode, the model called a token at a time);
+`k3:int8` loads it with its int8 trunk (trunk="int8").
 llama.cpp runs through the bindings vendored with the source it was built from, with the context
 parameters llama-bench uses for a `tg` test (llama.cpp's defaults: flash attention auto, f16 KV cache,
 512-token batches, a context just large enough: 64 + 3 + TOKENS, default 4096 in all) and the same
@@ -32,8 +33,9 @@ def prompt(vocab: int) -> list[int]:
     return (np.arange(PROMPT_LEN) * 7919 % 30000 % vocab).tolist()
 
 
-def k3_stepper(path: str, threads: int, tokens: int):
-    """(first token, step): step(tok) decodes tok and returns the next. k3's cache grows as it goes."""
+def k3_stepper(path: str, threads: int, tokens: int, trunk: str | None = None):
+    """(first token, step): step(tok) decodes tok and returns the next. k3's cache grows as it goes.
+    trunk: k3.load's (None as stored, "int8")."""
     import torch
 
     import k3
@@ -41,7 +43,7 @@ def k3_stepper(path: str, threads: int, tokens: int):
     HELD.append(torch.inference_mode())   # entered for the process, as k3's engine runs the model
     HELD[-1].__enter__()
     torch.set_num_threads(threads)
-    model = k3.load(path)
+    model = k3.load(path, trunk=trunk)
     state = model.new_state(1)
     first = int(model(torch.tensor([prompt(model.config.vocab_size)]), state, logits_to_keep=1)[0, -1].argmax())
 
@@ -98,7 +100,7 @@ def serve(step, tok: int, commands=sys.stdin, out=sys.stdout) -> None:
 def main() -> None:
     engine, path, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
     tokens = int(sys.argv[4]) if len(sys.argv) > 4 else 4096 - PROMPT_LEN - WARM_UP
-    steppers = {"k3": k3_stepper, "llama.cpp": llama_cpp_stepper}
+    steppers = {"k3": k3_stepper, "k3:int8": lambda *a: k3_stepper(*a, trunk="int8"), "llama.cpp": llama_cpp_stepper}
     if engine not in steppers:
         sys.exit(f"unknown engine {engine!r}: expected one of {sorted(steppers)}")
     tok, step = steppers[engine](path, threads, tokens)

@@ -90,7 +90,7 @@ def measure(args, work: Path) -> dict:
     decoders = {name: ("k3", path, os.environ | settings) for name, settings in forms().items()}
     measured = decode_in_turns(decoders, args.threads, args.rounds, args.tokens, Bandwidth().sample)
     pairs = [("default", name) for name in decoders if name != "default"]
-    return summarize_interleaved(measured, args.tokens, active, pairs)
+    return summarize_interleaved(measured, args.tokens, {name: active for name in decoders}, pairs)
 
 
 def main() -> None:

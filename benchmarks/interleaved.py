@@ -97,19 +97,19 @@ def decode_in_turns(decoders: dict, threads: int, rounds: int, tokens: int, samp
             d.close()
 
 
-def summarize_interleaved(measured: dict, tokens: int, active: int, pairs) -> dict:
+def summarize_interleaved(measured: dict, tokens: int, active: dict, pairs) -> dict:
     """Rates over all rounds, each engine's decode/floor (each round against the higher of the samples
     around it; median over rounds), and per pair (ours, other) the ratio of rates, the per-round ratios,
     and the ratio of rates over the slower and the faster half of the rounds (by that bandwidth: the
-    lead depends on the memory phase)."""
+    lead depends on the memory phase). active: bytes a decode token reads, per engine."""
     seconds, samples = measured["seconds"], measured["samples"]
     bandwidth = [max(a, b) for a, b in zip(samples, samples[1:])]   # per round
-    floors = [active / bw for bw in bandwidth]                         # seconds a token, per round
+    floors = {k: [a / bw for bw in bandwidth] for k, a in active.items()}   # seconds a token, per round
     by_bandwidth = sorted(range(len(bandwidth)), key=lambda r: bandwidth[r])
     halves = [by_bandwidth[:len(by_bandwidth) // 2], by_bandwidth[len(by_bandwidth) // 2:]]
-    result = {"tokens_per_round": tokens, "rounds": len(floors), "bandwidth_samples": samples,
+    result = {"tokens_per_round": tokens, "rounds": len(bandwidth), "bandwidth_samples": samples,
               "decode_tok_s": {k: tokens * len(v) / sum(v) for k, v in seconds.items()},
-              "decode_over_floor": {k: statistics.median(s / tokens / f for s, f in zip(v, floors))
+              "decode_over_floor": {k: statistics.median(s / tokens / f for s, f in zip(v, floors[k]))
                                     for k, v in seconds.items()},
               "seconds": seconds}
     for ours, other in pairs:

@@ -1,6 +1,7 @@
 """Who should multiply prefill-sized products: k3's blocked GEMM (gemm.cpp) or MKL's sgemm on the weight
-widened (bf16) or decoded (MXFP4) to fp32 first. `k3.ops.native.prefill_gemm()` picks by default; this
-measures both on the machine at hand, side by side in one process:
+widened (bf16) or decoded (MXFP4) to fp32 first; and what the opt-in `bf16-dot` (gemm_dot.cpp: x rounded
+to bf16, the CPU's bf16 dot-product units) gains. `k3.ops.native.prefill_gemm()` picks by default; this
+measures all three on the machine at hand, side by side in one process:
 
   prefill   compare.py's checkpoint, a 512-token prompt, the two choices alternating round by round
             (K3_PREFILL_GEMM set and re-read between calls); median tokens/s of each and their ratio
@@ -10,8 +11,8 @@ measures both on the machine at hand, side by side in one process:
 
     .venv/bin/python benchmarks/prefill_gemm.py [--rounds 12] [--threads 2]
 
-Both choices' logits are compared first (relative L2, the tests' one helper): they differ by fp32 summation order
-only. Prints two tables, then one JSON line.
+The choices' logits are compared first (relative L2, the tests' one helper): native and torch differ by fp32
+summation order only; bf16-dot by x's rounding too. Prints two tables, then one JSON line.
 """
 
 from __future__ import annotations
@@ -31,14 +32,14 @@ import torch.nn.functional as F
 
 import k3
 from k3.ops.mxfp4.linear import mxfp4_example_weight, mxfp4_linear_tiled
-from k3.ops.native import native, prefill_gemm
+from k3.ops.native import bf16_dot_units, native, prefill_gemm
 from k3.testing import make_checkpoint
 from k3.testing.tolerance import rel_l2
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compare import config as compare_config  # noqa: E402
 
-CHOICES = ("native", "torch")
+CHOICES = ("native", "torch", "bf16-dot")
 PROMPT = 512
 
 
@@ -67,8 +68,10 @@ def whole_prefill(path: Path, rounds: int) -> dict:
             times[c].append(seconds(lambda: model(ids, model.new_state(1), logits_to_keep=1)))
     run = {c: PROMPT / statistics.median(t) for c, t in times.items()}
     return {"tok_s": run, "native_over_torch": run["native"] / run["torch"],
+            "bf16_dot_over_native": run["bf16-dot"] / run["native"],
             "per_round": [t / n for n, t in zip(times["native"], times["torch"])],
-            "logits_rel_l2": rel_l2(logits["native"], logits["torch"])}
+            "logits_rel_l2": rel_l2(logits["native"], logits["torch"]),
+            "bf16_dot_logits_rel_l2": rel_l2(logits["bf16-dot"], logits["native"])}
 
 
 def products(rounds: int) -> list[dict]:
@@ -84,15 +87,18 @@ def products(rounds: int) -> list[dict]:
         x = torch.randn(m, k)
         if fmt == "bf16":
             w = torch.randn(n, k).bfloat16()
-            ways = {"native": lambda: kernels.bf16_gemm(x, w), "torch": lambda: F.linear(x, kernels.bf16_widen(w))}
+            ways = {"native": lambda: kernels.bf16_gemm(x, w), "torch": lambda: F.linear(x, kernels.bf16_widen(w)),
+                    "bf16-dot": lambda: kernels.bf16_dot_gemm(x, w)}
         else:
             p, s = mxfp4_example_weight(n, k, 1)
-            ways = {"native": lambda: kernels.mxfp4_gemm(x, p, s), "torch": lambda: mxfp4_linear_tiled(x, p, s)}
+            ways = {"native": lambda: kernels.mxfp4_gemm(x, p, s), "torch": lambda: mxfp4_linear_tiled(x, p, s),
+                    "bf16-dot": lambda: kernels.mxfp4_dot_gemm(x, p, s)}
         best = {way: min(min(seconds(fn) for _ in range(5)) for _ in range(rounds)) for way, fn in ways.items()}
         flops = 2 * m * n * k
         rows.append({"weights": fmt, "rows": m, "outputs": n, "depth": k,
                      **{f"{way}_gflop_s": flops / t / 1e9 for way, t in best.items()},
-                     "native_over_torch": best["torch"] / best["native"]})
+                     "native_over_torch": best["torch"] / best["native"],
+                     "bf16_dot_over_native": best["native"] / best["bf16-dot"]})
     return rows
 
 
@@ -109,7 +115,8 @@ def main() -> None:
         path = make_checkpoint(Path(work), compare_config(), num_shards=4, with_vision=False, tokenizer=True)
         prefill = whole_prefill(path, args.rounds)
         rows = products(max(1, args.rounds // 4))
-    result = {"bench": "prefill_gemm", "threads": args.threads, "default": default, "prefill": prefill, "products": rows}
+    result = {"bench": "prefill_gemm", "threads": args.threads, "default": default, "bf16_dot_units": bf16_dot_units(),
+              "prefill": prefill, "products": rows}
     show(result)
     print(json.dumps(result))
 
@@ -119,11 +126,15 @@ def show(r: dict) -> None:
     print(f"prefill at {PROMPT} tokens (tok/s, median): native {p['tok_s']['native']:.1f}, torch "
           f"{p['tok_s']['torch']:.1f}, native/torch {p['native_over_torch']:.2f} (rounds "
           f"{min(p['per_round']):.2f}-{max(p['per_round']):.2f}); logits differ by {p['logits_rel_l2']:.1e} (relative L2)")
+    print(f"bf16-dot (x rounded to bf16; dot-product units here: {r['bf16_dot_units']}): {p['tok_s']['bf16-dot']:.1f} tok/s, "
+          f"{p['bf16_dot_over_native']:.2f}x native; logits {p['bf16_dot_logits_rel_l2']:.1e} from native (relative L2)")
     print(f"default here: {r['default']}")
-    print(f"{'weights':<8}{'M':>6}{'N':>7}{'K':>7}{'native GFLOP/s':>16}{'torch GFLOP/s':>15}{'native/torch':>14}")
+    print(f"{'weights':<8}{'M':>6}{'N':>7}{'K':>7}{'native GFLOP/s':>16}{'torch GFLOP/s':>15}{'native/torch':>14}"
+          f"{'bf16-dot GFLOP/s':>18}{'dot/native':>12}")
     for x in r["products"]:
         print(f"{x['weights']:<8}{x['rows']:>6}{x['outputs']:>7}{x['depth']:>7}{x['native_gflop_s']:>16.0f}"
-              f"{x['torch_gflop_s']:>15.0f}{x['native_over_torch']:>14.2f}")
+              f"{x['torch_gflop_s']:>15.0f}{x['native_over_torch']:>14.2f}{x['bf16-dot_gflop_s']:>18.0f}"
+              f"{x['bf16_dot_over_native']:>12.2f}")
 
 
 if __name__ == "__main__":

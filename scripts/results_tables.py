@@ -6,6 +6,8 @@ from. Benchmarks with a known shape show their headline figures; any other shows
 
 from __future__ import annotations
 
+import statistics
+
 ABOUT = {
     "compare": "k3 against llama.cpp (and mlx-lm) on one random checkpoint in K3's proportions, side by side",
     "engine": "the engine against a bare loop; decode against context length and batch size",
@@ -86,19 +88,25 @@ def _structured(r: dict) -> list[str]:
 
 
 def _compare(r: dict) -> list[str]:
-    other = "llama.cpp"
-    rows = ["| measure | k3 | llama.cpp | k3 / llama.cpp |", "|---|---|---|---|"]
-    turns = r.get("interleaved", {})
-    if turns:
-        rows.append(f"| decode in turns (tok/s) | {_fmt(turns['decode_tok_s']['k3'])} | "
-                    f"{_fmt(turns['decode_tok_s'][other])} | **{_fmt(turns[f'decode_ratio_k3_over_{other}'])}** |")
-    med = r["median"]
-    rows += [f"| decode, separate runs (tok/s, median) | {_fmt(med['k3']['decode_tok_s'])} | "
-             f"{_fmt(med[other]['decode_tok_s'])} | {_fmt(r[f'decode_ratio_k3_over_{other}'])} |",
-             f"| prefill at 512 tokens (tok/s, median) | {_fmt(med['k3']['prefill_tok_s'])} | "
-             f"{_fmt(med[other]['prefill_tok_s'])} | **{_fmt(r[f'prefill_ratio_k3_over_{other}'])}** |",
-             f"| decode time / bandwidth floor | {_fmt(r['decode_over_floor']['k3'])} | "
-             f"{_fmt(r['decode_over_floor'][other])} | |"]
+    rows = ["| trunk | measure | k3 | llama.cpp | k3 / llama.cpp |", "|---|---|---|---|---|"]
+    for trunk, ours, other in (("bf16", "k3", "llama.cpp"), ("int8 / Q8_0", "k3-int8-trunk", "llama.cpp-q8_0")):
+        if ours not in r["median"] or other not in r["median"]:
+            continue
+        turns = r.get("interleaved", {})
+        if f"decode_ratio_{ours}_over_{other}" in turns:
+            rows.append(f"| {trunk} | decode in turns (tok/s) | {_fmt(turns['decode_tok_s'][ours])} | "
+                        f"{_fmt(turns['decode_tok_s'][other])} | **{_fmt(turns[f'decode_ratio_{ours}_over_{other}'])}** |")
+        med = r["median"]
+        rows += [f"| {trunk} | decode, separate runs (tok/s, median) | {_fmt(med[ours]['decode_tok_s'])} | "
+                 f"{_fmt(med[other]['decode_tok_s'])} | {_fmt(r[f'decode_ratio_{ours}_over_{other}'])} |",
+                 f"| {trunk} | prefill at 512 tokens (tok/s, median) | {_fmt(med[ours]['prefill_tok_s'])} | "
+                 f"{_fmt(med[other]['prefill_tok_s'])} | **{_fmt(r[f'prefill_ratio_{ours}_over_{other}'])}** |",
+                 f"| {trunk} | decode time / bandwidth floor | {_fmt(r['decode_over_floor'][ours])} | "
+                 f"{_fmt(r['decode_over_floor'][other])} | |"]
+    probes = r.get("bandwidth_by_probe", {})
+    if probes:
+        rows += ["", "Read bandwidth, median of the samples: " + ", ".join(
+            f"{k} probe {_fmt(statistics.median(v) / 1e9)} GB/s" for k, v in probes.items()) + "."]
     return rows
 
 
@@ -199,14 +207,27 @@ def _ops(r: dict) -> list[str]:
 
 def _prefill_gemm(r: dict) -> list[str]:
     p = r["prefill"]
-    rows = ["| product | rows | outputs | depth | native (GFLOP/s) | torch (GFLOP/s) | native / torch |",
-            "|---|---|---|---|---|---|---|",
-            f"| whole prefill, {_fmt(p['tok_s']['native'])} against {_fmt(p['tok_s']['torch'])} tok/s | 512 | | | | | "
-            f"**{_fmt(p['native_over_torch'])}** |"]
+    dot = "bf16_dot_over_native" in p   # older records measured native and torch only
+
+    def cells(native, torch, ratio, dot_rate="", dot_ratio="") -> str:
+        return f"{native} | {torch} | {ratio} |" + (f" {dot_rate} | {dot_ratio} |" if dot else "")
+
+    rows = ["| product | rows | outputs | depth | native (GFLOP/s) | torch (GFLOP/s) | native / torch |"
+            + (" bf16-dot (GFLOP/s) | bf16-dot / native |" if dot else ""),
+            "|---|---|---|---|---|---|---|" + ("---|---|" if dot else ""),
+            f"| whole prefill (tok/s) | 512 | | | " + cells(_fmt(p['tok_s']['native']), _fmt(p['tok_s']['torch']),
+                                                      f"**{_fmt(p['native_over_torch'])}**",
+                                                      _fmt(p['tok_s'].get('bf16-dot')), _fmt(p.get('bf16_dot_over_native')))]
     for x in r["products"]:
-        rows.append(f"| {x['weights']} | {x['rows']} | {x['outputs']} | {x['depth']} | {_fmt(x['native_gflop_s'])} | "
-                    f"{_fmt(x['torch_gflop_s'])} | {_fmt(x['native_over_torch'])} |")
-    return rows + ["", f"The default on this CPU: `{r['default']}`."]
+        rows.append(f"| {x['weights']} | {x['rows']} | {x['outputs']} | {x['depth']} | "
+                    + cells(_fmt(x['native_gflop_s']), _fmt(x['torch_gflop_s']), _fmt(x['native_over_torch']),
+                            _fmt(x.get('bf16-dot_gflop_s')), _fmt(x.get('bf16_dot_over_native'))))
+    notes = ["", f"The default on this CPU: `{r['default']}`."]
+    if dot:
+        notes.append(f"bf16-dot rounds x to bf16 (an opt-in; this CPU's bf16 dot-product units: "
+                     f"{'yes' if r.get('bf16_dot_units') else 'no'}); its logits differ from native's by "
+                     f"{p['bf16_dot_logits_rel_l2']:.1e} (relative L2).")
+    return rows + notes
 
 
 def _decode_settings(r: dict) -> list[str]:
@@ -312,6 +333,12 @@ def results_page(records: dict[str, list[dict]]) -> str:
            "move with the machine's memory bandwidth from one run to the next.", ""]
     if not records:
         out.append("No results recorded yet.")
+    else:
+        out += ["## Across CPU kinds", "", "The latest run of each CPU kind, side by side: k3 against llama.cpp "
+                "(`benchmarks/compare.py`) and the engine's own ratios (`benchmarks/engine.py`).", "",
+                headline_table(records), ""]
+        if records.get("compare") and records.get("engine"):
+            out += [headline_table({"engine": records["engine"]}), ""]
     for name, recs in records.items():
         about = ABOUT.get(name, f"`benchmarks/{name}.py`")
         out += [f"## {name}", "", about[0].upper() + about[1:] + ".", ""]

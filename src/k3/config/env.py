@@ -50,8 +50,9 @@ VARIABLES = (
              ("scalar", "avx2", "avx512")),
     Variable("K3_PACKAGES_DIR", "where `python -m k3.eval.fetch` keeps the evaluation sets' pinned packages "
              "(default `~/.cache/k3/packages`)"),
-    Variable("K3_PREFILL_GEMM", "prefill products: `native` (k3's blocked GEMM) or `torch` (default per CPU)",
-             ("native", "torch")),
+    Variable("K3_PREFILL_GEMM", "prefill products: `native` (k3's blocked GEMM), `torch` (default per CPU), or "
+             "`bf16-dot` (activations rounded to bf16, on the CPU's bf16 dot-product units)",
+             ("native", "torch", "bf16-dot")),
     Variable("K3_REQUIRE_LLAMA_CPP", "tests: `1` makes a missing llama.cpp build a failure instead of a skip "
              "(CI sets it)", SWITCH),
     Variable("K3_REQUIRE_SANDBOX", "tests: `1` makes a missing bubblewrap a failure instead of a skip (CI sets it)",

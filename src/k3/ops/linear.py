@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from k3.ops.dispatch import register
+from k3.ops.dot_linear import dot_linear
 from k3.ops.harness import Example, randn
 from k3.ops.native import MAX_ROWS, native, prefill_gemm
 
@@ -28,10 +29,13 @@ def linear_reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 def _linear_native(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """Few rows: the bf16 GEMV kernel. Many (prefill): the native blocked GEMM where `prefill_gemm()`
     says so, else the reference's own fp32 GEMM on the weight widened by the native loop (so the result
-    equals the reference bit for bit)."""
+    equals the reference bit for bit), or, where the user chose `bf16-dot`, x rounded to bf16 on the
+    CPU's dot-product units (not this op's exact reference: its own op, `bf16_dot_linear`)."""
     few = _few_bf16_rows(x, w)
     if not few and prefill_gemm() == "torch":
         return F.linear(x, native().bf16_widen(w))
+    if not few and prefill_gemm() == "bf16-dot":   # the opt-in that rounds x (ops/dot_linear.py)
+        return dot_linear(x, w)
     flat = x.reshape(-1, x.shape[-1]).contiguous()
     kernel = native().bf16_linear if few else native().bf16_gemm
     return kernel(flat, w).reshape(*x.shape[:-1], w.shape[0])

@@ -80,6 +80,8 @@ def mxfp4_linear_tiled(x: torch.Tensor, packed: torch.Tensor, scale: torch.Tenso
 def _mxfp4_linear_native(x, packed, scale, group_size=32, row_tile=ROW_TILE):
     """Few fp32 rows (decode): codes decoded in registers, each weight byte read once. More (prefill,
     where `prefill_gemm()` is native): the blocked GEMM, decoding each panel of codes as it packs it."""
+    if x.shape[0] > MAX_ROWS and prefill_gemm() == "bf16-dot":   # the opt-in that rounds x (ops/dot_linear.py)
+        return native().mxfp4_dot_gemm(x.contiguous(), packed, scale)
     if x.shape[0] > MAX_ROWS:
         return native().mxfp4_gemm(x.contiguous(), packed, scale)
     return native().mxfp4_linear(x.contiguous(), packed, scale)
@@ -89,5 +91,5 @@ mxfp4_linear = register(
     "mxfp4_linear", examples=_linear_examples, reference=mxfp4_linear_tiled, native=_mxfp4_linear_native,
     supports=lambda x, packed, scale, group_size=32, row_tile=ROW_TILE: (
         group_size == 32 and x.dtype == torch.float32 and x.dim() == 2
-        and (x.shape[0] <= MAX_ROWS or prefill_gemm() == "native")
+        and (x.shape[0] <= MAX_ROWS or prefill_gemm() in ("native", "bf16-dot"))
         and packed.is_contiguous() and scale.is_contiguous()))

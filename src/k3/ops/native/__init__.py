@@ -60,11 +60,17 @@ def _choice(variable: str, default: str) -> str:
     return env.read(variable) or default
 
 
+def bf16_dot_units() -> bool:
+    """Whether the CPU has AVX512_BF16's dot-product instruction (vdpbf16ps) at the AVX-512 level k3 runs."""
+    return simd_level() >= 2 and "avx512_bf16" in cpu_flags()
+
+
 @once
 def prefill_gemm() -> str:
     """Who multiplies prefill-sized products (more than MAX_ROWS rows): "native" (gemm.cpp, widening or
-    decoding the weight as it packs it) or "torch" (the weight widened or decoded to fp32, then MKL).
-    K3_PREFILL_GEMM chooses. The default is native wherever the kernels have vector code: on AMD CPUs MKL
+    decoding the weight as it packs it), "torch" (the weight widened or decoded to fp32, then MKL), or
+    "bf16-dot" (gemm_dot.cpp: the activations rounded to bf16, the products on the CPU's bf16 dot-product
+    units where it has them: an opt-in, since it rounds; docs/design/precision.md). K3_PREFILL_GEMM chooses. The default is native wherever the kernels have vector code: on AMD CPUs MKL
     takes its AVX2 code, and on Intel's AVX-512, where MKL runs its own AVX-512 code, a whole prefill was
     still faster native (the fp32 copy of every weight costs more than MKL's tile saves). Every row's
     result is then independent of its batch. Measured: docs/benchmarks/results.md (prefill_gemm)."""
@@ -146,6 +152,7 @@ def native():
         kernels.set_prefetch_nta(weight_prefetch() == "nta")   # before the GEMV forms are measured under it
         kernels.set_gemv_sequential_bytes(_gemv_bytes(kernels))
         kernels.set_int8_activations(env.switch("K3_MXFP4_INT8", False))
+        kernels.set_bf16_dot(bf16_dot_units())
         return kernels
     except Exception as e:  # no compiler, no ninja, ...: fall back, loudly
         warnings.warn(f"k3 native CPU kernels unavailable ({type(e).__name__}: {e}); using PyTorch paths",

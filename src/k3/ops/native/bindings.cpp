@@ -72,9 +72,12 @@ void bind_settings(py::module_& m) {
   m.def("set_gemv_sequential_bytes", &set_gemv_sequential_bytes, arg("bytes"));
   m.def("set_prefetch_nta", &set_prefetch_nta, arg("on"));
   m.def("set_int8_activations", &set_int8_activations, arg("on"));
+  m.def("set_bf16_dot", &set_bf16_dot, arg("on"));
   m.def("set_flush_denormal", &set_flush_denormal, arg("on"));
   m.def("set_part_timing", &set_part_timing, arg("on"));
   m.def("part_seconds", &part_seconds);
+  m.def("read_sum", &read_sum, arg("buffer"), "The wrapping sum of a buffer's 8-byte words, read by every thread "
+                                              "(read_probe.cpp: the read-bandwidth probe)");
 }
 
 // The names of the operators this library registered (TORCH_LIBRARY(k3) below), from torch's dispatcher.
@@ -103,6 +106,8 @@ TORCH_LIBRARY(k3, m) {
   m.def("bf16_linear(Tensor x, Tensor w) -> Tensor", cpu(&bf16_linear));
   m.def("bf16_gemm(Tensor x, Tensor w) -> Tensor", cpu(&bf16_gemm));
   m.def("bf16_widen(Tensor w) -> Tensor", cpu(&bf16_widen));
+  m.def("bf16_dot_gemm(Tensor x, Tensor w) -> Tensor", cpu(&bf16_dot_gemm));
+  m.def("mxfp4_dot_gemm(Tensor x, Tensor packed, Tensor scale) -> Tensor", cpu(&mxfp4_dot_gemm));
   m.def("bf16_head_linear(Tensor x, Tensor w, bool transpose) -> Tensor", cpu(&bf16_head_linear));
   m.def("int8_linear(Tensor x, Tensor q, Tensor s) -> Tensor", cpu(&int8_linear));
   m.def("int8_dequantize(Tensor q, Tensor s) -> Tensor", cpu(&int8_dequantize));

@@ -28,6 +28,7 @@ def _rows(x: torch.Tensor, width: int) -> torch.Tensor:
 def _linears(lib) -> None:
     lib("bf16_linear", lambda x, w: _rows(x, w.shape[0]))
     lib("bf16_gemm", lambda x, w: _rows(x, w.shape[0]))
+    lib("bf16_dot_gemm", lambda x, w: _rows(x, w.shape[0]))
     lib("bf16_widen", lambda w: w.new_empty(w.shape, dtype=torch.float32))
     lib("bf16_head_linear", lambda x, w, transpose: x.new_empty(
         (x.shape[0], w.shape[0], w.shape[2] if transpose else w.shape[1])))
@@ -35,6 +36,7 @@ def _linears(lib) -> None:
     lib("int8_dequantize", lambda q, s: q.new_empty(q.shape, dtype=torch.float32))
     lib("mxfp4_linear", lambda x, packed, scale: _rows(x, packed.shape[0]))
     lib("mxfp4_gemm", lambda x, packed, scale: _rows(x, packed.shape[0]))
+    lib("mxfp4_dot_gemm", lambda x, packed, scale: _rows(x, packed.shape[0]))
     lib("mxfp4_dequantize", lambda packed, scale: packed.new_empty(
         (packed.shape[0], packed.shape[1] * 2), dtype=torch.float32))
     # an expert maps x [N, D] back to [N, D] (W2 is [D, I]); a bank's mix has x's shape

@@ -46,6 +46,8 @@ inline int64_t g_gemv_sequential_bytes = 0;
 // own objects (faster on AMD with AVX-512, where it is the default; docs/design/kernels.md).
 constexpr int64_t kPrefetchBf16 = 512, kPrefetchMxfp4 = 1024, kPrefetchSequential = 2048;
 inline bool g_prefetch_nta = false;
+// The CPU has AVX512_BF16's dot-product instruction (set from Python's reading of its flags): gemm_dot.cpp.
+inline bool g_bf16_dot = false;
 
 // A prefetch further ahead (a later row's line, into L2): with g_prefetch_nta non-temporal too. A T1
 // hint there installs every line in the caches' normal way, so on AMD, whose L3 takes the lines L2
@@ -327,12 +329,14 @@ auto timed(DecodePart part, F f) {
 using Tensors = std::vector<at::Tensor>;
 using Ints = std::vector<int64_t>;
 
-// settings.cpp, part_timing.cpp
+// settings.cpp, part_timing.cpp, read_probe.cpp
 int64_t set_simd(int64_t level);
 int64_t set_gemv_sequential_bytes(int64_t bytes);
 bool set_prefetch_nta(bool on);
+bool set_bf16_dot(bool on);
 bool set_flush_denormal(bool on);
 bool set_part_timing(bool on);
+uint64_t read_sum(at::Tensor buffer);
 std::map<std::string, double> part_seconds();
 
 // bf16.cpp, gemm.cpp
@@ -341,6 +345,10 @@ at::Tensor bf16_widen(at::Tensor w);
 at::Tensor bf16_head_linear(at::Tensor x, at::Tensor w, bool transpose);
 at::Tensor bf16_gemm(at::Tensor x, at::Tensor w);
 at::Tensor mxfp4_gemm(at::Tensor x, at::Tensor packed, at::Tensor scale);
+
+// gemm_dot.cpp
+at::Tensor bf16_dot_gemm(at::Tensor x, at::Tensor w);
+at::Tensor mxfp4_dot_gemm(at::Tensor x, at::Tensor packed, at::Tensor scale);
 
 // int8_weights.cpp
 at::Tensor int8_linear(at::Tensor x, at::Tensor q, at::Tensor s);

@@ -79,10 +79,16 @@ const float* as_f32_row<uint16_t>(const uint16_t* row, int64_t W, float* scratch
   return scratch;
 }
 
-// Position p's row in the pool: row tables[p / bs] * bs + p % bs of the sequence's table.
+// Positions [start, start + n)'s rows in the pool (position p: row tables[p / bs] * bs + p % bs of the
+// sequence's table), walking the blocks: two divisions a tile, not two a row (a division by a block size
+// known only at run time costs tens of cycles, as much as scoring a short row).
 template <typename T>
-const T* pool_row(const T* pool, const int32_t* table, int64_t bs, int64_t W, int64_t p) {
-  return pool + (static_cast<int64_t>(table[p / bs]) * bs + p % bs) * W;
+void pool_rows(const T* pool, const int32_t* table, int64_t bs, int64_t W, int64_t start, int64_t n, const T** out) {
+  int64_t b = start / bs, off = start % bs;
+  for (int64_t j = 0; j < n; ++j) {
+    out[j] = pool + (static_cast<int64_t>(table[b]) * bs + off) * W;
+    if (++off == bs) off = 0, ++b;
+  }
 }
 
 // The row to prefetch: the row itself where the pool is read in place (fp32); nullptr where it is read
@@ -108,7 +114,7 @@ void attend_part(const float* q, const T* pool, const int32_t* table, int64_t bs
                  float scale, const Part& part, float* m_out, float* l_out, float* acc) {
   thread_local Scratch sc;
   // 16-lane score tiles only when there are more than 8 heads: padding 8 heads to 16 would double the work.
-  const int64_t lanes = g_simd >= 2 && H > kLanes ? 16 : kLanes;
+  const int64_t lanes = g_simd >= 2 ? 16 : kLanes;
   const int64_t Hp = (H + lanes - 1) / lanes * lanes;
   sc.fit(W, Hp);
   std::fill(sc.qT.begin(), sc.qT.end(), 0.f);
@@ -118,19 +124,22 @@ void attend_part(const float* q, const T* pool, const int32_t* table, int64_t bs
   std::fill(acc, acc + H * R, 0.f);
   const float* rows[kTile];
   const float* ahead[kTile];
+  const T* here[kTile];   // this tile's rows in the pool, then the next tile's
+  const T* next[kTile];
+  pool_rows(pool, table, bs, W, part.start, std::min(kTile, part.stop - part.start), here);
   for (int64_t t0 = part.start; t0 < part.stop; t0 += kTile) {
-    const int64_t nt = std::min(kTile, part.stop - t0);
-    for (int64_t j = 0; j < nt; ++j)
-      rows[j] = as_f32_row(pool_row(pool, table, bs, W, t0 + j), W, sc.rows.data() + j * W);
+    const int64_t nt = std::min(kTile, part.stop - t0), after = std::max<int64_t>(0, std::min(kTile, part.stop - t0 - kTile));
+    for (int64_t j = 0; j < nt; ++j) rows[j] = as_f32_row(here[j], W, sc.rows.data() + j * W);
+    pool_rows(pool, table, bs, W, t0 + kTile, after, next);
+    for (int64_t j = 0; j < kTile; ++j) ahead[j] = j < after ? in_place(next[j]) : nullptr;
     float* S = sc.S.data();
-    for (int64_t j = 0; j < kTile; ++j)
-      ahead[j] = t0 + kTile + j < part.stop ? in_place(pool_row(pool, table, bs, W, t0 + kTile + j)) : nullptr;
     score_tile(rows, ahead, nt, sc.qT.data(), W, Hp, S);
     online_softmax_tile(S, nt, Hp, m.data(), l.data(), sc.mt.data(), sc.f.data());
     for (int64_t h = 0; h < H; ++h)
       if (sc.f[h] != 1.f)
         for (int64_t r = 0; r < R; ++r) acc[h * R + r] *= sc.f[h];
     accumulate_tile(rows, nt, S, Hp, H, R, acc);
+    std::copy(next, next + after, here);
   }
   std::copy(m.begin(), m.begin() + H, m_out);
   std::copy(l.begin(), l.begin() + H, l_out);

@@ -31,6 +31,14 @@ bool set_prefetch_nta(bool on) {
   return before;
 }
 
+// Whether the CPU has AVX512_BF16 (vdpbf16ps), which the bf16 dot-product GEMMs use at the AVX-512 level
+// (gemm_dot.cpp; without it they round x and run the fp32 GEMM). Returns the previous setting.
+bool set_bf16_dot(bool on) {
+  const bool before = g_bf16_dot;
+  g_bf16_dot = on;
+  return before;
+}
+
 // Flush-to-zero and denormals-are-zero (MXCSR bits 15 and 6) on the calling thread (the region's thread
 // 0) and every thread of the OpenMP pool, which ATen and MKL share with these kernels (one libgomp per process). Chunked KDA
 // multiplies long decay products whose subnormal results x86 handles through microcode assists: a

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from k3.testing.llama_cpp.build import AnchorError, llama_dir
 
-OUTTYPES = ("f32", "bf16")
+OUTTYPES = ("f32", "bf16", "q8_0")   # q8_0: the trunk as llama.cpp's Q8_0 (compare.py --quantised)
 
 _CHILD = r'''
 import runpy, sys
@@ -46,8 +46,9 @@ runpy.run_path(llama_dir + "/convert_hf_to_gguf.py", run_name="__main__")
 
 
 def convert(checkpoint: str | Path, out: str | Path, outtype: str = "bf16", root: Path | None = None) -> Path:
-    """Write `out` (GGUF). outtype bf16 keeps the trunk as stored; f32 widens it (exact). MXFP4 experts
-    stay MXFP4 either way; bf16 experts (expert_format None) follow outtype."""
+    """Write `out` (GGUF). outtype bf16 keeps the trunk as stored; f32 widens it (exact); q8_0 quantises
+    it (llama.cpp's 8-bit blocks of 32). MXFP4 experts stay MXFP4 in every case; bf16 experts
+    (expert_format None) follow outtype."""
     if outtype not in OUTTYPES:
         raise ValueError(f"outtype must be one of {OUTTYPES}, got {outtype!r}")
     checkpoint, out = Path(checkpoint), Path(out)
