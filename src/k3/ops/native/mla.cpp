@@ -114,7 +114,7 @@ void attend_part(const float* q, const T* pool, const int32_t* table, int64_t bs
                  float scale, const Part& part, float* m_out, float* l_out, float* acc) {
   thread_local Scratch sc;
   // 16-lane score tiles only when there are more than 8 heads: padding 8 heads to 16 would double the work.
-  const int64_t lanes = g_simd >= 2 ? 16 : kLanes;
+  const int64_t lanes = g_simd >= 2 && H > kLanes ? 16 : kLanes;
   const int64_t Hp = (H + lanes - 1) / lanes * lanes;
   sc.fit(W, Hp);
   std::fill(sc.qT.begin(), sc.qT.end(), 0.f);
