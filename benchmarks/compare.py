@@ -169,15 +169,32 @@ def run_python(engine: str, path: Path, decode_tokens: int, threads: int, env: d
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_llama_cpp(gguf: Path, decode_tokens: int, threads: int) -> dict:
+def run_llama_cpp(gguf: Path, decode_tokens: int, threads: int, repack: bool = True) -> dict:
     """Two llama-bench processes: pp512, then tg after 64 tokens of context (as the Python children: decode
     last, next to the bandwidth sample taken after the run)."""
     from k3.testing.llama_cpp import bench
 
-    pp = bench(gguf, threads=threads, prompt=512)
-    tg = bench(gguf, threads=threads, generate=decode_tokens, depth=64)
+    pp = bench(gguf, threads=threads, prompt=512, repack=repack)
+    tg = bench(gguf, threads=threads, generate=decode_tokens, depth=64, repack=repack)
     return {"decode_tok_s": tg["avg_ts"], "prefill_tok_s": pp["avg_ts"], "peak_rss": None,
-            "build": tg.get("build_commit"), "cpu": tg.get("cpu_info")}
+            "build": tg.get("build_commit"), "cpu": tg.get("cpu_info"), "repack": repack}
+
+
+def llama_cpp_repack(gguf: Path, threads: int) -> bool:
+    """llama.cpp's best configuration that runs this GGUF: its default weight repacking, unless that aborts
+    (its repacked Q8_0 for this model on an Intel CPU with AMX fails GGML_ASSERT(*cur_backend_id != -1) at
+    prefill), then without it."""
+    from k3.testing.llama_cpp import AnchorError, bench
+
+    try:
+        bench(gguf, threads=threads, prompt=64, repack=True)
+        return True
+    except AnchorError as e:
+        if "cur_backend_id" not in str(e):
+            raise
+        print(f"llama.cpp aborts on {gguf.name} with its weights repacked; running it without repacking",
+              file=sys.stderr, flush=True)
+        return False
 
 
 def prepare_llama_cpp(path: Path, trunk: str = "bf16") -> Path:
@@ -322,8 +339,9 @@ def measure(args, work: Path) -> dict:
         decoders["llama.cpp"] = ("llama.cpp", gguf, None)
         if args.quantised:
             q8 = prepare_llama_cpp(path, "q8_0")
-            engines["llama.cpp-q8_0"] = lambda: run_llama_cpp(q8, args.decode_tokens, args.threads)
-            decoders["llama.cpp-q8_0"] = ("llama.cpp", q8, None)
+            repack = llama_cpp_repack(q8, args.threads)
+            engines["llama.cpp-q8_0"] = lambda: run_llama_cpp(q8, args.decode_tokens, args.threads, repack)
+            decoders["llama.cpp-q8_0"] = ("llama.cpp" if repack else "llama.cpp:no-repack", q8, None)
     if not args.no_mlx:
         engines["mlx-lm"] = lambda: run_python("mlx", path, args.decode_tokens, args.threads)
     probe = Bandwidth()

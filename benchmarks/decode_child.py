@@ -6,14 +6,15 @@ Loads the model, fills 64 tokens of context (compare.py's prompt), decodes 3 war
 prints {"seconds": s} (the N tokens only, timed here, so the pipe's latency is not in it). An empty line
 or EOF ends it.
 
-    python benchmarks/decode_child.py {k3|k3:int8|llama.cpp} PATH THREADS [TOKENS]
+    python benchmarks/decode_child.py {k3|k3:int8|llama.cpp|llama.cpp:no-repack} PATH THREADS [TOKENS]
 
 k3 runs as compare.py's k3 child does (fp32 compute, inference mode, the model called a token at a time);
 `k3:int8` loads it with its int8 trunk (trunk="int8").
 llama.cpp runs through the bindings vendored with the source it was built from, with the context
 parameters llama-bench uses for a `tg` test (llama.cpp's defaults: flash attention auto, f16 KV cache,
 512-token batches, a context just large enough: 64 + 3 + TOKENS, default 4096 in all) and the same
-llama_decode call per token; PATH is then the GGUF.
+llama_decode call per token; PATH is then the GGUF. `llama.cpp:no-repack` loads it without llama.cpp's
+weight repacking (its extra buffer types), where the repacked form fails.
 """
 
 from __future__ import annotations
@@ -53,15 +54,18 @@ def k3_stepper(path: str, threads: int, tokens: int, trunk: str | None = None):
     return first, step
 
 
-def llama_cpp_stepper(path: str, threads: int, tokens: int):
-    """(first token, step) through llama.cpp's C API: one llama_decode of a one-token batch per step."""
+def llama_cpp_stepper(path: str, threads: int, tokens: int, repack: bool = True):
+    """(first token, step) through llama.cpp's C API: one llama_decode of a one-token batch per step.
+    repack: llama.cpp's extra buffer types (its weight repacking; llama-bench's --repack)."""
     from k3.testing.llama_cpp.run import bindings
 
     ll = bindings()
     HELD.append(ll.llama_log_callback(lambda level, text, data: None))   # outlives every call that may log
     ll.llama_log_set(HELD[-1], None)
     ll.llama_backend_init()
-    model = ll.llama_model_load_from_file(path.encode(), ll.llama_model_default_params())
+    model_params = ll.llama_model_default_params()
+    model_params.use_extra_bufts = repack
+    model = ll.llama_model_load_from_file(path.encode(), model_params)
     if not model:
         raise RuntimeError(f"llama.cpp could not load {path}")
     params = ll.llama_context_default_params()
@@ -100,7 +104,8 @@ def serve(step, tok: int, commands=sys.stdin, out=sys.stdout) -> None:
 def main() -> None:
     engine, path, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
     tokens = int(sys.argv[4]) if len(sys.argv) > 4 else 4096 - PROMPT_LEN - WARM_UP
-    steppers = {"k3": k3_stepper, "k3:int8": lambda *a: k3_stepper(*a, trunk="int8"), "llama.cpp": llama_cpp_stepper}
+    steppers = {"k3": k3_stepper, "k3:int8": lambda *a: k3_stepper(*a, trunk="int8"), "llama.cpp": llama_cpp_stepper,
+                "llama.cpp:no-repack": lambda *a: llama_cpp_stepper(*a, repack=False)}
     if engine not in steppers:
         sys.exit(f"unknown engine {engine!r}: expected one of {sorted(steppers)}")
     tok, step = steppers[engine](path, threads, tokens)

@@ -19,14 +19,15 @@ def _require_built(root: Path | None) -> None:
 
 
 def bench(gguf: str | Path, *, threads: int, prompt: int = 0, generate: int = 0, depth: int = 0,
-          repetitions: int = 1, root: Path | None = None) -> dict:
+          repetitions: int = 1, repack: bool = True, root: Path | None = None) -> dict:
     """One llama-bench test: prompt tokens/s (pp, one batch of `prompt`) or generation tokens/s
     (tg, `generate` tokens one at a time after `depth` tokens in the cache). Returns its JSON row
-    (avg_ts, stddev_ts, samples_ts, ...). mmap on, as llama.cpp runs by default."""
+    (avg_ts, stddev_ts, samples_ts, ...). mmap on, as llama.cpp runs by default; repack (its default)
+    lets llama.cpp repack weights into its extra buffer types."""
     _require_built(root)
     cmd = [str(bin_dir(root) / "llama-bench"), "-m", str(gguf), "-t", str(threads), "-p", str(prompt),
            "-n", str(generate), "-d", str(depth), "-r", str(repetitions), "-b", str(max(prompt, 512)),
-           "-ub", str(max(prompt, 512)), "-o", "json"]
+           "-ub", str(max(prompt, 512)), "--repack", str(int(repack)), "-o", "json"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
         raise AnchorError(f"llama-bench failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
