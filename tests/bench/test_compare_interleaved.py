@@ -24,7 +24,7 @@ from interleaved import Decoder, interleave, summarize_interleaved  # noqa: E402
 def test_summary_averages_each_engine_over_the_same_rounds():
     # 10 tokens a round; bandwidth 50, 40, 60 GB/s around two rounds; 1 GB read a token
     measured = {"seconds": {"k3": [0.25, 0.20], "llama.cpp": [0.30, 0.30]}, "samples": [50e9, 40e9, 60e9]}
-    r = summarize_interleaved(measured, 10, int(1e9), [("k3", "llama.cpp")])
+    r = summarize_interleaved(measured, 10, {"k3": int(1e9), "llama.cpp": int(1e9)}, [("k3", "llama.cpp")])
     assert r["decode_tok_s"] == pytest.approx({"k3": 20 / 0.45, "llama.cpp": 20 / 0.6})
     assert r["decode_ratio_k3_over_llama.cpp"] == pytest.approx(0.6 / 0.45)
     assert r["decode_ratio_k3_over_llama.cpp_per_round"] == pytest.approx([0.30 / 0.25, 0.30 / 0.20])
@@ -41,7 +41,8 @@ def test_summary_averages_each_engine_over_the_same_rounds():
 def test_halves_split_the_rounds_by_their_bandwidth():
     samples = [70e9, 40e9, 45e9, 72e9, 71e9]   # rounds at 70, 45, 72, 72 GB/s (the higher sample of each)
     seconds = {"k3": [0.1, 0.2, 0.1, 0.1], "llama.cpp": [0.13, 0.22, 0.12, 0.14]}
-    r = summarize_interleaved({"seconds": seconds, "samples": samples}, 5, int(1e9), [("k3", "llama.cpp")])
+    r = summarize_interleaved({"seconds": seconds, "samples": samples}, 5, dict.fromkeys(seconds, int(1e9)),
+                              [("k3", "llama.cpp")])
     slow, fast = r["decode_ratio_k3_over_llama.cpp_by_bandwidth"]
     assert slow == {"bandwidth_bytes_s": statistics.median([70e9, 45e9]), "ratio": pytest.approx(0.35 / 0.3)}
     assert fast == {"bandwidth_bytes_s": 72e9, "ratio": pytest.approx(0.26 / 0.2)}

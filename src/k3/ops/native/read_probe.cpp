@@ -49,6 +49,11 @@ uint64_t sum_level(const uint8_t* p, int64_t n) {
       std::memcpy(&v, p + i + 8 * j, 8);
       w[j] += v;
     }
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, p + i, 8);
+    w[0] += v;
+  }
   s += w[0] + w[1] + w[2] + w[3];
   for (; i < n; ++i) s += p[i];
   return s;
