@@ -126,7 +126,7 @@ def show_interleaved(result: dict, pairs) -> None:
     print(f"decode, interleaved ({result['rounds']} rounds of {result['tokens_per_round']} tokens each, "
           f"the engines taking turns):")
     for name, rate in result["decode_tok_s"].items():
-        print(f"  {name:<11}{rate:>8.1f} tok/s   decode/floor {result['decode_over_floor'][name]:.2f}x")
+        print(f"  {name:<15}{rate:>8.1f} tok/s   decode/floor {result['decode_over_floor'][name]:.2f}x")
     for ours, other in pairs:
         per_round = result[f"decode_ratio_{ours}_over_{other}_per_round"]
         halves = "; ".join(f"{h['ratio']:.2f}x at {h['bandwidth_bytes_s'] / 1e9:.0f} GB/s"
