@@ -14,6 +14,7 @@
 // A whole prefill ran faster this way than with the weight widened for MKL's sgemm on every CPU measured,
 // MKL's own AVX-512 code on Intel included (benchmarks/prefill_gemm.py). Used where
 // k3.ops.native.prefill_gemm() says.
+#include "k3.h"
 #include "gemm_pack.h"
 
 namespace k3 {

@@ -14,6 +14,7 @@
 // Where the CPU has no AVX512_BF16 (or the level is below AVX-512) the same product runs as x rounded to
 // bf16 through gemm.cpp's fp32 GEMM: equal within rounding (the sums' order differs), never a crash.
 // Chosen by k3.ops.native.prefill_gemm() == "bf16-dot" (an opt-in: x is rounded; docs/design/precision.md).
+#include "k3.h"
 #include "gemm_pack.h"
 
 #define K3_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
