@@ -91,10 +91,6 @@ class ForwardBatch:
             memo["step"] = [g for g in self.groups(by_context=False) if g.window or g.tokens == 1]
         return memo["step"]
 
-    def decode_group(self) -> "TokenGroup | None":
-        """Every sequence with one new token, whatever its cached length (decode runs them in one call)."""
-        return next((g for g in self.step_groups() if not g.window), None)
-
     def one_call_group(self) -> "TokenGroup | None":
         """The group the decode plan steps in one native call (model/plan_binding.py), when it is the whole
         batch: every sequence decoding one token, or every sequence a verify window of one length (rows
@@ -108,10 +104,6 @@ class ForwardBatch:
         if "prefill" not in memo:
             memo["prefill"] = [g for g in self.groups(by_context=True) if g.tokens > 1 and not g.window]
         return memo["prefill"]
-
-    def window_groups(self) -> list["TokenGroup"]:
-        """Verify windows, grouped by their number of new tokens (whatever their cached lengths)."""
-        return [g for g in self.step_groups() if g.window]
 
     def _group(self, seqs: list[int], n: int, whole: bool, window: bool = False) -> "TokenGroup":
         return TokenGroup(seqs, tuple(self.starts[s] for s in seqs), n, whole, window, self.device)

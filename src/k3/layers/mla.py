@@ -105,12 +105,12 @@ class GatedMLA(nn.Module):
         w_kv = self.kv_b_proj.weight.view(H, self.nope + self.v_dim, self.kv_rank)
         w_uk, w_uv = w_kv[:, :self.nope], w_kv[:, self.nope:]
         o = torch.empty((N, H, self.v_dim), dtype=x.dtype, device=x.device)
+        check_step_states(batch, cache, step_states)
         for group, step in zip(batch.step_groups(), step_states):   # one query row per new position
             b, T = len(group.seqs), group.tokens
             write_rows(step.pool, step.new_rows, group.take(c_kv), group.take(k_x))
             q_g = group.take(q).reshape(b * T, H, self.nope + self.extra)
             group.put(o, self._paged(q_g, step.paged(self.kv_rank), w_uk, w_uv).view(b, T, H, self.v_dim))
-        check_step_states(batch, cache, step_states)
         for group in batch.prefill_groups() if step_states or cache is not None else batch.groups(by_context=True):
             c_all, kx_all, offset = group.take(c_kv), group.take(k_x), 0
             if cache is not None:

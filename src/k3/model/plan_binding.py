@@ -1,15 +1,15 @@
 """The whole decode plan in one native call: its steps' weights bound once, and the decode rows that run it.
 
 `binding(model, kernels)` builds, when every step of the plan has a native form (each layer's attention
-and FFN `step_weights` (layers/steps.py), the norms and mixes, the embedding and a bf16 head), the whole plan as one
-`kernels.DecodePlan`, and keeps it on the model (`model.decode_binding`) until `model.weights_changed()`.
+and FFN `step_weights` (layers/steps.py), the norms and mixes, the embedding and a bf16 head), the whole
+plan as one `kernels.DecodePlan`, and keeps it on the model (`model.decode_binding`) until
+`model.weights_changed()`.
 
 `decode_in_one_call` then runs a batch that is one group the plan steps in one call (N sequences of one new
-token each, or verify windows of one length) as one native call, on the step states the state's owner
-built (layers/step_state.py). Everything else runs the plan op by op
-(model/plan.py's `run_steps`), where each sublayer's forward runs its registered native step for rows it
-takes (layers/steps.py). Both routes call the same kernels in the same order, so they give the same bits
-(tests/model/test_decode_plan.py).
+token each, or verify windows of one length) as one native call, on the step states the state's owner built
+(layers/step_state.py). Everything else runs the plan op by op (model/plan.py's `run_steps`), where each
+sublayer's forward runs its registered native step for rows it takes (layers/steps.py). Both routes call the
+same kernels in the same order, so they give the same bits (tests/model/test_decode_plan.py).
 """
 
 from __future__ import annotations
@@ -93,24 +93,24 @@ def _plan_step(kernels, step: Step, owner: nn.Module):
     return kernels.PlanStep(op=int(step.op), layer=step.layer, **fields)
 
 
-def decode_in_one_call(model, input_ids: torch.Tensor, batch: ForwardBatch, steps: list | None,
+def decode_in_one_call(model, input_ids: torch.Tensor, batch: ForwardBatch, step_states: list | None,
                        logits_index: torch.Tensor | None) -> torch.Tensor | None:
     """Logits [len(logits_index) or N, vocab] of a batch that is one group the plan steps in one native
     call (batch.one_call_group: N sequences of one new token each, or verify windows of one length, N rows
-    in all), the whole plan in one call on each attention layer's step state (`steps[i]`: the group's
+    in all), the whole plan in one call on each attention layer's step state (`step_states[i]`: the group's
     KdaStep or MlaStep, from the state's owner); None where the plan runs op by op (prefill, ragged
     windows, no state, another dtype, autograd, `reference_only()`, `model.one_call_decode` off, a step
     without a native form)."""
     N = input_ids.shape[0]
-    if (not steps or model.compute_dtype != torch.float32 or N != batch.num_tokens
+    if (not step_states or model.compute_dtype != torch.float32 or N != batch.num_tokens
             or not model.one_call_decode or input_ids.dtype != torch.long or not input_ids.is_cpu
             or (logits_index is not None and logits_index.numel() == 0)):   # decode_plan: empty means all rows
         return None
     row = torch.empty((N, model.config.hidden_size))
     kernels = decode_kernels(row) if batch.one_call_group() is not None else None
     bound = binding(model, kernels) if kernels is not None else None
-    if bound is None or bound.plan is None or not all(len(s) == 1 and s[0].kernel_takes() for s in steps):
+    if bound is None or bound.plan is None or not all(len(s) == 1 and s[0].kernel_takes() for s in step_states):
         return None
-    states = [s[0].kernel_state(kernels) for s in steps]
+    states = [s[0].kernel_state(kernels) for s in step_states]
     rows = _ALL_ROWS if logits_index is None else logits_index
     return kernels.decode_plan(plan=bound.plan, ids=input_ids.contiguous(), states=states, rows=rows)

@@ -1,12 +1,13 @@
 """Verify windows' KDA steps, kept for one engine step so the state of rejected drafts can be undone.
 
-A verify window steps each KDA layer's recurrence once per position, in place on the sequence's slot,
-and writes its inputs to the step state's replay tensors (layers/step_state.py). Before the model runs,
-the runner records here the slots' state and the step that replays a position from those inputs. Once the drafts are judged, `keep` gives every sequence that keeps fewer positions than its
-window the state from before the window back and replays its kept positions with the same step on the
-same inputs: bit for bit the state decoding those tokens one by one would have left. Restore and replay
-cost two state passes plus the kept steps, and only on a rejection; keeping every position's state
-instead would write the whole KDA state once per window position on every step.
+A verify window steps each KDA layer's recurrence once per position, in place on the sequence's slot, and
+writes its inputs to the step state's replay tensors (layers/step_state.py). Before the model runs, the
+runner records here the slots' state and the step that replays a position from those inputs. Once the drafts
+are judged, `keep` gives every sequence that keeps fewer positions than its window the state from before the
+window back and replays its kept positions with the same step on the same inputs: bit for bit the state
+decoding those tokens one by one would have left. Restore and replay cost two state passes plus the kept
+steps, and only on a rejection; keeping every position's state instead would write the whole KDA state once
+per window position on every step.
 """
 
 from __future__ import annotations

@@ -166,24 +166,10 @@ void gemm(const float* x, const Weights& w, int64_t M, int64_t K, int64_t N, flo
 
 }  // namespace
 
-at::Tensor bf16_gemm(at::Tensor x, at::Tensor w) {
-  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == at::kBFloat16 && w.is_contiguous(), "w must be contiguous bf16 [N, K]");
-  const int64_t M = x.size(0), K = w.size(1), N = w.size(0);
-  check_x(x, K);
-  auto y = at::empty({M, N}, x.options());
-  gemm(x.data_ptr<float>(), Bf16Weights{reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()), K}, M, K, N,
-       y.data_ptr<float>());
-  return y;
-}
+at::Tensor bf16_gemm(at::Tensor x, at::Tensor w) { return gemm_product(x, bf16_weights(w), w.size(0), gemm<Bf16Weights>); }
 
 at::Tensor mxfp4_gemm(at::Tensor x, at::Tensor packed, at::Tensor scale) {
-  check_packed(packed, scale);
-  const int64_t M = x.size(0), K = packed.size(1) * 2, N = packed.size(0);
-  check_x(x, K);
-  auto y = at::empty({M, N}, x.options());
-  gemm(x.data_ptr<float>(), Mxfp4Weights{packed.data_ptr<uint8_t>(), scale.data_ptr<uint8_t>(), K}, M, K, N,
-       y.data_ptr<float>());
-  return y;
+  return gemm_product(x, mxfp4_weights(packed, scale), packed.size(0), gemm<Mxfp4Weights>);
 }
 
 }  // namespace k3

@@ -121,31 +121,22 @@ void dot_gemm(const float* x, const Weights& w, int64_t M, int64_t K, int64_t N,
   }
 }
 
+// Whether vdpbf16ps runs here: the AVX-512 level, on a CPU with AVX512_BF16.
+bool dot_units() { return g_simd >= 2 && g_bf16_dot; }
+
 // x rounded to bf16 and widened back: the product the fp32 GEMMs then take (no dot-product units here).
 at::Tensor rounded(const at::Tensor& x) { return x.to(at::kBFloat16).to(at::kFloat).contiguous(); }
 
 }  // namespace
 
 at::Tensor bf16_dot_gemm(at::Tensor x, at::Tensor w) {
-  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == at::kBFloat16 && w.is_contiguous(), "w must be contiguous bf16 [N, K]");
-  const int64_t M = x.size(0), K = w.size(1), N = w.size(0);
-  check_x(x, K);
-  if (!(g_simd >= 2 && g_bf16_dot)) return bf16_gemm(rounded(x), w);
-  auto y = at::empty({M, N}, x.options());
-  dot_gemm(x.data_ptr<float>(), Bf16Weights{reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()), K}, M, K, N,
-           y.data_ptr<float>());
-  return y;
+  if (!dot_units()) return bf16_gemm(rounded(x), w);
+  return gemm_product(x, bf16_weights(w), w.size(0), dot_gemm<Bf16Weights>);
 }
 
 at::Tensor mxfp4_dot_gemm(at::Tensor x, at::Tensor packed, at::Tensor scale) {
-  check_packed(packed, scale);
-  const int64_t M = x.size(0), K = packed.size(1) * 2, N = packed.size(0);
-  check_x(x, K);
-  if (!(g_simd >= 2 && g_bf16_dot)) return mxfp4_gemm(rounded(x), packed, scale);
-  auto y = at::empty({M, N}, x.options());
-  dot_gemm(x.data_ptr<float>(), Mxfp4Weights{packed.data_ptr<uint8_t>(), scale.data_ptr<uint8_t>(), K}, M, K, N,
-           y.data_ptr<float>());
-  return y;
+  if (!dot_units()) return mxfp4_gemm(rounded(x), packed, scale);
+  return gemm_product(x, mxfp4_weights(packed, scale), packed.size(0), dot_gemm<Mxfp4Weights>);
 }
 
 }  // namespace k3

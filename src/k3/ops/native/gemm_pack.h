@@ -96,6 +96,31 @@ void pack_panel(const Weights& w, int64_t N, int64_t n0, int64_t k0, int64_t kc,
     for (int64_t j = k; j < kc; ++j) panel[j * C + c] = n0 + c < N ? w.at(n0 + c, k0 + j) : 0.f;
 }
 
+// A bf16 weight [N, K] as the packers read it, checked.
+inline Bf16Weights bf16_weights(const at::Tensor& w) {
+  TORCH_CHECK(w.dim() == 2 && w.scalar_type() == at::kBFloat16 && w.is_contiguous(), "w must be contiguous bf16 [N, K]");
+  return {reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()), w.size(1)};
+}
+
+// MXFP4 codes [N, K/2] and E8M0 scales [N, K/32] as the packers read them, checked.
+inline Mxfp4Weights mxfp4_weights(const at::Tensor& packed, const at::Tensor& scale) {
+  check_packed(packed, scale);
+  return {packed.data_ptr<uint8_t>(), scale.data_ptr<uint8_t>(), packed.size(1) * 2};
+}
+
+// y [M, N] = x [M, K] @ W^T for N weight rows, x checked against W's depth, through one GEMM driver
+// (gemm.cpp's fp32 one, gemm_dot.cpp's bf16 dot-product one).
+template <class Weights>
+using GemmDriver = void (*)(const float* x, const Weights& w, int64_t M, int64_t K, int64_t N, float* y);
+
+template <class Weights>
+at::Tensor gemm_product(const at::Tensor& x, const Weights& w, int64_t N, GemmDriver<Weights> driver) {
+  check_x(x, w.K);
+  auto y = at::empty({x.size(0), N}, x.options());
+  driver(x.data_ptr<float>(), w, x.size(0), w.K, N, y.data_ptr<float>());
+  return y;
+}
+
 }  // namespace
 
 }  // namespace k3
